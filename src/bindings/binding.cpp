@@ -1,0 +1,21 @@
+#include "bindings/binding.h"
+
+#include "bindings/reference/reference_binding.h"
+
+namespace metaop {
+
+Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const Tensors&,
+                          const Tensors&) {
+  throw Unsupported(node.label() + ": binding '" + name() + "' has no backward for this op");
+}
+
+std::vector<std::string> binding_names() { return {"reference"}; }
+
+std::unique_ptr<Binding> make_binding(const std::string& name) {
+  if (name == "reference") return std::make_unique<ReferenceBinding>();
+  std::string known;
+  for (const auto& n : binding_names()) known += (known.empty() ? "" : ", ") + n;
+  fail("unknown binding '{}' (available: {})", name, known);
+}
+
+}  // namespace metaop

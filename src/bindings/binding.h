@@ -1,0 +1,38 @@
+#pragma once
+// A binding runs meta operators on one framework's kernels (or on the float64 reference).
+// "Unsupported" is a normal answer: supports() says so up front with a reason, and forward()
+// may still throw Unsupported for an attribute value or dtype it finds it lacks.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "tensor/tensor.h"
+
+namespace metaop {
+
+using Tensors = std::vector<Tensor>;
+
+struct Support {
+  bool forward = false;
+  bool backward = false;
+  std::vector<DType> dtypes;  // dtypes it accepts for the op's floating inputs
+  std::string reason;         // why not, when it has neither
+};
+
+class Binding {
+ public:
+  virtual ~Binding() = default;
+  virtual std::string name() const = 0;
+  virtual Support supports(const std::string& op_type) const = 0;
+  virtual Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) = 0;
+  // Vector-Jacobian product: gradients of the node's inputs given its outputs' gradients.
+  virtual Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                           const Tensors& outputs, const Tensors& output_grads);
+};
+
+// Bindings by name ("reference"; framework bindings register here as they arrive).
+std::vector<std::string> binding_names();
+std::unique_ptr<Binding> make_binding(const std::string& name);
+
+}  // namespace metaop

@@ -1,0 +1,14 @@
+#pragma once
+// The float64 reference: a thin adapter over the meta operators' reference kernels.
+#include "bindings/binding.h"
+
+namespace metaop {
+
+class ReferenceBinding final : public Binding {
+ public:
+  std::string name() const override { return "reference"; }
+  Support supports(const std::string& op_type) const override;
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
+};
+
+}  // namespace metaop

@@ -1,0 +1,63 @@
+// metaop conform: runs ONNX backend-test folders with the reference.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/conform.h"
+#include "cli/commands.h"
+#include "tensor/error.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct ConformArgs {
+  std::vector<std::string> paths;
+  std::string json;
+  int min_pass = -1;
+  bool quiet = false;
+};
+
+int run(const ConformArgs& a) {
+  auto tests = find_conformance_tests(a.paths);
+  int pass = 0, failed = 0, unsupported = 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : tests) {
+    ConformResult r = run_conformance_test(t);
+    if (r.status == "pass") ++pass;
+    else if (r.status == "fail") ++failed;
+    else ++unsupported;
+    if (!a.quiet || r.status == "fail")
+      fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
+    out.push_back({{"test", r.test}, {"status", r.status}, {"reason", r.reason}});
+  }
+  fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed, unsupported);
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    if (!f) fail("{}: cannot open for writing", a.json);
+    f << out.dump(2) << "\n";
+  }
+  if (a.min_pass >= 0) {
+    if (pass < a.min_pass) {
+      fmt::print("{} passed, fewer than the required {}\n", pass, a.min_pass);
+      return 1;
+    }
+    return 0;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_conform_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<ConformArgs>();
+  auto* cmd = app.add_subcommand("conform", "Run ONNX backend-test folders with the reference");
+  cmd->add_option("paths", args->paths, "Test folders, or folders of test folders")->required();
+  cmd->add_option("--json", args->json, "Write [{test, status, reason}] to this file");
+  cmd->add_option("--min-pass", args->min_pass, "Exit 1 unless at least this many tests pass (default: exit 1 on any failure)");
+  cmd->add_flag("--quiet", args->quiet, "Print only failures and the totals");
+  cmd->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace metaop::cli

@@ -1,0 +1,63 @@
+// metaop ops: the coverage matrix, meta op x binding x {forward, backward}.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bindings/binding.h"
+#include "cli/commands.h"
+#include "ops/registry.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct OpsArgs {
+  bool json = false;
+};
+
+int run(const OpsArgs& a) {
+  const auto& reg = OpRegistry::instance();
+  auto names = binding_names();
+  std::vector<std::unique_ptr<Binding>> bindings;
+  for (const auto& n : names) bindings.push_back(make_binding(n));
+  nlohmann::json out = nlohmann::json::array();
+  std::map<std::string, std::pair<int, int>> totals;
+  if (!a.json) {
+    fmt::print("{:<28} {:<12}", "op", "family");
+    for (const auto& n : names) fmt::print(" {:<12}", n);
+    fmt::print("\n");
+  }
+  for (const auto& type : reg.types()) {
+    if (!a.json) fmt::print("{:<28} {:<12}", type, reg.find(type)->family);
+    for (const auto& b : bindings) {
+      Support s = b->supports(type);
+      std::vector<std::string> dts;
+      for (auto d : s.dtypes) dts.emplace_back(dtype_name(d));
+      out.push_back({{"op", type}, {"binding", b->name()}, {"forward", s.forward}, {"backward", s.backward},
+                     {"dtypes", dts}, {"reason", s.reason}});
+      totals[b->name()].first += s.forward;
+      totals[b->name()].second += s.backward;
+      if (!a.json) fmt::print(" {:<12}", std::string(s.forward ? "fwd" : "-") + (s.backward ? "+bwd" : ""));
+    }
+    if (!a.json) fmt::print("\n");
+  }
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    for (const auto& [b, t] : totals) fmt::print("{}: forward {} ops, backward {} ops\n", b, t.first, t.second);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_ops_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<OpsArgs>();
+  auto* cmd = app.add_subcommand("ops", "Coverage matrix: meta operators x bindings");
+  cmd->add_flag("--json", args->json, "Print a JSON list of {op, binding, forward, backward, dtypes, reason}");
+  cmd->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace metaop::cli

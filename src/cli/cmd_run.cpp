@@ -1,0 +1,100 @@
+// metaop run: runs a model under a binding plan and summarizes (and saves) its outputs.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/inputs.h"
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "tensor/npy.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  bool random_inputs = false;
+  std::uint64_t seed = 0;
+  std::string range = "-1,1";
+  std::string out_dir;
+};
+
+void print_summary(const std::string& name, const Tensor& t) {
+  auto v = t.to_f64();
+  std::int64_t nan = 0, inf = 0, finite = 0;
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  for (double x : v) {
+    if (std::isnan(x)) ++nan;
+    else if (std::isinf(x)) ++inf;
+    else {
+      ++finite;
+      mn = std::min(mn, x);
+      mx = std::max(mx, x);
+      sum += x;
+    }
+  }
+  if (finite)
+    fmt::print("{:<24} {:<18} {:<8} min {:>12.6g}  max {:>12.6g}  mean {:>12.6g}  nan {}  inf {}\n", name,
+               shape_str(t.shape()), dtype_name(t.dtype()), mn, mx, sum / static_cast<double>(finite), nan, inf);
+  else
+    fmt::print("{:<24} {:<18} {:<8} no finite values  nan {}  inf {}\n", name, shape_str(t.shape()),
+               dtype_name(t.dtype()), nan, inf);
+}
+
+std::string safe_file_name(std::string s) {
+  for (auto& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+  return s;
+}
+
+int run(const RunArgs& a) {
+  Graph g = load_onnx(a.model);
+  Plan plan;
+  check_supported(g, plan);
+  InputSpec spec{a.inputs, a.random_inputs, a.seed, parse_range(a.range)};
+  auto [inputs, sources] = gather_inputs(g, spec);
+  validate_inputs(g, inputs, sources);
+
+  RunOptions opts;
+  bool tty = isatty(STDERR_FILENO);
+  if (tty)
+    opts.progress = [](std::size_t done, std::size_t total) {
+      fmt::print(stderr, "\r[{}/{} nodes]", done, total);
+      if (done == total) fmt::print(stderr, "\r\033[K");
+    };
+  RunResult res = run_graph(g, inputs, plan, opts);
+  fmt::print("{}: {} nodes, opset {}\n", a.model, g.nodes.size(), g.opset);
+  for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));
+  if (!a.out_dir.empty()) {
+    std::filesystem::create_directories(a.out_dir);
+    for (const auto& o : g.outputs) {
+      auto path = (std::filesystem::path(a.out_dir) / (safe_file_name(o.name) + ".npy")).string();
+      write_npy(path, res.outputs.at(o.name));
+      fmt::print("wrote {}\n", path);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run a model with the float64 reference and summarize its outputs");
+  cmd->add_option("model", args->model, "ONNX model")->required();
+  cmd->add_option("--input", args->inputs,
+                  "Input file (.npy or TensorProto .pb), as FILE (binds to graph inputs in order) or NAME=FILE");
+  cmd->add_flag("--random-inputs", args->random_inputs, "Fill inputs not given with seeded random values");
+  cmd->add_option("--seed", args->seed, "Seed for random inputs")->capture_default_str();
+  cmd->add_option("--range", args->range, "LO,HI range of random inputs")->capture_default_str();
+  cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");
+  cmd->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace metaop::cli

@@ -1,0 +1,167 @@
+#include "engine/executor.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+namespace metaop {
+
+Plan::Plan() { binding("reference"); }
+
+Binding* Plan::binding(const std::string& name) {
+  auto it = bindings_.find(name);
+  if (it != bindings_.end()) return it->second.get();
+  auto b = make_binding(name);
+  Binding* raw = b.get();
+  bindings_[name] = std::move(b);
+  return raw;
+}
+
+void Plan::set_default(const std::string& b) {
+  binding(b);
+  default_ = b;
+}
+
+void Plan::bind_op(const std::string& key, const std::string& b) {
+  binding(b);
+  overrides_[key] = b;
+}
+
+Binding* Plan::for_node(const Node& n) {
+  if (auto it = overrides_.find(n.name); it != overrides_.end()) return binding(it->second);
+  if (auto it = overrides_.find(n.op_type); it != overrides_.end()) return binding(it->second);
+  return binding(default_);
+}
+
+void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                     const std::map<std::string, std::string>& source) {
+  for (const auto& vi : g.inputs) {
+    auto it = inputs.find(vi.name);
+    if (it == inputs.end()) fail("{}: graph input '{}' is not given", g.path, vi.name);
+    const Tensor& t = it->second;
+    auto src = source.count(vi.name) ? source.at(vi.name) : std::string("input '" + vi.name + "'");
+    if (vi.dtype && t.dtype() != *vi.dtype)
+      fail("{}: dtype {} does not match graph input '{}' of {} (expects {})", src,
+           dtype_name(t.dtype()), vi.name, g.path, dtype_name(*vi.dtype));
+    if (!vi.dtype && vi.onnx_elem_type)
+      throw Unsupported(fmt::format("{}: graph input '{}' has unsupported type {}", g.path, vi.name,
+                                    onnx_type_name(vi.onnx_elem_type)));
+    if (vi.dims) {
+      bool ok = vi.dims->size() == t.shape().size();
+      for (std::size_t d = 0; ok && d < vi.dims->size(); ++d)
+        ok = (*vi.dims)[d] < 0 || (*vi.dims)[d] == t.shape()[d];
+      if (!ok)
+        fail("{}: shape {} does not match graph input '{}' of {} (expects {}, -1 = any)", src,
+             shape_str(t.shape()), vi.name, g.path, shape_str(*vi.dims));
+    }
+  }
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const auto& vi : g.inputs) known |= vi.name == name;
+    if (!known) fail("{}: the model has no input named '{}'", g.path, name);
+  }
+}
+
+void check_supported(const Graph& g, Plan& plan) {
+  std::map<std::string, int> missing;
+  for (const auto& n : g.nodes) {
+    Binding* b = plan.for_node(n);
+    if (b->supports(n.op_type).forward) continue;
+    if (plan.reference()->supports(n.op_type).forward) continue;
+    ++missing[n.op_type];
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto& [op, count] : missing) list += fmt::format("{}{} x{}", list.empty() ? "" : ", ", op, count);
+  throw Unsupported(fmt::format("{}: unsupported operators: {}", g.path, list));
+}
+
+RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, Plan& plan,
+                    const RunOptions& options) {
+  auto order = topological_order(g);
+  std::unordered_map<std::string, Tensor> env;
+  for (const auto& [n, t] : g.initializers) env[n] = t;
+  for (const auto& [n, t] : inputs) env[n] = t;
+
+  // Last use of each value (position in `order`), so values can be freed as the run goes.
+  std::unordered_map<std::string, std::size_t> last_use;
+  for (std::size_t pos = 0; pos < order.size(); ++pos)
+    for (const auto& in : g.nodes[order[pos]].inputs) last_use[in] = pos;
+  std::set<std::string> keep;
+  for (const auto& o : g.outputs) keep.insert(o.name);
+
+  RunResult result;
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    const Node& node = g.nodes[order[pos]];
+    Tensors ins;
+    ins.reserve(node.inputs.size());
+    for (const auto& in : node.inputs) {
+      if (in.empty()) {
+        ins.emplace_back();
+        continue;
+      }
+      auto it = env.find(in);
+      if (it == env.end()) fail("{}: input '{}' has no value", node.label(), in);
+      ins.push_back(it->second);
+    }
+    NodeRecord rec;
+    rec.node = order[pos];
+    Binding* b = plan.for_node(node);
+    auto t0 = std::chrono::steady_clock::now();
+    Tensors outs;
+    try {
+      if (!b->supports(node.op_type).forward) throw Unsupported(b->supports(node.op_type).reason);
+      outs = b->forward(node, g.opset, ins);
+    } catch (const Unsupported& e) {
+      if (b == plan.reference()) throw;
+      rec.fallback_reason = e.what();
+      b = plan.reference();
+      t0 = std::chrono::steady_clock::now();
+      outs = b->forward(node, g.opset, ins);
+    }
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rec.binding = b->name();
+    std::size_t produced = 0;
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i].empty()) continue;
+      if (i >= outs.size() || !outs[i].defined())
+        fail("{}: binding '{}' produced no value for output #{} '{}'", node.label(), b->name(), i,
+             node.outputs[i]);
+      // Cross-check with ONNX shape inference where it knows the static shape.
+      if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
+        const auto& dims = *vi->dims;
+        bool ok = dims.size() == outs[i].shape().size();
+        for (std::size_t d = 0; ok && d < dims.size(); ++d) ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
+        if (!ok)
+          fail("{}: output '{}' has shape {} but ONNX shape inference says {}", node.label(),
+               node.outputs[i], shape_str(outs[i].shape()), shape_str(dims));
+      }
+      env[node.outputs[i]] = outs[i];
+      ++produced;
+    }
+    (void)produced;
+    result.records.push_back(std::move(rec));
+    if (!options.keep_all) {
+      for (const auto& in : node.inputs) {
+        auto lu = last_use.find(in);
+        if (lu != last_use.end() && lu->second == pos && !keep.count(in) && !g.initializers.count(in))
+          env.erase(in);
+      }
+      // Outputs nobody reads are dropped at once.
+      for (const auto& o : node.outputs)
+        if (!o.empty() && !last_use.count(o) && !keep.count(o)) env.erase(o);
+    }
+    if (options.progress) options.progress(pos + 1, order.size());
+  }
+  for (const auto& o : g.outputs) {
+    auto it = env.find(o.name);
+    if (it == env.end()) fail("{}: graph output '{}' was not produced", g.path, o.name);
+    result.outputs[o.name] = it->second;
+  }
+  if (options.keep_all) result.values.insert(env.begin(), env.end());
+  return result;
+}
+
+}  // namespace metaop

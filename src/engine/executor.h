@@ -1,0 +1,62 @@
+#pragma once
+// Runs a graph node by node under a binding plan. Every node goes to the binding the plan
+// names for it (by node name, then op type, then the default); a binding that lacks the op
+// falls back to the reference, and the run records it.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings/binding.h"
+#include "graph/graph.h"
+
+namespace metaop {
+
+class Plan {
+ public:
+  Plan();  // everything on the reference
+  // Takes ownership; the same name returns the same instance.
+  Binding* binding(const std::string& name);
+  void set_default(const std::string& binding);
+  void bind_op(const std::string& op_type_or_node, const std::string& binding);
+  Binding* for_node(const Node& n);
+  Binding* reference() { return binding("reference"); }
+
+ private:
+  std::map<std::string, std::unique_ptr<Binding>> bindings_;
+  std::string default_ = "reference";
+  std::map<std::string, std::string> overrides_;  // node name or op type -> binding
+};
+
+struct NodeRecord {
+  std::size_t node = 0;
+  std::string binding;  // the binding that ran it
+  std::string fallback_reason;  // non-empty when the planned binding could not
+  double seconds = 0;
+};
+
+struct RunOptions {
+  bool keep_all = false;  // keep every intermediate value; otherwise free after last use
+  // Called after each node (index into the run order, total) for progress display.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct RunResult {
+  std::map<std::string, Tensor> outputs;  // graph outputs
+  std::map<std::string, Tensor> values;   // all values, with keep_all
+  std::vector<NodeRecord> records;        // in run order
+};
+
+// Checks that every graph input is given with the declared dtype and static dims; `source`
+// names where each came from (a file) for the messages.
+void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                     const std::map<std::string, std::string>& source = {});
+
+// Throws Unsupported listing every op type (with counts) that no binding of the plan runs.
+void check_supported(const Graph& g, Plan& plan);
+
+RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, Plan& plan,
+                    const RunOptions& options = {});
+
+}  // namespace metaop

@@ -1,0 +1,112 @@
+#include "graph/graph.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <unordered_map>
+
+namespace metaop {
+
+namespace {
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Int: return "int";
+    case Attribute::Kind::Float: return "float";
+    case Attribute::Kind::String: return "string";
+    case Attribute::Kind::Tensor: return "tensor";
+    case Attribute::Kind::Ints: return "ints";
+    case Attribute::Kind::Floats: return "floats";
+    case Attribute::Kind::Strings: return "strings";
+    case Attribute::Kind::Unsupported: return "unsupported";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string Node::label() const { return fmt::format("node '{}' ({})", name, op_type); }
+
+const Attribute& Node::get(const std::string& a, Attribute::Kind k) const {
+  auto it = attrs.find(a);
+  if (it == attrs.end()) fail("{}: missing required attribute '{}'", label(), a);
+  if (it->second.kind != k)
+    fail("{}: attribute '{}' is {}, expected {}", label(), a, kind_name(it->second.kind),
+         kind_name(k));
+  return it->second;
+}
+
+std::int64_t Node::attr_i(const std::string& a) const { return get(a, Attribute::Kind::Int).i; }
+std::int64_t Node::attr_i(const std::string& a, std::int64_t dflt) const {
+  return has_attr(a) ? attr_i(a) : dflt;
+}
+double Node::attr_f(const std::string& a) const { return get(a, Attribute::Kind::Float).f; }
+double Node::attr_f(const std::string& a, double dflt) const {
+  return has_attr(a) ? attr_f(a) : dflt;
+}
+std::string Node::attr_s(const std::string& a) const { return get(a, Attribute::Kind::String).s; }
+std::string Node::attr_s(const std::string& a, const std::string& dflt) const {
+  return has_attr(a) ? attr_s(a) : dflt;
+}
+std::vector<std::int64_t> Node::attr_ints(const std::string& a) const {
+  return get(a, Attribute::Kind::Ints).ints;
+}
+std::vector<std::int64_t> Node::attr_ints(const std::string& a,
+                                          const std::vector<std::int64_t>& dflt) const {
+  return has_attr(a) ? attr_ints(a) : dflt;
+}
+std::vector<double> Node::attr_floats(const std::string& a) const {
+  return get(a, Attribute::Kind::Floats).floats;
+}
+const Tensor& Node::attr_t(const std::string& a) const { return get(a, Attribute::Kind::Tensor).t; }
+
+const ValueInfo* Graph::find_value_info(const std::string& n) const {
+  for (const auto& v : inputs)
+    if (v.name == n) return &v;
+  for (const auto& v : outputs)
+    if (v.name == n) return &v;
+  auto it = value_info.find(n);
+  return it == value_info.end() ? nullptr : &it->second;
+}
+
+std::vector<std::size_t> topological_order(const Graph& g) {
+  std::unordered_map<std::string, std::size_t> producer;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].outputs)
+      if (!o.empty()) producer[o] = i;
+  std::set<std::string> available;
+  for (const auto& v : g.inputs) available.insert(v.name);
+  for (const auto& [n, t] : g.initializers) available.insert(n);
+
+  std::vector<int> state(g.nodes.size(), 0);  // 0 new, 1 visiting, 2 done
+  std::vector<std::size_t> order;
+  order.reserve(g.nodes.size());
+  // Iterative DFS so that deep graphs cannot overflow the stack.
+  for (std::size_t root = 0; root < g.nodes.size(); ++root) {
+    if (state[root]) continue;
+    std::vector<std::pair<std::size_t, std::size_t>> stack{{root, 0}};
+    state[root] = 1;
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      const Node& node = g.nodes[n];
+      if (next < node.inputs.size()) {
+        const std::string& in = node.inputs[next++];
+        if (in.empty() || available.count(in)) continue;
+        auto it = producer.find(in);
+        if (it == producer.end())
+          fail("{}: input '{}' is not a graph input, an initializer or any node's output",
+               node.label(), in);
+        if (state[it->second] == 1) fail("{}: the graph has a cycle through '{}'", node.label(), in);
+        if (state[it->second] == 0) {
+          state[it->second] = 1;
+          stack.push_back({it->second, 0});
+        }
+        continue;
+      }
+      state[n] = 2;
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+}  // namespace metaop

@@ -1,0 +1,79 @@
+#pragma once
+// The graph IR: what MetaOp keeps of an ONNX model. Attributes carry the ONNX schema's defaults
+// (filled in at import), so kernels read one place whatever the exporter wrote.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace metaop {
+
+struct Attribute {
+  enum class Kind { Int, Float, String, Tensor, Ints, Floats, Strings, Unsupported };
+  Kind kind = Kind::Unsupported;
+  std::int64_t i = 0;
+  double f = 0;
+  std::string s;
+  metaop::Tensor t;
+  std::vector<std::int64_t> ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+  std::string unsupported_type;  // e.g. GRAPH, for ops MetaOp does not run
+};
+
+struct Node {
+  std::string name;  // never empty: unnamed nodes get "<op_type>_<index>"
+  std::string op_type;
+  std::string domain;
+  std::vector<std::string> inputs;  // "" marks an omitted optional input
+  std::vector<std::string> outputs;
+  std::map<std::string, Attribute> attrs;
+
+  bool has_attr(const std::string& a) const { return attrs.count(a) != 0; }
+  std::int64_t attr_i(const std::string& a) const;
+  std::int64_t attr_i(const std::string& a, std::int64_t dflt) const;
+  double attr_f(const std::string& a) const;
+  double attr_f(const std::string& a, double dflt) const;
+  std::string attr_s(const std::string& a) const;
+  std::string attr_s(const std::string& a, const std::string& dflt) const;
+  std::vector<std::int64_t> attr_ints(const std::string& a) const;
+  std::vector<std::int64_t> attr_ints(const std::string& a,
+                                      const std::vector<std::int64_t>& dflt) const;
+  std::vector<double> attr_floats(const std::string& a) const;
+  const Tensor& attr_t(const std::string& a) const;
+  // "node 'conv1' (Conv)": the prefix of every message about this node.
+  std::string label() const;
+
+ private:
+  const Attribute& get(const std::string& a, Attribute::Kind k) const;
+};
+
+struct ValueInfo {
+  std::string name;
+  std::optional<DType> dtype;  // nullopt: unknown or a type MetaOp does not handle
+  int onnx_elem_type = 0;
+  bool is_tensor = true;  // false for sequence, map, optional values
+  int type_case = 0;
+  std::optional<std::vector<std::int64_t>> dims;  // -1 for a symbolic or unknown dimension
+};
+
+struct Graph {
+  std::string path;  // file it came from, for messages
+  std::string name;
+  std::int64_t opset = 0;  // of the default ("" / ai.onnx) domain
+  std::vector<Node> nodes;  // topological order
+  std::map<std::string, Tensor> initializers;
+  std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
+  std::vector<ValueInfo> outputs;
+  std::map<std::string, ValueInfo> value_info;  // from ONNX shape inference
+
+  const ValueInfo* find_value_info(const std::string& name) const;
+};
+
+// Node indices in topological order; fails naming the first value no node produces.
+std::vector<std::size_t> topological_order(const Graph& g);
+
+}  // namespace metaop

@@ -1,0 +1,128 @@
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <set>
+
+#include "graph/onnx_io.h"
+#include "tensor/tensor_proto.h"
+
+namespace metaop {
+
+namespace {
+
+void export_attr(const std::string& name, const Attribute& a, const Node& n,
+                 onnx::AttributeProto* p) {
+  using A = onnx::AttributeProto;
+  p->set_name(name);
+  switch (a.kind) {
+    case Attribute::Kind::Int: p->set_type(A::INT); p->set_i(a.i); break;
+    case Attribute::Kind::Float: p->set_type(A::FLOAT); p->set_f(static_cast<float>(a.f)); break;
+    case Attribute::Kind::String: p->set_type(A::STRING); p->set_s(a.s); break;
+    case Attribute::Kind::Tensor: p->set_type(A::TENSOR); tensor_to_proto(a.t, "", p->mutable_t()); break;
+    case Attribute::Kind::Ints:
+      p->set_type(A::INTS);
+      for (auto v : a.ints) p->add_ints(v);
+      break;
+    case Attribute::Kind::Floats:
+      p->set_type(A::FLOATS);
+      for (auto v : a.floats) p->add_floats(static_cast<float>(v));
+      break;
+    case Attribute::Kind::Strings:
+      p->set_type(A::STRINGS);
+      for (const auto& v : a.strings) p->add_strings(v);
+      break;
+    case Attribute::Kind::Unsupported:
+      fail("{}: attribute '{}' of type {} cannot be exported", n.label(), name, a.unsupported_type);
+  }
+}
+
+void set_value_info(const std::string& name, const Graph& g, const SubgraphSpec& spec,
+                    onnx::ValueInfoProto* v) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  auto it = spec.values.find(name);
+  if (it != spec.values.end() && it->second.defined()) {
+    tt->set_elem_type(dtype_to_onnx(it->second.dtype()));
+    auto* shape = tt->mutable_shape();
+    for (auto d : it->second.shape()) shape->add_dim()->set_dim_value(d);
+    return;
+  }
+  const ValueInfo* vi = g.find_value_info(name);
+  if (!vi || vi->onnx_elem_type == 0)
+    fail("{}: subgraph export needs the type of value '{}' (pass its tensor)", g.path, name);
+  tt->set_elem_type(vi->onnx_elem_type);
+  if (vi->dims) {
+    auto* shape = tt->mutable_shape();
+    for (auto d : *vi->dims) {
+      auto* dim = shape->add_dim();
+      if (d >= 0) dim->set_dim_value(d);
+    }
+  }
+}
+
+}  // namespace
+
+std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(onnx::IR_VERSION);
+  m.set_producer_name("metaop");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(g.opset);
+  auto* gp = m.mutable_graph();
+  gp->set_name(g.name.empty() ? "metaop_subgraph" : g.name + "_subgraph");
+
+  std::set<std::string> produced, consumed_outside_inputs;
+  std::vector<std::string> external_inputs;
+  for (auto idx : spec.nodes) {
+    const Node& n = g.nodes.at(idx);
+    for (const auto& in : n.inputs)
+      if (!in.empty() && !produced.count(in) && !consumed_outside_inputs.count(in)) {
+        consumed_outside_inputs.insert(in);
+        external_inputs.push_back(in);
+      }
+    for (const auto& o : n.outputs)
+      if (!o.empty()) produced.insert(o);
+    auto* np = gp->add_node();
+    np->set_name(n.name);
+    np->set_op_type(n.op_type);
+    np->set_domain(n.domain);
+    for (const auto& in : n.inputs) np->add_input(in);
+    for (const auto& o : n.outputs) np->add_output(o);
+    for (const auto& [name, a] : n.attrs) export_attr(name, a, n, np->add_attribute());
+  }
+  for (const auto& name : external_inputs) {
+    bool constant = spec.constants.count(name) || g.initializers.count(name);
+    if (constant) {
+      auto it = spec.values.find(name);
+      const Tensor* t = it != spec.values.end() ? &it->second : nullptr;
+      if (!t) {
+        auto init = g.initializers.find(name);
+        if (init != g.initializers.end()) t = &init->second;
+      }
+      if (!t) fail("{}: constant input '{}' of the subgraph has no value", g.path, name);
+      tensor_to_proto(*t, name, gp->add_initializer());
+    } else {
+      set_value_info(name, g, spec, gp->add_input());
+    }
+  }
+  // Outputs: values produced here that the graph outputs or that nodes outside consume.
+  std::set<std::size_t> chosen(spec.nodes.begin(), spec.nodes.end());
+  std::set<std::string> needed;
+  for (const auto& o : g.outputs) needed.insert(o.name);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (!chosen.count(i))
+      for (const auto& in : g.nodes[i].inputs) needed.insert(in);
+  for (auto idx : spec.nodes)
+    for (const auto& o : g.nodes[idx].outputs)
+      if (!o.empty() && (needed.count(o) || spec.nodes.size() == 1 || spec.values.count(o)))
+        set_value_info(o, g, spec, gp->add_output());
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    fail("{}: exported subgraph is not a valid model: {}", g.path, e.what());
+  }
+  return m.SerializeAsString();
+}
+
+}  // namespace metaop

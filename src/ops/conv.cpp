@@ -1,0 +1,187 @@
+// Convolution meta operators: Conv (im2col + float64 GEMM) and ConvTranspose (GEMM + col2im).
+#include "ops/linear_util.h"
+#include "ops/window.h"
+
+namespace metaop {
+
+namespace {
+
+std::vector<std::int64_t> kernel_from_weight(const KernelContext& c, const Tensor& w) {
+  auto ks = c.node.attr_ints("kernel_shape", {});
+  Shape from_w(w.shape().begin() + 2, w.shape().end());
+  if (ks.empty()) return from_w;
+  if (ks != from_w)
+    fail("{}: kernel_shape {} does not match weight {}", c.node.label(), shape_str(ks),
+         shape_str(w.shape()));
+  return ks;
+}
+
+// Columns [C * K, P]: for each channel and kernel offset, the input under each output position.
+void im2col(const double* x, std::int64_t channels, const Window& w, double* col) {
+  std::int64_t P = w.out_size();
+  for (std::int64_t ch = 0; ch < channels; ++ch) {
+    const double* xc = x + ch * w.in_size();
+    for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
+      for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
+        for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+          double* row = col + ((ch * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * P;
+          for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+            std::int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
+            for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+              std::int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
+              double* r = row + (o0 * w.out[1] + o1) * w.out[2];
+              if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
+                std::fill(r, r + w.out[2], 0.0);
+                continue;
+              }
+              const double* xr = xc + (i0 * w.in[1] + i1) * w.in[2];
+              for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+                std::int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
+                r[o2] = (i2 >= 0 && i2 < w.in[2]) ? xr[i2] : 0.0;
+              }
+            }
+          }
+        }
+  }
+}
+
+Tensors conv(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  const Tensor& wt = input(c, in, 1);
+  require_float(c, x, "input X");
+  std::int64_t group = c.node.attr_i("group", 1);
+  if (wt.rank() != x.rank()) fail("{}: weight {} vs input {}", c.node.label(), shape_str(wt.shape()), shape_str(x.shape()));
+  Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
+  std::int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0);
+  if (group <= 0 || C % group || M % group || wt.dim(1) * group != C)
+    fail("{}: input channels {}, weight {}, group {} do not fit", c.node.label(), C,
+         shape_str(wt.shape()), group);
+  std::int64_t Cg = C / group, Mg = M / group, K = Cg * w.k_size(), P = w.out_size();
+  auto vx = x.to_f64(), vw = wt.to_f64();
+  std::vector<double> bias(static_cast<std::size_t>(M), 0.0);
+  if (has_input(in, 2)) {
+    if (in[2].numel() != M) fail("{}: bias has {} elements, expected {}", c.node.label(), in[2].numel(), M);
+    bias = in[2].to_f64();
+  }
+  std::vector<double> out(static_cast<std::size_t>(N * M * P));
+  bool direct = w.k_size() == 1 && w.s == std::array<std::int64_t, 3>{1, 1, 1} &&
+                w.pb == std::array<std::int64_t, 3>{0, 0, 0} && w.pe == w.pb;
+  std::vector<double> col(direct ? 0 : static_cast<std::size_t>(K * P));
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t g = 0; g < group; ++g) {
+      const double* xg = vx.data() + (n * C + g * Cg) * w.in_size();
+      const double* cols = xg;  // a 1x1, stride-1, unpadded conv reads the input as columns
+      if (!direct) {
+        im2col(xg, Cg, w, col.data());
+        cols = col.data();
+      }
+      double* og = out.data() + (n * M + g * Mg) * P;
+      for (std::int64_t m = 0; m < Mg; ++m) std::fill(og + m * P, og + (m + 1) * P, bias[g * Mg + m]);
+      gemm_f64(false, false, Mg, P, K, 1.0, vw.data() + g * Mg * K, cols, 1.0, og);
+    }
+  return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
+}
+
+Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
+  const Node& node = c.node;
+  const Tensor& x = input(c, in, 0);
+  const Tensor& wt = input(c, in, 1);
+  require_float(c, x, "input X");
+  if (x.rank() < 3 || x.rank() > 5 || wt.rank() != x.rank())
+    fail("{}: input {} and weight {} must be [N, C, 1-3 spatial dims]", node.label(),
+         shape_str(x.shape()), shape_str(wt.shape()));
+  int nsp = static_cast<int>(x.rank()) - 2, off = 3 - nsp;
+  std::int64_t group = node.attr_i("group", 1);
+  std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
+  if (wt.dim(0) != C || C % group)
+    fail("{}: weight {} does not fit {} input channels and group {}", node.label(),
+         shape_str(wt.shape()), C, group);
+  auto kernel = kernel_from_weight(c, wt);
+  auto ones = std::vector<std::int64_t>(nsp, 1), zeros = std::vector<std::int64_t>(nsp, 0);
+  auto strides = node.attr_ints("strides", ones), dil = node.attr_ints("dilations", ones);
+  auto out_pad = node.attr_ints("output_padding", zeros);
+  auto pads = node.attr_ints("pads", std::vector<std::int64_t>(2 * nsp, 0));
+  auto output_shape = node.attr_ints("output_shape", {});
+  std::string auto_pad = node.attr_s("auto_pad", "NOTSET");
+  if (strides.empty()) strides = ones;
+  if (dil.empty()) dil = ones;
+  if (out_pad.empty()) out_pad = zeros;
+  if (pads.empty()) pads.assign(2 * nsp, 0);
+  if (output_shape.size() == static_cast<std::size_t>(nsp + 2))
+    output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+
+  Window w;  // here `in` is the transposed conv's input and `out` its (larger) output
+  w.nsp = nsp;
+  for (int i = 0; i < nsp; ++i) {
+    int j = i + off;
+    w.in[j] = x.shape()[2 + i];
+    w.k[j] = kernel[i];
+    w.s[j] = strides[i];
+    w.d[j] = dil[i];
+    std::int64_t ext = (w.k[j] - 1) * w.d[j] + 1;
+    std::int64_t full = w.s[j] * (w.in[j] - 1) + out_pad[i] + ext;
+    if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      std::int64_t target = !output_shape.empty() ? output_shape[i] : w.in[j] * w.s[j];
+      std::int64_t total = full - target;
+      if (auto_pad != "SAME_LOWER") {  // as ONNX's reference does; SAME_LOWER puts the extra pad first
+        w.pb[j] = total / 2;
+        w.pe[j] = total - total / 2;
+      } else {
+        w.pb[j] = total - total / 2;
+        w.pe[j] = total / 2;
+      }
+      w.out[j] = target;
+    } else {
+      if (auto_pad == "NOTSET") {
+        w.pb[j] = pads[i];
+        w.pe[j] = pads[i + nsp];
+      }
+      w.out[j] = full - w.pb[j] - w.pe[j];
+    }
+    if (w.out[j] <= 0) fail("{}: output spatial size {} is not positive", node.label(), w.out[j]);
+  }
+  std::int64_t Cg = C / group, K = Mg * w.k_size(), Pin = w.in_size(), Pout = w.out_size();
+  auto vx = x.to_f64(), vw = wt.to_f64();
+  std::vector<double> bias(static_cast<std::size_t>(M), 0.0);
+  if (has_input(in, 2)) bias = in[2].to_f64();
+  std::vector<double> out(static_cast<std::size_t>(N * M * Pout), 0.0), col(static_cast<std::size_t>(K * Pin));
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t g = 0; g < group; ++g) {
+      // col[K, Pin] = W_g^T [K, Cg] * x_g [Cg, Pin]
+      gemm_f64(true, false, K, Pin, Cg, 1.0, vw.data() + g * Cg * K,
+               vx.data() + (n * C + g * Cg) * Pin, 0.0, col.data());
+      double* og = out.data() + (n * M + g * Mg) * Pout;
+      for (std::int64_t m = 0; m < Mg; ++m) {
+        double* om = og + m * Pout;
+        for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
+          for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
+            for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+              const double* row = col.data() + ((m * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * Pin;
+              for (std::int64_t i0 = 0; i0 < w.in[0]; ++i0) {
+                std::int64_t o0 = i0 * w.s[0] - w.pb[0] + k0 * w.d[0];
+                if (o0 < 0 || o0 >= w.out[0]) continue;
+                for (std::int64_t i1 = 0; i1 < w.in[1]; ++i1) {
+                  std::int64_t o1 = i1 * w.s[1] - w.pb[1] + k1 * w.d[1];
+                  if (o1 < 0 || o1 >= w.out[1]) continue;
+                  for (std::int64_t i2 = 0; i2 < w.in[2]; ++i2) {
+                    std::int64_t o2 = i2 * w.s[2] - w.pb[2] + k2 * w.d[2];
+                    if (o2 < 0 || o2 >= w.out[2]) continue;
+                    om[(o0 * w.out[1] + o1) * w.out[2] + o2] += row[(i0 * w.in[1] + i1) * w.in[2] + i2];
+                  }
+                }
+              }
+            }
+        for (std::int64_t p = 0; p < Pout; ++p) om[p] += bias[g * Mg + m];
+      }
+    }
+  return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  r.add({"Conv", "conv", conv});
+  r.add({"ConvTranspose", "conv", conv_transpose});
+}
+
+}  // namespace metaop

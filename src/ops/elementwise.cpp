@@ -1,0 +1,303 @@
+// Element-wise meta operators: unary math and activations, broadcasting binary arithmetic,
+// comparisons and logic, variadic Min/Max/Mean/Sum, Where, Clip, Cast and friends.
+// Each reference computes in float64 on exactly widened inputs and rounds once to the output.
+#include <cmath>
+#include <limits>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+using UnaryFn = std::function<double(double)>;
+using UnaryFactory = std::function<UnaryFn(const KernelContext&)>;
+
+void add_unary(OpRegistry& r, const std::string& type, UnaryFactory make, bool float_only = true) {
+  r.add({type, "elementwise", [make, float_only](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           if (float_only) require_float(c, x, "input");
+           UnaryFn f = make(c);
+           auto v = x.to_f64();
+           for (auto& e : v) e = f(e);
+           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
+         }});
+}
+
+void add_unary(OpRegistry& r, const std::string& type, double (*f)(double), bool float_only = true) {
+  add_unary(r, type, [f](const KernelContext&) { return UnaryFn(f); }, float_only);
+}
+
+double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+double nan_max(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); }
+double nan_min(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b); }
+
+// Broadcasting n-ary map: out[i] = f(in0[map0[i]], in1[map1[i]], ...).
+Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins, DType out_dtype,
+                       const std::function<double(const double*)>& f) {
+  std::vector<Shape> shapes;
+  for (auto* t : ins) shapes.push_back(t->shape());
+  Shape out = broadcast_shapes(c, shapes);
+  std::int64_t n = shape_numel(out);
+  std::vector<std::vector<double>> vals;
+  std::vector<std::vector<std::int64_t>> maps;
+  for (auto* t : ins) {
+    vals.push_back(t->to_f64());
+    maps.push_back(t->shape() == out ? std::vector<std::int64_t>{} : broadcast_map(t->shape(), out));
+  }
+  std::vector<double> res(n), args(ins.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < ins.size(); ++k) args[k] = vals[k][maps[k].empty() ? i : maps[k][i]];
+    res[i] = f(args.data());
+  }
+  return Tensor::from_f64(res, out, out_dtype);
+}
+
+void check_same_dtype(const KernelContext& c, const Tensors& in) {
+  for (std::size_t i = 1; i < in.size(); ++i)
+    if (in[i].defined() && in[i].dtype() != in[0].dtype())
+      fail("{}: input #{} is {} but input #0 is {}", c.node.label(), i, dtype_name(in[i].dtype()),
+           dtype_name(in[0].dtype()));
+}
+
+// Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
+// starting at `axis` (default: trailing dims). Returns B reshaped for numpy broadcasting.
+Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b) {
+  if (c.node.attr_i("broadcast", 0) == 0) {
+    if (a.shape() != b.shape())
+      fail("{}: shapes {} and {} differ and broadcast=0 (opset {})", c.node.label(), shape_str(a.shape()),
+           shape_str(b.shape()), c.opset);
+    return b;
+  }
+  std::int64_t axis = c.node.attr_i("axis", a.rank() - b.rank());
+  if (axis < 0) axis += a.rank();
+  if (axis < 0 || axis + b.rank() > a.rank())
+    fail("{}: cannot align {} with {} at axis {}", c.node.label(), shape_str(b.shape()), shape_str(a.shape()), axis);
+  Shape s(static_cast<std::size_t>(axis), 1);
+  s.insert(s.end(), b.shape().begin(), b.shape().end());
+  s.resize(static_cast<std::size_t>(a.rank()), 1);
+  return b.reshaped(s);
+}
+
+using BinaryFn = std::function<double(double, double)>;
+enum class Out { Same, Bool };
+
+void add_binary(OpRegistry& r, const std::string& type, std::function<BinaryFn(const KernelContext&, DType)> make,
+                Out out = Out::Same, bool same_dtype = true) {
+  r.add({type, "elementwise", [=](const KernelContext& c, const Tensors& in) {
+           const Tensor& a = input(c, in, 0);
+           Tensor b = input(c, in, 1);
+           if (same_dtype) check_same_dtype(c, in);
+           if (c.opset < 7) b = legacy_broadcast(c, a, b);
+           BinaryFn f = make(c, a.dtype());
+           DType dt = out == Out::Bool ? DType::Bool : a.dtype();
+           return Tensors{broadcast_apply(c, {&a, &b}, dt, [&](const double* v) { return f(v[0], v[1]); })};
+         }});
+}
+
+void add_binary(OpRegistry& r, const std::string& type, BinaryFn f, Out out = Out::Same) {
+  add_binary(r, type, [f](const KernelContext&, DType) { return f; }, out);
+}
+
+void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool mean = false) {
+  r.add({type, "elementwise", [=](const KernelContext& c, const Tensors& in) {
+           if (in.empty()) fail("{}: needs at least one input", c.node.label());
+           check_same_dtype(c, in);
+           std::vector<const Tensor*> ins;
+           for (const auto& t : in) ins.push_back(&t);
+           std::size_t n = ins.size();
+           return Tensors{broadcast_apply(c, ins, in[0].dtype(), [&](const double* v) {
+             double acc = v[0];
+             for (std::size_t k = 1; k < n; ++k) acc = combine(acc, v[k]);
+             return mean ? acc / static_cast<double>(n) : acc;
+           })};
+         }});
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+  // --- unary math
+  add_unary(r, "Neg", [](double x) { return -x; }, false);
+  add_unary(r, "Abs", [](double x) { return std::fabs(x); }, false);
+  add_unary(r, "Sign", [](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, false);
+  add_unary(r, "Exp", [](double x) { return std::exp(x); });
+  add_unary(r, "Log", [](double x) { return std::log(x); });
+  add_unary(r, "Sqrt", [](double x) { return std::sqrt(x); });
+  add_unary(r, "Reciprocal", [](double x) { return 1.0 / x; });
+  add_unary(r, "Erf", [](double x) { return std::erf(x); });
+  add_unary(r, "Sin", [](double x) { return std::sin(x); });
+  add_unary(r, "Cos", [](double x) { return std::cos(x); });
+  add_unary(r, "Tan", [](double x) { return std::tan(x); });
+  add_unary(r, "Asin", [](double x) { return std::asin(x); });
+  add_unary(r, "Acos", [](double x) { return std::acos(x); });
+  add_unary(r, "Atan", [](double x) { return std::atan(x); });
+  add_unary(r, "Sinh", [](double x) { return std::sinh(x); });
+  add_unary(r, "Cosh", [](double x) { return std::cosh(x); });
+  add_unary(r, "Asinh", [](double x) { return std::asinh(x); });
+  add_unary(r, "Acosh", [](double x) { return std::acosh(x); });
+  add_unary(r, "Atanh", [](double x) { return std::atanh(x); });
+  add_unary(r, "Floor", [](double x) { return std::floor(x); });
+  add_unary(r, "Ceil", [](double x) { return std::ceil(x); });
+  // Round half to even, as ONNX specifies (the default rounding mode of nearbyint).
+  add_unary(r, "Round", [](double x) { return std::nearbyint(x); });
+
+  // --- activations
+  add_unary(r, "Relu", [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }, false);
+  add_unary(r, "Sigmoid", sigmoid);
+  add_unary(r, "Tanh", [](double x) { return std::tanh(x); });
+  add_unary(r, "Softplus", softplus);
+  add_unary(r, "Softsign", [](double x) { return x / (1.0 + std::fabs(x)); });
+  add_unary(r, "HardSwish", [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); });
+  add_unary(r, "LeakyRelu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 0.01);
+    return UnaryFn([a](double x) { return x >= 0 ? x : a * x; });
+  });
+  add_unary(r, "Elu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryFn([a](double x) { return x >= 0 ? x : a * std::expm1(x); });
+  });
+  add_unary(r, "Selu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.67326319217681884765625);
+    double g = c.node.attr_f("gamma", 1.05070102214813232421875);
+    return UnaryFn([a, g](double x) { return x > 0 ? g * x : g * a * std::expm1(x); });
+  });
+  add_unary(r, "Celu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryFn([a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); });
+  });
+  add_unary(r, "HardSigmoid", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 0.2), b = c.node.attr_f("beta", 0.5);
+    return UnaryFn([a, b](double x) { return std::max(0.0, std::min(1.0, a * x + b)); });
+  });
+  add_unary(r, "ThresholdedRelu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryFn([a](double x) { return x > a ? x : 0.0; });
+  });
+  add_unary(r, "Shrink", [](const KernelContext& c) {
+    double l = c.node.attr_f("lambd", 0.5), b = c.node.attr_f("bias", 0.0);
+    return UnaryFn([l, b](double x) { return x < -l ? x + b : (x > l ? x - b : 0.0); });
+  }, false);
+  add_unary(r, "Identity", [](double x) { return x; }, false);
+  add_unary(r, "Not", [](double x) { return x == 0 ? 1.0 : 0.0; }, false);
+
+  r.add({"IsNaN", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           auto v = x.to_f64();
+           for (auto& e : v) e = std::isnan(e);
+           return Tensors{Tensor::from_f64(v, x.shape(), DType::Bool)};
+         }});
+  r.add({"IsInf", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           bool pos = c.node.attr_i("detect_positive", 1), neg = c.node.attr_i("detect_negative", 1);
+           auto v = x.to_f64();
+           for (auto& e : v) e = std::isinf(e) && ((e > 0 && pos) || (e < 0 && neg));
+           return Tensors{Tensor::from_f64(v, x.shape(), DType::Bool)};
+         }});
+
+  // --- binary arithmetic
+  add_binary(r, "Add", [](double a, double b) { return a + b; });
+  add_binary(r, "Sub", [](double a, double b) { return a - b; });
+  add_binary(r, "Mul", [](double a, double b) { return a * b; });
+  add_binary(r, "Div", [](const KernelContext&, DType t) {
+    // Integer division truncates toward zero (the conversion to int does the truncation).
+    (void)t;
+    return BinaryFn([](double a, double b) { return a / b; });
+  });
+  add_binary(r, "Pow", [](const KernelContext&, DType) {
+    return BinaryFn([](double a, double b) { return std::pow(a, b); });
+  }, Out::Same, /*same_dtype=*/false);
+  add_binary(r, "Mod", [](const KernelContext& c, DType t) {
+    bool fmod = c.node.attr_i("fmod", 0) != 0;
+    if (!fmod && is_floating(t))
+      fail("{}: fmod=0 is not allowed for floating-point inputs", c.node.label());
+    return BinaryFn([fmod](double a, double b) {
+      double m = std::fmod(a, b);
+      if (!fmod && m != 0 && ((m < 0) != (b < 0))) m += b;  // sign of the divisor, like Python
+      return m;
+    });
+  });
+  r.add({"PRelu", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           Tensor s = input(c, in, 1);
+           // Before opset 7 a 1-D slope holds one value per channel (axis 1).
+           if (c.opset < 7 && s.rank() == 1 && x.rank() > 2 && s.numel() == x.dim(1)) {
+             Shape sh(static_cast<std::size_t>(x.rank() - 1), 1);
+             sh[0] = s.numel();
+             s = s.reshaped(sh);
+           }
+           return Tensors{broadcast_apply(c, {&x, &s}, x.dtype(), [](const double* v) {
+             return v[0] < 0 ? v[0] * v[1] : v[0];
+           })};
+         }});
+
+  // --- comparisons and logic
+  add_binary(r, "Equal", [](double a, double b) { return double(a == b); }, Out::Bool);
+  add_binary(r, "Less", [](double a, double b) { return double(a < b); }, Out::Bool);
+  add_binary(r, "LessOrEqual", [](double a, double b) { return double(a <= b); }, Out::Bool);
+  add_binary(r, "Greater", [](double a, double b) { return double(a > b); }, Out::Bool);
+  add_binary(r, "GreaterOrEqual", [](double a, double b) { return double(a >= b); }, Out::Bool);
+  add_binary(r, "And", [](double a, double b) { return double(a != 0 && b != 0); }, Out::Bool);
+  add_binary(r, "Or", [](double a, double b) { return double(a != 0 || b != 0); }, Out::Bool);
+  add_binary(r, "Xor", [](double a, double b) { return double((a != 0) != (b != 0)); }, Out::Bool);
+
+  // --- variadic
+  add_variadic(r, "Max", nan_max);
+  add_variadic(r, "Min", nan_min);
+  add_variadic(r, "Sum", [](double a, double b) { return a + b; });
+  add_variadic(r, "Mean", [](double a, double b) { return a + b; }, /*mean=*/true);
+
+  r.add({"Where", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& cond = input(c, in, 0);
+           const Tensor& x = input(c, in, 1);
+           const Tensor& y = input(c, in, 2);
+           return Tensors{broadcast_apply(c, {&cond, &x, &y}, x.dtype(),
+                                          [](const double* v) { return v[0] != 0 ? v[1] : v[2]; })};
+         }});
+
+  r.add({"Clip", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+           if (c.opset < 11) {
+             lo = c.node.attr_f("min", lo);
+             hi = c.node.attr_f("max", hi);
+           } else {
+             if (has_input(in, 1)) lo = in[1].f64_at(0);
+             if (has_input(in, 2)) hi = in[2].f64_at(0);
+           }
+           auto v = x.to_f64();
+           for (auto& e : v)
+             if (!std::isnan(e)) e = std::min(std::max(e, lo), hi);
+           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
+         }});
+
+  r.add({"Cast", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           auto to = c.node.attr_i("to");
+           auto dt = dtype_from_onnx(static_cast<int>(to));
+           if (!dt)
+             throw Unsupported(fmt::format("{}: cast to {} is not supported", c.node.label(),
+                                           onnx_type_name(static_cast<int>(to))));
+           return Tensors{x.to(*dt)};
+         }});
+  r.add({"CastLike", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           return Tensors{input(c, in, 0).to(input(c, in, 1).dtype())};
+         }});
+
+  r.add({"Dropout", "elementwise", [](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           double ratio = c.opset < 12 ? c.node.attr_f("ratio", 0.5) : (has_input(in, 1) ? in[1].f64_at(0) : 0.5);
+           bool training = c.opset >= 12 && has_input(in, 2) && in[2].f64_at(0) != 0;
+           if (training && ratio > 0)
+             throw Unsupported(fmt::format(
+                 "{}: training-mode dropout with ratio {} draws a random mask; the reference runs "
+                 "it only with a mask shared by all bindings (training)",
+                 c.node.label(), ratio));
+           Tensor mask(DType::Bool, x.shape());
+           for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = true;
+           return Tensors{x, mask};
+         }});
+}
+
+}  // namespace metaop

@@ -1,0 +1,107 @@
+#include "ops/kernel_util.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace metaop {
+
+const Tensor& input(const KernelContext& c, const Tensors& in, std::size_t i) {
+  if (i >= in.size() || !in[i].defined())
+    fail("{}: missing required input #{}", c.node.label(), i);
+  return in[i];
+}
+
+bool has_input(const Tensors& in, std::size_t i) { return i < in.size() && in[i].defined(); }
+
+std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t rank) {
+  if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
+    fail("{}: axis {} out of range for rank {}", c.node.label(), axis, rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int64_t> axes,
+                                    std::int64_t rank) {
+  for (auto& a : axes) {
+    if (a < -rank || a >= rank) fail("{}: axis {} out of range for rank {}", c.node.label(), a, rank);
+    if (a < 0) a += rank;
+  }
+  return axes;
+}
+
+std::vector<std::int64_t> strides_of(const Shape& s) {
+  std::vector<std::int64_t> st(s.size(), 1);
+  for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes) {
+  std::size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const auto& s : shapes) {
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      auto& o = out[rank - s.size() + i];
+      auto d = s[i];
+      if (d == o || d == 1) continue;
+      if (o == 1) {
+        o = d;
+        continue;
+      }
+      std::string all;
+      for (const auto& x : shapes) all += shape_str(x) + " ";
+      fail("{}: shapes {}cannot be broadcast together", c.node.label(), all);
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out) {
+  std::int64_t n = shape_numel(out);
+  std::vector<std::int64_t> map(n);
+  if (in == out) {
+    for (std::int64_t i = 0; i < n; ++i) map[i] = i;
+    return map;
+  }
+  // Stride of each output dimension in the input (0 where broadcast).
+  std::size_t r = out.size(), off = r - in.size();
+  auto in_st = strides_of(in);
+  std::vector<std::int64_t> st(r, 0);
+  for (std::size_t d = 0; d < in.size(); ++d) st[d + off] = in[d] == 1 ? 0 : in_st[d];
+  if (n == 0) return map;
+  IndexIter it(out);
+  std::int64_t inner = r ? out[r - 1] : 1;
+  std::int64_t inner_st = r ? st[r - 1] : 0;
+  for (std::int64_t i = 0; i < n; i += inner) {
+    std::int64_t base = 0;
+    for (std::size_t d = 0; d + 1 < r; ++d) base += it.idx()[d] * st[d];
+    for (std::int64_t j = 0; j < inner; ++j) map[i + j] = base + j * inner_st;
+    // Advance the outer dimensions by one row.
+    for (std::int64_t j = 0; j < inner; ++j) it.next();
+  }
+  return map;
+}
+
+void require_float(const KernelContext& c, const Tensor& t, const char* what) {
+  if (!is_floating(t.dtype()))
+    throw Unsupported(fmt::format("{}: {} of type {} (only floating-point types)", c.node.label(),
+                                  what, dtype_name(t.dtype())));
+}
+
+}  // namespace metaop
+
+namespace metaop {
+
+Tensor take(const Tensor& src, const Shape& out_shape, const std::vector<std::int64_t>& index,
+            const Tensor* fill) {
+  Tensor out(src.dtype(), out_shape);
+  std::size_t es = dtype_size(src.dtype());
+  const std::byte* s = src.raw();
+  std::byte* d = out.raw();
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    const std::byte* from = index[i] < 0 ? fill->raw() : s + index[i] * es;
+    std::memcpy(d + i * es, from, es);
+  }
+  return out;
+}
+
+}  // namespace metaop

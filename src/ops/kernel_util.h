@@ -1,0 +1,49 @@
+#pragma once
+// Helpers shared by the reference kernels: input access with node-naming errors, axes,
+// numpy broadcasting, strides.
+#include <cstdint>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace metaop {
+
+const Tensor& input(const KernelContext& c, const Tensors& in, std::size_t i);
+bool has_input(const Tensors& in, std::size_t i);
+std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t rank);
+std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int64_t> axes,
+                                    std::int64_t rank);
+std::vector<std::int64_t> strides_of(const Shape& s);
+Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes);
+// For each flat index of `out`, the flat index of an `in` broadcast to it.
+std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out);
+// Requires a floating-point dtype (or, with allow_int, any numeric one).
+void require_float(const KernelContext& c, const Tensor& t, const char* what);
+
+// Iterates over all multi-indices of a shape in row-major order.
+class IndexIter {
+ public:
+  explicit IndexIter(const Shape& s) : shape_(s), idx_(s.size(), 0) {}
+  const std::vector<std::int64_t>& idx() const { return idx_; }
+  void next() {
+    for (std::size_t d = shape_.size(); d-- > 0;) {
+      if (++idx_[d] < shape_[d]) return;
+      idx_[d] = 0;
+    }
+  }
+
+ private:
+  Shape shape_;
+  std::vector<std::int64_t> idx_;
+};
+
+}  // namespace metaop
+
+namespace metaop {
+
+// Data movement without arithmetic: out[i] = src[index[i]] copied bytewise (exact for every
+// dtype, int64 included); index -1 takes `fill` (a one-element tensor of src's dtype).
+Tensor take(const Tensor& src, const Shape& out_shape, const std::vector<std::int64_t>& index,
+            const Tensor* fill = nullptr);
+
+}  // namespace metaop

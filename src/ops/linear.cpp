@@ -1,0 +1,170 @@
+// Linear algebra meta operators: MatMul, Gemm, Einsum. Float64 GEMM through OpenBLAS.
+#include <cblas.h>
+
+#include <map>
+
+#include "ops/kernel_util.h"
+#include "ops/linear_util.h"
+
+namespace metaop {
+
+void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+              const double* a, const double* b, double beta, double* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t i = 0; i < m * n; ++i) c[i] *= beta;
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
+              static_cast<int>(n));
+}
+
+namespace {
+
+Tensors matmul(const KernelContext& c, const Tensors& in) {
+  const Tensor& a = input(c, in, 0);
+  const Tensor& b = input(c, in, 1);
+  if (a.dtype() != b.dtype())
+    fail("{}: inputs are {} and {}", c.node.label(), dtype_name(a.dtype()), dtype_name(b.dtype()));
+  if (a.rank() == 0 || b.rank() == 0) fail("{}: MatMul needs inputs of rank >= 1", c.node.label());
+  // numpy.matmul: 1-D operands are promoted to matrices and the added dim removed afterwards.
+  Shape sa = a.shape(), sb = b.shape();
+  bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  if (a_vec) sa.insert(sa.begin(), 1);
+  if (b_vec) sb.push_back(1);
+  std::int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
+  if (k != k2)
+    fail("{}: cannot multiply {} by {}", c.node.label(), shape_str(a.shape()), shape_str(b.shape()));
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Shape batch = broadcast_shapes(c, {ba, bb});
+  std::int64_t nb = shape_numel(batch);
+  auto map_a = broadcast_map(ba, batch), map_b = broadcast_map(bb, batch);
+  auto va = a.to_f64(), vb = b.to_f64();
+  std::vector<double> out(static_cast<std::size_t>(nb * m * n), 0.0);
+  for (std::int64_t i = 0; i < nb; ++i)
+    gemm_f64(false, false, m, n, k, 1.0, va.data() + map_a[i] * m * k, vb.data() + map_b[i] * k * n,
+             0.0, out.data() + i * m * n);
+  Shape os = batch;
+  if (!a_vec) os.push_back(m);
+  if (!b_vec) os.push_back(n);
+  return {Tensor::from_f64(out, os, a.dtype())};
+}
+
+Tensors gemm(const KernelContext& c, const Tensors& in) {
+  const Tensor& a = input(c, in, 0);
+  const Tensor& b = input(c, in, 1);
+  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
+  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
+  if (a.rank() != 2 || b.rank() != 2)
+    fail("{}: Gemm needs 2-D A and B, got {} and {}", c.node.label(), shape_str(a.shape()),
+         shape_str(b.shape()));
+  std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  std::int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
+  if (k != kb)
+    fail("{}: inner dimensions differ: A {} (transA={}), B {} (transB={})", c.node.label(),
+         shape_str(a.shape()), ta, shape_str(b.shape()), tb);
+  std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
+  if (has_input(in, 2)) {
+    const Tensor& cc = in[2];
+    broadcast_shapes(c, {cc.shape(), {m, n}});
+    auto map = broadcast_map(cc.shape(), {m, n});
+    auto vc = cc.to_f64();
+    for (std::int64_t i = 0; i < m * n; ++i) out[i] = vc[map[i]];
+  } else {
+    beta = 0.0;
+  }
+  auto va = a.to_f64(), vb = b.to_f64();
+  gemm_f64(ta, tb, m, n, k, alpha, va.data(), vb.data(), beta, out.data());
+  return {Tensor::from_f64(out, {m, n}, a.dtype())};
+}
+
+// Einsum by direct summation over every index: the plain definition, fine for the small
+// contractions models use it for.
+Tensors einsum(const KernelContext& c, const Tensors& in) {
+  std::string eq = c.node.attr_s("equation");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  auto arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  std::size_t start = 0;
+  while (true) {
+    auto comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != in.size())
+    fail("{}: equation '{}' has {} operands, node has {} inputs", c.node.label(), eq, terms.size(),
+         in.size());
+  for (const auto& t : terms)
+    if (t.find('.') != std::string::npos)
+      throw Unsupported(fmt::format("{}: ellipsis in einsum equation '{}'", c.node.label(), eq));
+  std::map<char, std::int64_t> dims;
+  std::map<char, int> count;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const Tensor& t = input(c, in, i);
+    if (static_cast<std::int64_t>(terms[i].size()) != t.rank())
+      fail("{}: operand {} has rank {}, equation term '{}'", c.node.label(), i, t.rank(), terms[i]);
+    for (std::size_t d = 0; d < terms[i].size(); ++d) {
+      char ch = terms[i][d];
+      ++count[ch];
+      auto it = dims.find(ch);
+      if (it != dims.end() && it->second != t.shape()[d])
+        fail("{}: index '{}' has sizes {} and {}", c.node.label(), ch, it->second, t.shape()[d]);
+      dims[ch] = t.shape()[d];
+    }
+  }
+  std::string out_term;
+  if (arrow != std::string::npos) {
+    out_term = eq.substr(arrow + 2);
+  } else {
+    for (auto& [ch, n] : count)
+      if (n == 1) out_term += ch;
+  }
+  std::string all = out_term;
+  for (auto& [ch, n] : dims)
+    if (out_term.find(ch) == std::string::npos) all += ch;
+  Shape full;
+  for (char ch : all) full.push_back(dims.at(ch));
+  Shape out_shape(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(out_term.size()));
+  std::int64_t out_n = shape_numel(out_shape), inner = shape_numel(full) / std::max<std::int64_t>(out_n, 1);
+  std::vector<std::vector<double>> vals;
+  std::vector<std::vector<std::int64_t>> st;  // stride of each `all` index in each operand
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    vals.push_back(in[i].to_f64());
+    auto s = strides_of(in[i].shape());
+    std::vector<std::int64_t> per(all.size(), 0);
+    for (std::size_t d = 0; d < terms[i].size(); ++d) per[all.find(terms[i][d])] += s[d];
+    st.push_back(per);
+  }
+  std::vector<double> out(static_cast<std::size_t>(out_n), 0.0);
+  if (shape_numel(full) > 0) {
+    IndexIter it(full);
+    for (std::int64_t o = 0; o < out_n; ++o) {
+      double acc = 0;
+      for (std::int64_t j = 0; j < inner; ++j, it.next()) {
+        double p = 1;
+        for (std::size_t i = 0; i < terms.size(); ++i) {
+          std::int64_t off = 0;
+          for (std::size_t d = 0; d < all.size(); ++d) off += it.idx()[d] * st[i][d];
+          p *= vals[i][off];
+        }
+        acc += p;
+      }
+      out[o] = acc;
+    }
+  }
+  return {Tensor::from_f64(out, out_shape, in[0].dtype())};
+}
+
+}  // namespace
+
+void register_linear_ops(OpRegistry& r) {
+  r.add({"MatMul", "linear", matmul});
+  r.add({"Gemm", "linear", gemm});
+  r.add({"Einsum", "linear", einsum});
+}
+
+}  // namespace metaop

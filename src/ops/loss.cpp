@@ -1,0 +1,78 @@
+// Loss meta operators: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+#include <cmath>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+// NLL over log-probabilities lp viewed as [N, C, D]; target [N, D].
+Tensor nll(const KernelContext& c, const std::vector<double>& lp, const Shape& in_shape, const Tensor& target,
+           const Tensors& in, std::size_t weight_input, DType dt) {
+  std::int64_t N = in_shape[0], C = in_shape[1], D = 1;
+  for (std::size_t d = 2; d < in_shape.size(); ++d) D *= in_shape[d];
+  auto t = target.to_i64();
+  if (static_cast<std::int64_t>(t.size()) != N * D)
+    fail("{}: target {} does not fit input {}", c.node.label(), shape_str(target.shape()), shape_str(in_shape));
+  std::vector<double> w(static_cast<std::size_t>(C), 1.0);
+  if (has_input(in, weight_input)) w = in[weight_input].to_f64();
+  bool has_ignore = c.node.has_attr("ignore_index");
+  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+  std::string red = c.node.attr_s("reduction", "mean");
+  std::vector<double> loss(static_cast<std::size_t>(N * D));
+  double wsum = 0, lsum = 0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t d = 0; d < D; ++d) {
+      std::int64_t cls = t[n * D + d];
+      if (has_ignore && cls == ignore) {
+        loss[n * D + d] = 0;
+        continue;
+      }
+      if (cls < 0 || cls >= C) fail("{}: target class {} out of range [0, {})", c.node.label(), cls, C);
+      double l = -lp[(n * C + cls) * D + d] * w[cls];
+      loss[n * D + d] = l;
+      lsum += l;
+      wsum += w[cls];
+    }
+  if (red == "none") return Tensor::from_f64(loss, target.shape(), dt);
+  if (red == "sum") return Tensor::scalar(lsum, dt);
+  if (red == "mean") return Tensor::scalar(lsum / wsum, dt);
+  fail("{}: unknown reduction '{}'", c.node.label(), red);
+}
+
+Tensors nll_loss(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  if (x.rank() < 2) fail("{}: input must be [N, C, ...]", c.node.label());
+  return {nll(c, x.to_f64(), x.shape(), input(c, in, 1), in, 2, x.dtype())};
+}
+
+Tensors softmax_ce(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "scores");
+  if (x.rank() < 2) fail("{}: scores must be [N, C, ...]", c.node.label());
+  std::int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<std::int64_t>(N * C, 1);
+  auto v = x.to_f64();
+  std::vector<double> lp(v.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t d = 0; d < D; ++d) {
+      double m = -INFINITY, s = 0;
+      for (std::int64_t k = 0; k < C; ++k) m = std::max(m, v[(n * C + k) * D + d]);
+      for (std::int64_t k = 0; k < C; ++k) s += std::exp(v[(n * C + k) * D + d] - m);
+      double ls = std::log(s) + m;
+      for (std::int64_t k = 0; k < C; ++k) lp[(n * C + k) * D + d] = v[(n * C + k) * D + d] - ls;
+    }
+  Tensors out{nll(c, lp, x.shape(), input(c, in, 1), in, 2, x.dtype())};
+  if (c.node.outputs.size() > 1) out.push_back(Tensor::from_f64(lp, x.shape(), x.dtype()));
+  return out;
+}
+
+}  // namespace
+
+void register_loss_ops(OpRegistry& r) {
+  r.add({"NegativeLogLikelihoodLoss", "loss", nll_loss});
+  r.add({"SoftmaxCrossEntropyLoss", "loss", softmax_ce});
+}
+
+}  // namespace metaop

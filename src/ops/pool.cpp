@@ -1,0 +1,122 @@
+// Pooling meta operators: MaxPool (with indices), AveragePool, LpPool and the global pools.
+#include <cmath>
+#include <limits>
+
+#include "ops/window.h"
+
+namespace metaop {
+
+namespace {
+
+enum class PoolKind { Max, Avg, Lp };
+
+Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
+  const Tensor& x = input(c, in, 0);
+  const Node& node = c.node;
+  auto kernel = node.attr_ints("kernel_shape");
+  bool ceil_mode = node.attr_i("ceil_mode", 0) != 0;
+  Window w = window_geometry(c, x.shape(), kernel, ceil_mode);
+  bool include_pad = node.attr_i("count_include_pad", 0) != 0;
+  double p = kind == PoolKind::Lp ? static_cast<double>(node.attr_i("p", 2)) : 0.0;
+  bool col_major = node.attr_i("storage_order", 0) == 1;
+  std::int64_t N = x.dim(0), C = x.dim(1), P = w.out_size();
+  auto vx = x.to_f64();
+  std::vector<double> out(static_cast<std::size_t>(N * C * P));
+  std::vector<std::int64_t> idx(kind == PoolKind::Max ? out.size() : 0);
+  for (std::int64_t nc = 0; nc < N * C; ++nc) {
+    const double* xc = vx.data() + nc * w.in_size();
+    for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0)
+      for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1)
+        for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+          double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+          std::int64_t arg = -1, valid = 0, padded = 0;
+          bool nan = false;
+          for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
+            for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
+              for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+                std::int64_t i[3] = {o0 * w.s[0] - w.pb[0] + k0 * w.d[0],
+                                     o1 * w.s[1] - w.pb[1] + k1 * w.d[1],
+                                     o2 * w.s[2] - w.pb[2] + k2 * w.d[2]};
+                bool inside = true, in_pads = true;
+                for (int d = 0; d < 3; ++d) {
+                  inside &= i[d] >= 0 && i[d] < w.in[d];
+                  in_pads &= i[d] >= -w.pb[d] && i[d] < w.in[d] + w.pe[d];
+                }
+                padded += in_pads;
+                if (!inside) continue;
+                ++valid;
+                std::int64_t flat = (i[0] * w.in[1] + i[1]) * w.in[2] + i[2];
+                double v = xc[flat];
+                if (kind == PoolKind::Max) {
+                  if (std::isnan(v)) nan = true;
+                  if (v > acc || arg < 0) {
+                    acc = v;
+                    arg = flat;
+                  }
+                } else if (kind == PoolKind::Avg) {
+                  acc += v;
+                } else {
+                  acc += std::pow(std::fabs(v), p);
+                }
+              }
+          std::int64_t o = nc * P + (o0 * w.out[1] + o1) * w.out[2] + o2;
+          if (kind == PoolKind::Max) {
+            out[o] = nan ? NAN : acc;
+            std::int64_t flat = arg < 0 ? 0 : arg;
+            if (col_major) {
+              // Column-major index within the image: reverse the order of the spatial dims.
+              std::int64_t i2 = flat % w.in[2], i1 = (flat / w.in[2]) % w.in[1], i0 = flat / (w.in[1] * w.in[2]);
+              std::int64_t cm = 0;
+              if (w.nsp == 1) cm = i2;
+              else if (w.nsp == 2) cm = i2 * w.in[1] + i1;
+              else cm = (i2 * w.in[1] + i1) * w.in[0] + i0;
+              flat = cm;
+            }
+            idx[o] = nc * w.in_size() + flat;
+          } else if (kind == PoolKind::Avg) {
+            out[o] = acc / static_cast<double>(include_pad ? padded : valid);
+          } else {
+            out[o] = std::pow(acc, 1.0 / p);
+          }
+        }
+  }
+  Shape os = w.out_shape(N, C);
+  Tensors res{Tensor::from_f64(out, os, x.dtype())};
+  if (kind == PoolKind::Max && node.outputs.size() > 1) res.push_back(Tensor::from_i64(idx, os));
+  return res;
+}
+
+Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
+  const Tensor& x = input(c, in, 0);
+  if (x.rank() < 3) fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
+  std::int64_t NC = x.dim(0) * x.dim(1), S = x.numel() / std::max<std::int64_t>(NC, 1);
+  double p = kind == PoolKind::Lp ? static_cast<double>(c.node.attr_i("p", 2)) : 0.0;
+  auto vx = x.to_f64();
+  std::vector<double> out(static_cast<std::size_t>(NC));
+  for (std::int64_t i = 0; i < NC; ++i) {
+    const double* xc = vx.data() + i * S;
+    double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+    for (std::int64_t j = 0; j < S; ++j) {
+      if (kind == PoolKind::Max) acc = (std::isnan(xc[j]) || std::isnan(acc)) ? NAN : std::max(acc, xc[j]);
+      else if (kind == PoolKind::Avg) acc += xc[j];
+      else acc += std::pow(std::fabs(xc[j]), p);
+    }
+    out[i] = kind == PoolKind::Avg ? acc / static_cast<double>(S) : kind == PoolKind::Lp ? std::pow(acc, 1.0 / p) : acc;
+  }
+  Shape os(x.shape().begin(), x.shape().begin() + 2);
+  os.resize(x.shape().size(), 1);
+  return {Tensor::from_f64(out, os, x.dtype())};
+}
+
+}  // namespace
+
+void register_pool_ops(OpRegistry& r) {
+  r.add({"MaxPool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Max); }});
+  r.add({"AveragePool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Avg); }});
+  r.add({"LpPool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Lp); }});
+  r.add({"GlobalMaxPool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Max); }});
+  r.add({"GlobalAveragePool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Avg); }});
+  r.add({"GlobalLpPool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Lp); }});
+}
+
+}  // namespace metaop

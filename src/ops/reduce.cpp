@@ -1,0 +1,239 @@
+// Reductions and along-axis meta operators: Reduce*, ArgMax/ArgMin, TopK, CumSum, and the
+// softmax family (Softmax, LogSoftmax, Hardmax).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Reduction {
+  double init;
+  std::function<double(double, double)> step;  // acc, x -> acc
+  std::function<double(double, std::int64_t)> finish;  // acc, count -> y
+};
+
+// The axes to reduce: from the `axes` input (ReduceSum from opset 13) or attribute.
+std::vector<std::int64_t> reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank,
+                                      bool axes_from_input, bool& noop) {
+  std::vector<std::int64_t> axes;
+  if (axes_from_input) {
+    if (has_input(in, 1)) axes = in[1].to_i64();
+  } else {
+    axes = c.node.attr_ints("axes", {});
+  }
+  noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
+  if (axes.empty()) {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  return norm_axes(c, axes, rank);
+}
+
+Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red, bool axes_from_input) {
+  const Tensor& x = input(c, in, 0);
+  bool noop = false;
+  auto axes = reduce_axes(c, in, x.rank(), axes_from_input, noop);
+  if (noop) return {x};
+  bool keepdims = c.node.attr_i("keepdims", 1) != 0;
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  std::int64_t groups = shape_numel(kept);
+  std::int64_t count = groups ? x.numel() / groups : 0;
+  if (x.numel() == 0) {
+    count = 1;
+    for (auto a : axes) count *= x.shape()[a];
+  }
+  auto vx = x.to_f64();
+  std::vector<double> acc(static_cast<std::size_t>(groups), red.init);
+  for (std::int64_t i = 0; i < x.numel(); ++i) acc[map[i]] = red.step(acc[map[i]], vx[i]);
+  for (auto& a : acc) a = red.finish(a, count);
+  Shape os;
+  for (std::int64_t d = 0; d < x.rank(); ++d)
+    if (keepdims || std::find(axes.begin(), axes.end(), d) == axes.end()) os.push_back(kept[d]);
+  return {Tensor::from_f64(acc, os, x.dtype())};
+}
+
+void add_reduce(OpRegistry& r, const std::string& type, Reduction red) {
+  bool is_sum = type == "ReduceSum";
+  r.add({type, "reduce", [red, is_sum](const KernelContext& c, const Tensors& in) {
+           return reduce(c, in, red, is_sum && c.opset >= 13);
+         }});
+}
+
+double id(double a, std::int64_t) { return a; }
+
+// Views x as [outer, n, inner] around `axis`.
+struct AxisView {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Shape& s, std::int64_t axis) {
+    for (std::size_t d = 0; d < s.size(); ++d)
+      (static_cast<std::int64_t>(d) < axis ? outer : static_cast<std::int64_t>(d) == axis ? n : inner) *= s[d];
+  }
+  std::int64_t at(std::int64_t o, std::int64_t j, std::int64_t i) const { return (o * n + j) * inner + i; }
+};
+
+Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  bool keepdims = c.node.attr_i("keepdims", 1) != 0, last = c.node.attr_i("select_last_index", 0) != 0;
+  AxisView v(x.shape(), axis);
+  auto vx = x.to_f64();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(v.outer * v.inner));
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < v.n; ++j) {
+        double a = vx[v.at(o, j, i)], b = vx[v.at(o, best, i)];
+        bool better = is_max ? (a > b || (last && a == b)) : (a < b || (last && a == b));
+        if (better) best = j;
+      }
+      out[o * v.inner + i] = best;
+    }
+  Shape os = x.shape();
+  if (keepdims) os[axis] = 1;
+  else os.erase(os.begin() + axis);
+  return {Tensor::from_i64(out, os)};
+}
+
+Tensors topk(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t k = c.opset >= 10 ? input(c, in, 1).to_i64().at(0) : c.node.attr_i("k");
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  bool largest = c.node.attr_i("largest", 1) != 0;
+  AxisView v(x.shape(), axis);
+  if (k < 0 || k > v.n) fail("{}: k = {} but axis {} has {} elements", c.node.label(), k, axis, v.n);
+  auto vx = x.to_f64();
+  Shape os = x.shape();
+  os[axis] = k;
+  std::vector<double> vals(static_cast<std::size_t>(v.outer * k * v.inner));
+  std::vector<std::int64_t> idx(vals.size());
+  std::vector<std::int64_t> order(v.n);
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        double va = vx[v.at(o, a, i)], vb = vx[v.at(o, b, i)];
+        return largest ? va > vb : va < vb;  // ties keep the lower index first
+      });
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t dst = (o * k + j) * v.inner + i;
+        vals[dst] = vx[v.at(o, order[j], i)];
+        idx[dst] = order[j];
+      }
+    }
+  return {Tensor::from_f64(vals, os, x.dtype()), Tensor::from_i64(idx, os)};
+}
+
+Tensors cumsum(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t axis = norm_axis(c, input(c, in, 1).to_i64().at(0), x.rank());
+  bool exclusive = c.node.attr_i("exclusive", 0) != 0, reverse = c.node.attr_i("reverse", 0) != 0;
+  AxisView v(x.shape(), axis);
+  auto vx = x.to_f64();
+  std::vector<double> y(vx.size());
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      double acc = 0;
+      for (std::int64_t t = 0; t < v.n; ++t) {
+        std::int64_t j = reverse ? v.n - 1 - t : t;
+        double xv = vx[v.at(o, j, i)];
+        if (!exclusive) acc += xv;
+        y[v.at(o, j, i)] = acc;
+        if (exclusive) acc += xv;
+      }
+    }
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
+
+Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
+  const Tensor& x = input(c, in, 0);
+  if (kind != SoftmaxKind::Hardmax) require_float(c, x, "input");
+  std::int64_t outer, n, inner = 1;
+  if (c.opset < 13) {
+    // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
+    std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 1), x.rank());
+    outer = 1;
+    n = 1;
+    for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : n) *= x.shape()[d];
+  } else {
+    AxisView v(x.shape(), norm_axis(c, c.node.attr_i("axis", -1), x.rank()));
+    outer = v.outer;
+    n = v.n;
+    inner = v.inner;
+  }
+  auto vx = x.to_f64();
+  std::vector<double> y(vx.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
+      double m = -kInf;
+      std::int64_t arg = 0;
+      for (std::int64_t j = 0; j < n; ++j)
+        if (vx[at(j)] > m) {
+          m = vx[at(j)];
+          arg = j;
+        }
+      if (kind == SoftmaxKind::Hardmax) {
+        for (std::int64_t j = 0; j < n; ++j) y[at(j)] = j == arg ? 1.0 : 0.0;
+        continue;
+      }
+      double s = 0;
+      for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
+      for (std::int64_t j = 0; j < n; ++j)
+        y[at(j)] = kind == SoftmaxKind::Softmax ? std::exp(vx[at(j)] - m) / s : vx[at(j)] - m - std::log(s);
+    }
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+}  // namespace
+
+void register_reduce_ops(OpRegistry& r) {
+  auto sum = [](double a, double x) { return a + x; };
+  add_reduce(r, "ReduceSum", {0.0, sum, id});
+  add_reduce(r, "ReduceMean", {0.0, sum, [](double a, std::int64_t n) { return a / static_cast<double>(n); }});
+  add_reduce(r, "ReduceMax", {-kInf, [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::max(a, x); }, id});
+  add_reduce(r, "ReduceMin", {kInf, [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::min(a, x); }, id});
+  add_reduce(r, "ReduceProd", {1.0, [](double a, double x) { return a * x; }, id});
+  add_reduce(r, "ReduceL1", {0.0, [](double a, double x) { return a + std::fabs(x); }, id});
+  add_reduce(r, "ReduceL2", {0.0, [](double a, double x) { return a + x * x; }, [](double a, std::int64_t) { return std::sqrt(a); }});
+  add_reduce(r, "ReduceSumSquare", {0.0, [](double a, double x) { return a + x * x; }, id});
+  add_reduce(r, "ReduceLogSum", {0.0, sum, [](double a, std::int64_t) { return std::log(a); }});
+  r.add({"ReduceLogSumExp", "reduce", [](const KernelContext& c, const Tensors& in) {
+           // Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
+           auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id}, false)[0];
+           const Tensor& x = input(c, in, 0);
+           bool noop = false;
+           auto axes = reduce_axes(c, in, x.rank(), false, noop);
+           Shape kept = x.shape();
+           for (auto a : axes) kept[a] = 1;
+           auto map = broadcast_map(kept, x.shape());
+           auto m = mx.to_f64();
+           auto vx = x.to_f64();
+           std::vector<double> s(m.size(), 0.0);
+           for (std::int64_t i = 0; i < x.numel(); ++i) {
+             double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
+             s[map[i]] += std::exp(vx[i] - mm);
+           }
+           for (std::size_t g = 0; g < s.size(); ++g) s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
+           return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
+         }});
+  r.add({"ArgMax", "reduce", [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, true); }});
+  r.add({"ArgMin", "reduce", [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, false); }});
+  r.add({"TopK", "reduce", topk});
+  r.add({"CumSum", "reduce", cumsum});
+  r.add({"Softmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::Softmax); }});
+  r.add({"LogSoftmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::LogSoftmax); }});
+  r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::Hardmax); }});
+}
+
+}  // namespace metaop

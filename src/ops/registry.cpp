@@ -1,0 +1,40 @@
+#include "ops/registry.h"
+
+namespace metaop {
+
+const OpRegistry& OpRegistry::instance() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_elementwise_ops(r);
+    register_linear_ops(r);
+    register_conv_ops(r);
+    register_pool_ops(r);
+    register_norm_ops(r);
+    register_reduce_ops(r);
+    register_shape_ops(r);
+    register_index_ops(r);
+    register_resize_ops(r);
+    register_loss_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+const MetaOp* OpRegistry::find(const std::string& type) const {
+  auto it = ops_.find(type);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::types() const {
+  std::vector<std::string> out;
+  for (const auto& [t, op] : ops_) out.push_back(t);
+  return out;
+}
+
+void OpRegistry::add(MetaOp op) {
+  if (ops_.count(op.type)) fail("internal: meta op {} registered twice", op.type);
+  std::string t = op.type;
+  ops_.emplace(std::move(t), std::move(op));
+}
+
+}  // namespace metaop

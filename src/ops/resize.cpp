@@ -1,0 +1,184 @@
+// Resize (and the older Upsample): separable N-d interpolation. For each axis and output
+// coordinate we list the input taps and their weights (nearest, linear or cubic, with every
+// ONNX coordinate transformation); the output is the tensor product of the per-axis taps.
+#include <cmath>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+struct Tap {
+  std::int64_t index;
+  double weight;
+};
+
+struct AxisTaps {
+  std::vector<std::vector<Tap>> taps;  // per output coordinate
+  std::vector<bool> outside;           // tf_crop_and_resize: extrapolate
+};
+
+struct ResizeParams {
+  std::string mode = "nearest", coord = "half_pixel", nearest_mode = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0.0;
+  bool exclude_outside = false;
+};
+
+// `out` is the resized length before rounding (in * scale when scales are given), as the ONNX
+// reference uses it in align_corners and tf_crop_and_resize.
+double original_coord(const ResizeParams& p, double x, double scale, std::int64_t in, double out,
+                      double roi_start, double roi_end) {
+  const std::string& m = p.coord;
+  if (m == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (m == "align_corners") return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out - 1);
+  if (m == "asymmetric") return x / scale;
+  if (m == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (m == "tf_crop_and_resize")
+    return out > 1 ? roi_start * static_cast<double>(in - 1) +
+                         x * (roi_end - roi_start) * static_cast<double>(in - 1) / (out - 1)
+                   : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+  throw Unsupported("coordinate_transformation_mode '" + m + "'");
+}
+
+std::int64_t nearest_index(const ResizeParams& p, double x) {
+  const std::string& m = p.nearest_mode;
+  if (m == "floor") return static_cast<std::int64_t>(std::floor(x));
+  if (m == "ceil") return static_cast<std::int64_t>(std::ceil(x));
+  double f = std::floor(x);
+  if (x - f == 0.5) return static_cast<std::int64_t>(m == "round_prefer_ceil" ? f + 1 : f);
+  return static_cast<std::int64_t>(std::round(x));
+}
+
+AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, double scale, double rs, double re) {
+  AxisTaps a;
+  a.taps.resize(out);
+  a.outside.assign(out, false);
+  auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
+  for (std::int64_t o = 0; o < out; ++o) {
+    double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale, rs, re);
+    if (p.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) {
+      a.outside[o] = true;
+      continue;
+    }
+    auto& t = a.taps[o];
+    if (p.mode == "nearest") {
+      t.push_back({clampi(nearest_index(p, x)), 1.0});
+      continue;
+    }
+    double f = std::floor(x), r = x - f;
+    auto base = static_cast<std::int64_t>(f);
+    std::vector<std::pair<std::int64_t, double>> w;
+    if (p.mode == "linear") {
+      w = {{base, 1 - r}, {base + 1, r}};
+    } else if (p.mode == "cubic") {
+      double A = p.cubic_a;
+      auto far = [A](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < d < 2
+      auto near = [A](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // d <= 1
+      w = {{base - 1, far(r + 1)}, {base, near(r)}, {base + 1, near(1 - r)}, {base + 2, far(2 - r)}};
+    } else {
+      throw Unsupported("resize mode '" + p.mode + "'");
+    }
+    double sum = 0;
+    for (auto& [i, wt] : w) {
+      if (p.exclude_outside && (i < 0 || i >= in)) wt = 0;
+      sum += wt;
+    }
+    for (auto& [i, wt] : w)
+      if (wt != 0) t.push_back({clampi(i), p.exclude_outside ? wt / sum : wt});
+  }
+  return a;
+}
+
+Tensors resize(const KernelContext& c, const Tensors& in) {
+  const Node& n = c.node;
+  const Tensor& x = input(c, in, 0);
+  ResizeParams p;
+  p.mode = n.attr_s("mode", "nearest");
+  std::vector<double> scales, roi;
+  std::vector<std::int64_t> sizes;
+  if (n.op_type == "Upsample" || c.opset < 11) {
+    // Upsample and Resize-10: scales only, asymmetric coordinates, nearest rounds down.
+    p.coord = "asymmetric";
+    p.nearest_mode = "floor";
+    if (n.op_type == "Upsample" && c.opset < 9) scales = n.attr_floats("scales");
+    else scales = input(c, in, 1).to_f64();
+  } else {
+    p.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+    p.nearest_mode = n.attr_s("nearest_mode", "round_prefer_floor");
+    p.cubic_a = n.attr_f("cubic_coeff_a", -0.75);
+    p.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
+    p.extrapolation = n.attr_f("extrapolation_value", 0.0);
+    if (has_input(in, 1)) roi = in[1].to_f64();
+    if (has_input(in, 2)) scales = in[2].to_f64();
+    if (has_input(in, 3)) sizes = in[3].to_i64();
+  }
+  if (p.mode == "bilinear") p.mode = "linear";
+  std::int64_t r = x.rank();
+  Shape os(r);
+  std::vector<double> sc(r);
+  if (!sizes.empty()) {
+    if (static_cast<std::int64_t>(sizes.size()) != r) fail("{}: sizes {} for rank {}", n.label(), shape_str(sizes), r);
+    for (std::int64_t d = 0; d < r; ++d) {
+      os[d] = sizes[d];
+      sc[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.shape()[d]);
+    }
+  } else {
+    if (static_cast<std::int64_t>(scales.size()) != r) fail("{}: {} scales for rank {}", n.label(), scales.size(), r);
+    for (std::int64_t d = 0; d < r; ++d) {
+      sc[d] = scales[d];
+      os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));
+    }
+  }
+  std::vector<AxisTaps> axes;
+  for (std::int64_t d = 0; d < r; ++d) {
+    double rs = roi.size() == static_cast<std::size_t>(2 * r) ? roi[d] : 0.0;
+    double re = roi.size() == static_cast<std::size_t>(2 * r) ? roi[d + r] : 1.0;
+    axes.push_back(axis_taps(p, x.shape()[d], os[d], sc[d], rs, re));
+  }
+  auto vx = x.to_f64();
+  auto xs = strides_of(x.shape());
+  std::int64_t total = shape_numel(os);
+  std::vector<double> y(static_cast<std::size_t>(total));
+  IndexIter it(os);
+  std::vector<std::size_t> k(r);
+  for (std::int64_t i = 0; i < total; ++i, it.next()) {
+    bool outside = false;
+    for (std::int64_t d = 0; d < r; ++d) outside |= axes[d].outside[it.idx()[d]];
+    if (outside) {
+      y[i] = p.extrapolation;
+      continue;
+    }
+    // Sum over the tensor product of the per-axis taps (an odometer over tap positions).
+    double acc = 0;
+    std::fill(k.begin(), k.end(), 0);
+    while (true) {
+      double w = 1;
+      std::int64_t off = 0;
+      for (std::int64_t d = 0; d < r; ++d) {
+        const Tap& t = axes[d].taps[it.idx()[d]][k[d]];
+        w *= t.weight;
+        off += t.index * xs[d];
+      }
+      acc += w * vx[off];
+      std::int64_t d = r - 1;
+      for (; d >= 0; --d) {
+        if (++k[d] < axes[d].taps[it.idx()[d]].size()) break;
+        k[d] = 0;
+      }
+      if (d < 0) break;
+    }
+    y[i] = acc;
+  }
+  return {Tensor::from_f64(y, os, x.dtype())};
+}
+
+}  // namespace
+
+void register_resize_ops(OpRegistry& r) {
+  r.add({"Resize", "shape", resize});
+  r.add({"Upsample", "shape", resize});
+}
+
+}  // namespace metaop

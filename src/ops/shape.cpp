@@ -1,0 +1,486 @@
+// Shape and data-movement meta operators. They move elements bytewise (no float64 round trip),
+// so int64 shape arithmetic stays exact.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/kernel_util.h"
+
+// GCC 12 at -O2 reports a false -Wfree-nonheap-object on std::vector<int64_t> locals here
+// (GCC bug 108088); the vectors are ordinary heap allocations.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+#endif
+
+namespace metaop {
+
+namespace {
+
+Tensor i64_tensor(const std::vector<std::int64_t>& v) {
+  return Tensor::from_i64(v, {static_cast<std::int64_t>(v.size())});
+}
+
+Tensors reshape(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto target = c.opset >= 5 ? input(c, in, 1).to_i64() : c.node.attr_ints("shape");
+  bool allowzero = c.node.attr_i("allowzero", 0) != 0;
+  Shape s;
+  std::int64_t infer = -1, known = 1;
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    std::int64_t d = target[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x.shape().size()) fail("{}: shape {} copies dim {} of input {}", c.node.label(), shape_str(target), i, shape_str(x.shape()));
+      d = x.shape()[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) fail("{}: shape {} has more than one -1", c.node.label(), shape_str(target));
+      infer = static_cast<std::int64_t>(i);
+      s.push_back(1);
+      continue;
+    }
+    if (d < 0) fail("{}: invalid dimension {} in shape {}", c.node.label(), d, shape_str(target));
+    known *= d;
+    s.push_back(d);
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known)
+      fail("{}: cannot reshape {} to {}", c.node.label(), shape_str(x.shape()), shape_str(target));
+    s[infer] = x.numel() / known;
+  }
+  if (shape_numel(s) != x.numel())
+    fail("{}: cannot reshape {} ({} elements) to {}", c.node.label(), shape_str(x.shape()), x.numel(), shape_str(target));
+  return {x.reshaped(s)};
+}
+
+Tensors flatten(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t axis = c.node.attr_i("axis", 1);
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis > x.rank()) fail("{}: axis {} out of range for rank {}", c.node.label(), axis, x.rank());
+  std::int64_t a = 1;
+  for (std::int64_t d = 0; d < axis; ++d) a *= x.shape()[d];
+  return {x.reshaped({a, a ? x.numel() / a : 0})};
+}
+
+Tensors transpose(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::vector<std::int64_t> perm(x.rank());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  perm = c.node.attr_ints("perm", perm);
+  if (static_cast<std::int64_t>(perm.size()) != x.rank()) fail("{}: perm {} for rank {}", c.node.label(), shape_str(perm), x.rank());
+  perm = norm_axes(c, perm, x.rank());
+  Shape os(x.rank());
+  auto st = strides_of(x.shape());
+  std::vector<std::int64_t> pst(x.rank());
+  for (std::int64_t d = 0; d < x.rank(); ++d) {
+    os[d] = x.shape()[perm[d]];
+    pst[d] = st[perm[d]];
+  }
+  std::vector<std::int64_t> idx(x.numel());
+  IndexIter it(os);
+  for (std::int64_t i = 0; i < x.numel(); ++i, it.next()) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < x.rank(); ++d) off += it.idx()[d] * pst[d];
+    idx[i] = off;
+  }
+  return {take(x, os, idx)};
+}
+
+std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i, int input_from_opset) {
+  if (c.opset >= input_from_opset) return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
+  return c.node.attr_ints("axes", {});
+}
+
+Tensors squeeze(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto axes = norm_axes(c, axes_arg(c, in, 1, 13), x.rank());
+  Shape s;
+  for (std::int64_t d = 0; d < x.rank(); ++d) {
+    bool listed = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (listed && x.shape()[d] != 1) fail("{}: cannot squeeze axis {} of size {}", c.node.label(), d, x.shape()[d]);
+    if ((axes.empty() && x.shape()[d] == 1) || listed) continue;
+    s.push_back(x.shape()[d]);
+  }
+  return {x.reshaped(s)};
+}
+
+Tensors unsqueeze(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto axes = axes_arg(c, in, 1, 13);
+  std::int64_t r = x.rank() + static_cast<std::int64_t>(axes.size());
+  axes = norm_axes(c, axes, r);
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) fail("{}: repeated axes", c.node.label());
+  Shape s;
+  std::size_t src = 0;
+  for (std::int64_t d = 0; d < r; ++d) {
+    if (std::binary_search(axes.begin(), axes.end(), d)) s.push_back(1);
+    else s.push_back(x.shape()[src++]);
+  }
+  return {x.reshaped(s)};
+}
+
+Tensors concat(const KernelContext& c, const Tensors& in) {
+  if (in.empty()) fail("{}: no inputs", c.node.label());
+  const Tensor& x0 = input(c, in, 0);
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis"), x0.rank());
+  Shape os = x0.shape();
+  os[axis] = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = input(c, in, i);
+    if (t.rank() != x0.rank() || t.dtype() != x0.dtype())
+      fail("{}: input #{} is {} {}, input #0 is {} {}", c.node.label(), i, dtype_name(t.dtype()),
+           shape_str(t.shape()), dtype_name(x0.dtype()), shape_str(x0.shape()));
+    for (std::int64_t d = 0; d < t.rank(); ++d)
+      if (d != axis && t.shape()[d] != x0.shape()[d])
+        fail("{}: input #{} has shape {}, input #0 {} (axis {})", c.node.label(), i, shape_str(t.shape()), shape_str(x0.shape()), axis);
+    os[axis] += t.shape()[axis];
+  }
+  Tensor out(x0.dtype(), os);
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= os[d];
+  for (std::int64_t d = axis + 1; d < x0.rank(); ++d) inner *= os[d];
+  std::size_t es = dtype_size(x0.dtype());
+  std::int64_t out_row = os[axis] * inner, pos = 0;
+  for (const auto& t : in) {
+    std::int64_t row = t.shape()[axis] * inner;
+    for (std::int64_t o = 0; o < outer; ++o)
+      std::memcpy(out.raw() + (o * out_row + pos) * es, t.raw() + o * row * es, row * es);
+    pos += row;
+  }
+  return {out};
+}
+
+// Elements [start, start+len) along axis of x.
+Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t len) {
+  Shape os = x.shape();
+  os[axis] = len;
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= os[d];
+  for (std::int64_t d = axis + 1; d < x.rank(); ++d) inner *= os[d];
+  Tensor out(x.dtype(), os);
+  std::size_t es = dtype_size(x.dtype());
+  for (std::int64_t o = 0; o < outer; ++o)
+    std::memcpy(out.raw() + o * len * inner * es, x.raw() + (o * x.shape()[axis] + start) * inner * es, len * inner * es);
+  return out;
+}
+
+Tensors split(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  std::vector<std::int64_t> sizes = c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
+                                                  : c.node.attr_ints("split", {});
+  std::int64_t n = static_cast<std::int64_t>(c.node.outputs.size()), len = x.shape()[axis];
+  if (sizes.empty()) {
+    if (len % n) fail("{}: axis {} of size {} does not split evenly into {} outputs", c.node.label(), axis, len, n);
+    sizes.assign(n, len / n);
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != n || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != len)
+    fail("{}: split {} does not fit axis {} of size {} into {} outputs", c.node.label(), shape_str(sizes), axis, len, n);
+  Tensors out;
+  std::int64_t start = 0;
+  for (auto s : sizes) {
+    out.push_back(narrow(x, axis, start, s));
+    start += s;
+  }
+  return out;
+}
+
+Tensors slice(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.node.attr_ints("starts");
+    ends = c.node.attr_ints("ends");
+    axes = c.node.attr_ints("axes", {});
+  } else {
+    starts = input(c, in, 1).to_i64();
+    ends = input(c, in, 2).to_i64();
+    if (has_input(in, 3)) axes = in[3].to_i64();
+    if (has_input(in, 4)) steps = in[4].to_i64();
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    fail("{}: starts, ends, axes and steps differ in length", c.node.label());
+  axes = norm_axes(c, axes, x.rank());
+  std::vector<std::int64_t> st(x.rank(), 0), step(x.rank(), 1);
+  Shape os = x.shape();
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    std::int64_t a = axes[i], dim = x.shape()[a], s = starts[i], e = ends[i], k = steps[i];
+    if (k == 0) fail("{}: step 0", c.node.label());
+    if (s < 0) s += dim;
+    if (e < 0 && e > std::numeric_limits<std::int64_t>::min() + dim) e += dim;
+    else if (e < 0) e = -1;
+    if (k > 0) {
+      s = std::clamp<std::int64_t>(s, 0, dim);
+      e = std::clamp<std::int64_t>(e, 0, dim);
+      os[a] = e > s ? (e - s + k - 1) / k : 0;
+    } else {
+      s = std::clamp<std::int64_t>(s, 0, dim - 1);
+      e = std::clamp<std::int64_t>(e, -1, dim - 1);
+      os[a] = s > e ? (s - e - k - 1) / (-k) : 0;
+    }
+    st[a] = s;
+    step[a] = k;
+  }
+  auto xs = strides_of(x.shape());
+  std::int64_t n = shape_numel(os);
+  std::vector<std::int64_t> idx(n);
+  IndexIter it(os);
+  for (std::int64_t i = 0; i < n; ++i, it.next()) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < x.rank(); ++d) off += (st[d] + it.idx()[d] * step[d]) * xs[d];
+    idx[i] = off;
+  }
+  return {take(x, os, idx)};
+}
+
+Tensors expand(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  Shape os = broadcast_shapes(c, {x.shape(), input(c, in, 1).to_i64()});
+  return {take(x, os, broadcast_map(x.shape(), os))};
+}
+
+Tensors tile(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto reps = input(c, in, 1).to_i64();
+  if (static_cast<std::int64_t>(reps.size()) != x.rank()) fail("{}: repeats {} for rank {}", c.node.label(), shape_str(reps), x.rank());
+  Shape os = x.shape();
+  for (std::int64_t d = 0; d < x.rank(); ++d) os[d] *= reps[d];
+  auto xs = strides_of(x.shape());
+  std::int64_t n = shape_numel(os);
+  std::vector<std::int64_t> idx(n);
+  IndexIter it(os);
+  for (std::int64_t i = 0; i < n; ++i, it.next()) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < x.rank(); ++d) off += (it.idx()[d] % x.shape()[d]) * xs[d];
+    idx[i] = off;
+  }
+  return {take(x, os, idx)};
+}
+
+Tensors pad(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::string mode = c.node.attr_s("mode", "constant");
+  const bool from_inputs = c.opset >= 11;
+  const std::vector<std::int64_t> pads = from_inputs ? input(c, in, 1).to_i64() : c.node.attr_ints("pads");
+  double value = from_inputs ? (has_input(in, 2) && in[2].numel() > 0 ? in[2].f64_at(0) : 0.0)
+                             : c.node.attr_f("value", 0.0);
+  std::vector<std::int64_t> all_axes(static_cast<std::size_t>(x.rank()));
+  std::iota(all_axes.begin(), all_axes.end(), 0);
+  const std::vector<std::int64_t> axes =
+      from_inputs && has_input(in, 3) ? norm_axes(c, in[3].to_i64(), x.rank()) : all_axes;
+  std::size_t na = axes.size();
+  if (pads.size() != 2 * na) fail("{}: {} pads for {} axes", c.node.label(), pads.size(), na);
+  // Pads at the beginning ([0, r)) and end ([r, 2r)) of each axis, in one vector.
+  const std::size_t r = x.shape().size();
+  std::vector<std::int64_t> pbe(2 * r + 1, 0);
+  for (std::size_t i = 0; i < na; ++i) {
+    pbe.at(static_cast<std::size_t>(axes[i])) = pads[i];
+    pbe.at(r + static_cast<std::size_t>(axes[i])) = pads[i + na];
+  }
+  const std::int64_t* pb = pbe.data();
+  const std::int64_t* pe = pbe.data() + r;
+  Shape os = x.shape();
+  for (std::int64_t d = 0; d < x.rank(); ++d) {
+    os[d] += pb[d] + pe[d];
+    if (os[d] < 0) fail("{}: pads make axis {} negative", c.node.label(), d);
+    if (mode != "constant" && x.shape()[d] == 0 && os[d] > 0) fail("{}: {} padding of an empty axis", c.node.label(), mode);
+  }
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    throw Unsupported(fmt::format("{}: pad mode '{}'", c.node.label(), mode));
+  auto xs = strides_of(x.shape());
+  std::int64_t n = shape_numel(os);
+  std::vector<std::int64_t> idx(n);
+  IndexIter it(os);
+  for (std::int64_t i = 0; i < n; ++i, it.next()) {
+    std::int64_t off = 0;
+    bool outside = false;
+    for (std::int64_t d = 0; d < x.rank(); ++d) {
+      std::int64_t j = it.idx()[d] - pb[d], dim = x.shape()[d];
+      if (j < 0 || j >= dim) {
+        if (mode == "constant") {
+          outside = true;
+          break;
+        }
+        if (mode == "edge") {
+          j = std::clamp<std::int64_t>(j, 0, dim - 1);
+        } else {  // reflect, without repeating the edge
+          if (dim == 1) j = 0;
+          std::int64_t period = 2 * (dim - 1);
+          while (dim > 1 && (j < 0 || j >= dim)) {
+            j = ((j % period) + period) % period;
+            if (j >= dim) j = period - j;
+          }
+        }
+      }
+      off += j * xs[d];
+    }
+    idx[i] = outside ? -1 : off;
+  }
+  Tensor fill = Tensor::scalar(value, x.dtype());
+  return {take(x, os, idx, &fill)};
+}
+
+Tensors depth_space(const KernelContext& c, const Tensors& in, bool to_space) {
+  const Tensor& x = input(c, in, 0);
+  if (x.rank() != 4) fail("{}: input must be 4-D, got {}", c.node.label(), shape_str(x.shape()));
+  std::int64_t b = c.node.attr_i("blocksize"), N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  bool crd = c.node.attr_s("mode", "DCR") == "CRD";
+  Shape os;
+  if (to_space) {
+    if (C % (b * b)) fail("{}: channels {} not divisible by blocksize^2 = {}", c.node.label(), C, b * b);
+    os = {N, C / (b * b), H * b, W * b};
+  } else {
+    if (H % b || W % b) fail("{}: spatial size {}x{} not divisible by blocksize {}", c.node.label(), H, W, b);
+    os = {N, C * b * b, H / b, W / b};
+  }
+  std::vector<std::int64_t> idx(x.numel());
+  std::int64_t i = 0;
+  for (std::int64_t n = 0; n < os[0]; ++n)
+    for (std::int64_t oc = 0; oc < os[1]; ++oc)
+      for (std::int64_t oh = 0; oh < os[2]; ++oh)
+        for (std::int64_t ow = 0; ow < os[3]; ++ow, ++i) {
+          std::int64_t ic, ih, iw;
+          if (to_space) {
+            std::int64_t bh = oh % b, bw = ow % b, Co = os[1];
+            ic = crd ? oc * b * b + bh * b + bw : (bh * b + bw) * Co + oc;
+            ih = oh / b;
+            iw = ow / b;
+          } else {
+            std::int64_t blk = oc / C, ch = oc % C, bh = blk / b, bw = blk % b;
+            ic = ch;
+            ih = oh * b + bh;
+            iw = ow * b + bw;
+          }
+          idx[i] = ((n * C + ic) * H + ih) * W + iw;
+        }
+  return {take(x, os, idx)};
+}
+
+Tensors shape_op(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  std::int64_t r = x.rank();
+  std::int64_t start = c.node.attr_i("start", 0), end = c.node.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<std::int64_t>(start, 0, r);
+  end = std::clamp<std::int64_t>(end, 0, r);
+  std::vector<std::int64_t> s;
+  for (std::int64_t d = start; d < end; ++d) s.push_back(x.shape()[d]);
+  return {i64_tensor(s)};
+}
+
+Tensors constant(const KernelContext& c, const Tensors&) {
+  const Node& n = c.node;
+  if (n.has_attr("value")) return {n.attr_t("value")};
+  if (n.has_attr("value_float")) return {Tensor::scalar(n.attr_f("value_float"), DType::Float32)};
+  if (n.has_attr("value_int")) return {Tensor::from_i64({n.attr_i("value_int")}, {})};
+  if (n.has_attr("value_floats")) {
+    auto v = n.attr_floats("value_floats");
+    return {Tensor::from_f64(v, {static_cast<std::int64_t>(v.size())}, DType::Float32)};
+  }
+  if (n.has_attr("value_ints")) return {i64_tensor(n.attr_ints("value_ints"))};
+  throw Unsupported(fmt::format("{}: only tensor, float(s) and int(s) constants", n.label()));
+}
+
+Tensors constant_of_shape(const KernelContext& c, const Tensors& in) {
+  Shape s = input(c, in, 0).to_i64();
+  Tensor v = c.node.has_attr("value") ? c.node.attr_t("value") : Tensor::scalar(0.0, DType::Float32);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape_numel(s)), 0);
+  return {take(v, s, idx)};
+}
+
+Tensors range(const KernelContext& c, const Tensors& in) {
+  const Tensor& st = input(c, in, 0);
+  double start = st.f64_at(0), limit = input(c, in, 1).f64_at(0), delta = input(c, in, 2).f64_at(0);
+  if (delta == 0) fail("{}: delta is 0", c.node.label());
+  auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
+  std::vector<double> v(n);
+  for (std::int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * delta;
+  return {Tensor::from_f64(v, {n}, st.dtype())};
+}
+
+Tensors eye_like(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  if (x.rank() != 2) fail("{}: input must be 2-D, got {}", c.node.label(), shape_str(x.shape()));
+  DType dt = c.node.has_attr("dtype") ? dtype_from_onnx(static_cast<int>(c.node.attr_i("dtype"))).value_or(x.dtype()) : x.dtype();
+  std::int64_t k = c.node.attr_i("k", 0);
+  std::vector<double> v(x.numel(), 0.0);
+  for (std::int64_t i = 0; i < x.dim(0); ++i)
+    if (i + k >= 0 && i + k < x.dim(1)) v[i * x.dim(1) + i + k] = 1.0;
+  return {Tensor::from_f64(v, x.shape(), dt)};
+}
+
+Tensors one_hot(const KernelContext& c, const Tensors& in) {
+  const Tensor& ind = input(c, in, 0);
+  auto depth = static_cast<std::int64_t>(input(c, in, 1).f64_at(0));
+  const Tensor& vals = input(c, in, 2);
+  std::int64_t r = ind.rank() + 1;
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), r);
+  Shape os = ind.shape();
+  os.insert(os.begin() + axis, depth);
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= os[d];
+  for (std::int64_t d = axis + 1; d < r; ++d) inner *= os[d];
+  auto iv = ind.to_f64();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape_numel(os)));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t j = 0; j < depth; ++j)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        auto k = static_cast<std::int64_t>(iv[o * inner + i]);
+        if (k < 0) k += depth;
+        idx[(o * depth + j) * inner + i] = k == j ? 1 : 0;
+      }
+  return {take(vals, os, idx)};
+}
+
+Tensors trilu(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  if (x.rank() < 2) fail("{}: input must have rank >= 2", c.node.label());
+  std::int64_t k = has_input(in, 1) ? in[1].to_i64().at(0) : 0;
+  bool upper = c.node.attr_i("upper", 1) != 0;
+  std::int64_t R = x.dim(-2), C = x.dim(-1);
+  std::vector<std::int64_t> idx(x.numel());
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    std::int64_t col = i % C, row = (i / C) % R;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    idx[i] = keep ? i : -1;
+  }
+  Tensor zero = Tensor::scalar(0.0, x.dtype());
+  return {take(x, x.shape(), idx, &zero)};
+}
+
+}  // namespace
+
+void register_shape_ops(OpRegistry& r) {
+  r.add({"Reshape", "shape", reshape});
+  r.add({"Flatten", "shape", flatten});
+  r.add({"Transpose", "shape", transpose});
+  r.add({"Squeeze", "shape", squeeze});
+  r.add({"Unsqueeze", "shape", unsqueeze});
+  r.add({"Concat", "shape", concat});
+  r.add({"Split", "shape", split});
+  r.add({"Slice", "shape", slice});
+  r.add({"Expand", "shape", expand});
+  r.add({"Tile", "shape", tile});
+  r.add({"Pad", "shape", pad});
+  r.add({"DepthToSpace", "shape", [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, true); }});
+  r.add({"SpaceToDepth", "shape", [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, false); }});
+  r.add({"Shape", "shape", shape_op});
+  r.add({"Size", "shape", [](const KernelContext& c, const Tensors& in) {
+           return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};
+         }});
+  r.add({"Constant", "shape", constant});
+  r.add({"ConstantOfShape", "shape", constant_of_shape});
+  r.add({"Range", "shape", range});
+  r.add({"EyeLike", "shape", eye_like});
+  r.add({"OneHot", "shape", one_hot});
+  r.add({"Trilu", "shape", trilu});
+}
+
+}  // namespace metaop

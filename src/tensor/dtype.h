@@ -1,0 +1,25 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace metaop {
+
+enum class DType : std::uint8_t { Float32, Float64, Float16, BFloat16, Int64, Int32, Int8, UInt8, Bool };
+
+std::size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);
+bool is_floating(DType t);
+// ONNX TensorProto::DataType <-> DType; nullopt for types MetaOp does not handle.
+std::optional<DType> dtype_from_onnx(int onnx_type);
+int dtype_to_onnx(DType t);
+std::string onnx_type_name(int onnx_type);
+
+using Shape = std::vector<std::int64_t>;
+std::int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);
+
+}  // namespace metaop

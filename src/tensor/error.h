@@ -1,0 +1,28 @@
+#pragma once
+// One exception type for every user-facing failure. The message must name the file, node or
+// value at fault; the CLI prints it as one line and exits with code 2.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace metaop {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Something MetaOp does not handle (an operator, attribute value, dtype or mode). Distinct from
+// Error: "unsupported" is a normal, recorded answer, never a crash.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
+template <typename... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
+  throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace metaop

@@ -1,0 +1,78 @@
+#pragma once
+// A dense, contiguous, row-major tensor with shared storage. Reference kernels work on float64
+// copies (to_f64 / from_f64): inputs are widened exactly and each result is rounded once to the
+// output dtype.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+
+namespace metaop {
+
+template <typename T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::Int32; }
+template <> constexpr DType dtype_of<std::int8_t>() { return DType::Int8; }
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::UInt8; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: an omitted optional input
+  Tensor(DType dtype, Shape shape);  // zero-filled
+
+  static Tensor from_f64(const std::vector<double>& values, Shape shape, DType dtype);
+  static Tensor from_i64(const std::vector<std::int64_t>& values, Shape shape,
+                         DType dtype = DType::Int64);
+  static Tensor scalar(double v, DType dtype);
+
+  bool defined() const { return buf_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t rank() const { return static_cast<std::int64_t>(shape_.size()); }
+  std::int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  std::int64_t dim(std::int64_t i) const;  // negative i counts from the back
+
+  std::byte* raw() { return buf_->data(); }
+  const std::byte* raw() const { return buf_->data(); }
+  template <typename T>
+  T* data() {
+    check_type(dtype_of<T>());
+    return reinterpret_cast<T*>(raw());
+  }
+  template <typename T>
+  const T* data() const {
+    check_type(dtype_of<T>());
+    return reinterpret_cast<const T*>(raw());
+  }
+
+  double f64_at(std::int64_t i) const;
+  std::vector<double> to_f64() const;
+  // Integer view for index-like inputs; floating values must be integral.
+  std::vector<std::int64_t> to_i64() const;
+  Tensor to(DType dtype) const;  // one rounding; float -> int truncates toward zero
+  Tensor reshaped(Shape shape) const;  // shares storage
+  Tensor clone() const;
+
+ private:
+  void check_type(DType t) const;
+  DType dtype_ = DType::Float32;
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  std::shared_ptr<std::vector<std::byte>> buf_;
+};
+
+// Float16 / bfloat16 conversions (through Eigen's implementations).
+std::uint16_t f64_to_half_bits(double v);
+double half_bits_to_f64(std::uint16_t b);
+std::uint16_t f64_to_bf16_bits(double v);
+double bf16_bits_to_f64(std::uint16_t b);
+
+}  // namespace metaop

@@ -1,0 +1,260 @@
+// Unit tests of the tensor, graph, ops and engine layers. One binary (each process pays the
+// start-up of the libraries it links).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "ops/kernel_util.h"
+#include "ops/registry.h"
+#include "tensor/npy.h"
+#include "tensor/tensor_proto.h"
+
+using namespace metaop;
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / "metaop_unit_tests";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::vector<double> random_values(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Node make_node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs) {
+  Node n;
+  n.name = op + "_test";
+  n.op_type = op;
+  n.inputs = std::move(ins);
+  n.outputs = std::move(outs);
+  return n;
+}
+
+Attribute ints_attr(std::vector<std::int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute int_attr(std::int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+Tensors run_ref(const Node& n, const Tensors& in, std::int64_t opset = 13) {
+  return OpRegistry::instance().find(n.op_type)->reference(KernelContext{n, opset}, in);
+}
+
+}  // namespace
+
+TEST(Tensor, HalfRoundsOnceFromDouble) {
+  // 1 + 2^-11 + 2^-40 lies just above the midpoint of 1 and the next half (1 + 2^-10).
+  // Through float it would become the exact midpoint and round to even (1.0).
+  double v = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  EXPECT_EQ(half_bits_to_f64(f64_to_half_bits(v)), 1.0 + std::ldexp(1.0, -10));
+  EXPECT_EQ(half_bits_to_f64(f64_to_half_bits(65520.0)), INFINITY);  // rounds past the max
+  EXPECT_EQ(half_bits_to_f64(f64_to_half_bits(65519.0)), 65504.0);
+  double b = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  EXPECT_EQ(bf16_bits_to_f64(f64_to_bf16_bits(b)), 1.0 + std::ldexp(1.0, -7));
+}
+
+TEST(Tensor, IntConversionSaturatesAndTruncates) {
+  Tensor t = Tensor::from_f64({-2.7, 2.7, 1e30, NAN}, {4}, DType::Int32);
+  auto v = t.to_i64();
+  EXPECT_EQ(v[0], -2);
+  EXPECT_EQ(v[1], 2);
+  EXPECT_EQ(v[2], 2147483647);
+  EXPECT_EQ(v[3], 0);
+}
+
+TEST(Npy, RoundTripsEveryDtype) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::Int64, DType::Int32, DType::Int8,
+                   DType::UInt8, DType::Bool}) {
+    Tensor t = Tensor::from_f64({0, 1, -1, 5, 7, 1}, {2, 3}, dt);
+    auto path = tmp_path(std::string(dtype_name(dt)) + ".npy");
+    write_npy(path, t);
+    Tensor r = read_npy(path);
+    EXPECT_EQ(r.dtype(), dt);
+    EXPECT_EQ(r.shape(), (Shape{2, 3}));
+    EXPECT_EQ(r.to_f64(), t.to_f64());
+  }
+  Tensor s = Tensor::scalar(3.5, DType::Float32);
+  write_npy(tmp_path("scalar.npy"), s);
+  EXPECT_EQ(read_npy(tmp_path("scalar.npy")).shape(), Shape{});
+}
+
+TEST(TensorProto, RoundTrips) {
+  Tensor t = Tensor::from_i64({1, -2, 3}, {3});
+  write_tensor_pb(tmp_path("t.pb"), t, "t");
+  std::string name;
+  Tensor r = read_tensor_pb(tmp_path("t.pb"), &name);
+  EXPECT_EQ(name, "t");
+  EXPECT_EQ(r.to_i64(), (std::vector<std::int64_t>{1, -2, 3}));
+}
+
+// Conv against a direct six-fold loop, over strides, pads, dilations and groups.
+TEST(Ops, ConvMatchesDirectLoop) {
+  struct Case {
+    std::int64_t stride, pad, dil, group;
+  };
+  for (Case cs : {Case{1, 0, 1, 1}, Case{2, 1, 1, 1}, Case{1, 2, 2, 2}, Case{2, 1, 1, 4}}) {
+    const std::int64_t N = 2, C = 4, H = 7, W = 6, M = 8, K = 3, Cg = C / cs.group, Mg = M / cs.group;
+    Tensor x = Tensor::from_f64(random_values(N * C * H * W, 1), {N, C, H, W}, DType::Float64);
+    Tensor w = Tensor::from_f64(random_values(M * Cg * K * K, 2), {M, Cg, K, K}, DType::Float64);
+    Tensor b = Tensor::from_f64(random_values(M, 3), {M}, DType::Float64);
+    Node n = make_node("Conv", {"x", "w", "b"}, {"y"});
+    n.attrs["strides"] = ints_attr({cs.stride, cs.stride});
+    n.attrs["pads"] = ints_attr({cs.pad, cs.pad, cs.pad, cs.pad});
+    n.attrs["dilations"] = ints_attr({cs.dil, cs.dil});
+    n.attrs["group"] = int_attr(cs.group);
+    Tensor y = run_ref(n, {x, w, b})[0];
+    std::int64_t ext = (K - 1) * cs.dil + 1;
+    std::int64_t OH = (H + 2 * cs.pad - ext) / cs.stride + 1, OW = (W + 2 * cs.pad - ext) / cs.stride + 1;
+    ASSERT_EQ(y.shape(), (Shape{N, M, OH, OW}));
+    auto xv = x.to_f64(), wv = w.to_f64(), bv = b.to_f64(), yv = y.to_f64();
+    double max_err = 0;
+    for (std::int64_t nn = 0; nn < N; ++nn)
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            double acc = bv[m];
+            std::int64_t g = m / Mg;
+            for (std::int64_t c = 0; c < Cg; ++c)
+              for (std::int64_t kh = 0; kh < K; ++kh)
+                for (std::int64_t kw = 0; kw < K; ++kw) {
+                  std::int64_t ih = oh * cs.stride - cs.pad + kh * cs.dil, iw = ow * cs.stride - cs.pad + kw * cs.dil;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  acc += xv[((nn * C + g * Cg + c) * H + ih) * W + iw] * wv[((m * Cg + c) * K + kh) * K + kw];
+                }
+            max_err = std::max(max_err, std::fabs(acc - yv[((nn * M + m) * OH + oh) * OW + ow]));
+          }
+    EXPECT_LT(max_err, 1e-12) << "stride " << cs.stride << " pad " << cs.pad << " group " << cs.group;
+  }
+}
+
+TEST(Ops, ResultIsRoundedOnceToFloat32) {
+  // 1 + 2^-24 + 2^-30 is not a float; float32 Add must give the float nearest the exact sum.
+  Tensor a = Tensor::from_f64({1.0}, {1}, DType::Float32);
+  Tensor b = Tensor::from_f64({std::ldexp(1.0, -24) + std::ldexp(1.0, -30)}, {1}, DType::Float32);
+  Tensor y = run_ref(make_node("Add", {"a", "b"}, {"y"}), {a, b})[0];
+  EXPECT_EQ(y.dtype(), DType::Float32);
+  EXPECT_EQ(y.f64_at(0), 1.0 + std::ldexp(1.0, -23));
+}
+
+TEST(Ops, BroadcastingAndErrorsNameTheNode) {
+  Tensor a = Tensor::from_f64({1, 2, 3, 4, 5, 6}, {2, 3}, DType::Float32);
+  Tensor b = Tensor::from_f64({10, 20, 30}, {3}, DType::Float32);
+  Tensor y = run_ref(make_node("Mul", {"a", "b"}, {"y"}), {a, b})[0];
+  EXPECT_EQ(y.to_f64(), (std::vector<double>{10, 40, 90, 40, 100, 180}));
+  Tensor bad = Tensor::from_f64({1, 2}, {2}, DType::Float32);
+  try {
+    run_ref(make_node("Mul", {"a", "b"}, {"y"}), {a, bad});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'Mul_test' (Mul)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ops, SoftmaxIsStableForLargeInputs) {
+  Tensor x = Tensor::from_f64({1000, 1001, 1002}, {1, 3}, DType::Float32);
+  Node n = make_node("Softmax", {"x"}, {"y"});
+  auto y = run_ref(n, {x})[0].to_f64();
+  double e0 = 1 / (1 + std::exp(1.0) + std::exp(2.0));
+  EXPECT_NEAR(y[0], e0, 1e-7);
+  EXPECT_NEAR(y[0] + y[1] + y[2], 1.0, 1e-6);
+}
+
+TEST(Registry, CoversTheRequiredOps) {
+  const char* required[] = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos",
+      "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign",
+      "Min", "Max", "Mean", "Sum", "Clip", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
+      "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Tanh", "ThresholdedRelu", "Shrink", "Softmax",
+      "LogSoftmax", "Hardmax", "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
+      "GlobalAveragePool", "GlobalMaxPool", "LpPool", "BatchNormalization", "InstanceNormalization",
+      "LayerNormalization", "LRN", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+      "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "CumSum",
+      "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
+      "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Expand", "Tile", "Pad", "Resize",
+      "DepthToSpace", "SpaceToDepth", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "OneHot",
+      "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN",
+      "IsInf", "Cast", "CastLike", "Identity", "Dropout", "Mod", "Einsum", "NegativeLogLikelihoodLoss",
+      "SoftmaxCrossEntropyLoss", "Trilu"};
+  for (const char* op : required) EXPECT_NE(OpRegistry::instance().find(op), nullptr) << op;
+}
+
+namespace {
+// x -> Relu -> r ; r, x -> Add -> y   (nodes listed out of order on purpose)
+Graph small_graph() {
+  Graph g;
+  g.path = "small_graph";
+  g.opset = 13;
+  g.nodes.push_back(make_node("Add", {"r", "x"}, {"y"}));
+  g.nodes.push_back(make_node("Relu", {"x"}, {"r"}));
+  ValueInfo xi;
+  xi.name = "x";
+  xi.dtype = DType::Float32;
+  xi.onnx_elem_type = 1;
+  xi.dims = std::vector<std::int64_t>{-1, 3};
+  g.inputs.push_back(xi);
+  ValueInfo yi = xi;
+  yi.name = "y";
+  g.outputs.push_back(yi);
+  return g;
+}
+}  // namespace
+
+TEST(Engine, RunsInTopologicalOrderAndFreesValues) {
+  Graph g = small_graph();
+  Plan plan;
+  Tensor x = Tensor::from_f64({-1, 2, -3, 4, -5, 6}, {2, 3}, DType::Float32);
+  RunResult r = run_graph(g, {{"x", x}}, plan);
+  EXPECT_EQ(r.outputs.at("y").to_f64(), (std::vector<double>{-1, 4, -3, 8, -5, 12}));
+  EXPECT_TRUE(r.values.empty());
+  ASSERT_EQ(r.records.size(), 2u);
+  EXPECT_EQ(g.nodes[r.records[0].node].op_type, "Relu");
+  RunOptions keep;
+  keep.keep_all = true;
+  RunResult all = run_graph(g, {{"x", x}}, plan, keep);
+  EXPECT_TRUE(all.values.count("r"));
+}
+
+TEST(Engine, ValidatesInputs) {
+  Graph g = small_graph();
+  Tensor wrong = Tensor::from_f64({1, 2}, {1, 2}, DType::Float32);
+  EXPECT_THROW(validate_inputs(g, {{"x", wrong}}, {{"x", "x.npy"}}), Error);
+  Tensor wrong_type = Tensor::from_f64({1, 2, 3}, {1, 3}, DType::Float64);
+  EXPECT_THROW(validate_inputs(g, {{"x", wrong_type}}), Error);
+  EXPECT_NO_THROW(validate_inputs(g, {{"x", Tensor(DType::Float32, {5, 3})}}));
+}
+
+TEST(Graph, SubgraphExportRoundTrips) {
+  Graph g = small_graph();
+  Tensor x = Tensor::from_f64({-1, 2, -3}, {1, 3}, DType::Float32);
+  Tensor r = Tensor::from_f64({0, 2, 0}, {1, 3}, DType::Float32);
+  SubgraphSpec spec;
+  spec.nodes = {0};  // the Add node alone; its input r becomes an initializer
+  spec.values = {{"x", x}, {"r", r}, {"y", Tensor(DType::Float32, {1, 3})}};
+  spec.constants = {"r"};
+  std::string bytes = export_subgraph(g, spec);
+  Graph sub = load_onnx_from_bytes(bytes, "subgraph", ".");
+  ASSERT_EQ(sub.inputs.size(), 1u);
+  EXPECT_EQ(sub.inputs[0].name, "x");
+  EXPECT_TRUE(sub.initializers.count("r"));
+  Plan plan;
+  RunResult res = run_graph(sub, {{"x", x}}, plan);
+  EXPECT_EQ(res.outputs.at("y").to_f64(), (std::vector<double>{-1, 4, -3}));
+}
