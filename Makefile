@@ -22,7 +22,9 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1
 
 bench: build
-	$(BUILD_DIR)/bench/bench_reference_vs_torch
+	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
+	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
+	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -1,9 +1,11 @@
 // Unit tests of the tensor, graph, ops and engine layers. One binary (each process pays the
 // start-up of the libraries it links).
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "engine/executor.h"
@@ -81,8 +83,8 @@ TEST(Tensor, IntConversionSaturatesAndTruncates) {
 }
 
 TEST(Npy, RoundTripsEveryDtype) {
-  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::Int64, DType::Int32, DType::Int8,
-                   DType::UInt8, DType::Bool}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::Int64, DType::Int32,
+                   DType::Int8, DType::UInt8, DType::Bool}) {
     Tensor t = Tensor::from_f64({0, 1, -1, 5, 7, 1}, {2, 3}, dt);
     auto path = tmp_path(std::string(dtype_name(dt)) + ".npy");
     write_npy(path, t);
@@ -111,7 +113,8 @@ TEST(Ops, ConvMatchesDirectLoop) {
     std::int64_t stride, pad, dil, group;
   };
   for (Case cs : {Case{1, 0, 1, 1}, Case{2, 1, 1, 1}, Case{1, 2, 2, 2}, Case{2, 1, 1, 4}}) {
-    const std::int64_t N = 2, C = 4, H = 7, W = 6, M = 8, K = 3, Cg = C / cs.group, Mg = M / cs.group;
+    const std::int64_t N = 2, C = 4, H = 7, W = 6, M = 8, K = 3, Cg = C / cs.group,
+                       Mg = M / cs.group;
     Tensor x = Tensor::from_f64(random_values(N * C * H * W, 1), {N, C, H, W}, DType::Float64);
     Tensor w = Tensor::from_f64(random_values(M * Cg * K * K, 2), {M, Cg, K, K}, DType::Float64);
     Tensor b = Tensor::from_f64(random_values(M, 3), {M}, DType::Float64);
@@ -122,7 +125,8 @@ TEST(Ops, ConvMatchesDirectLoop) {
     n.attrs["group"] = int_attr(cs.group);
     Tensor y = run_ref(n, {x, w, b})[0];
     std::int64_t ext = (K - 1) * cs.dil + 1;
-    std::int64_t OH = (H + 2 * cs.pad - ext) / cs.stride + 1, OW = (W + 2 * cs.pad - ext) / cs.stride + 1;
+    std::int64_t OH = (H + 2 * cs.pad - ext) / cs.stride + 1,
+                 OW = (W + 2 * cs.pad - ext) / cs.stride + 1;
     ASSERT_EQ(y.shape(), (Shape{N, M, OH, OW}));
     auto xv = x.to_f64(), wv = w.to_f64(), bv = b.to_f64(), yv = y.to_f64();
     double max_err = 0;
@@ -135,13 +139,16 @@ TEST(Ops, ConvMatchesDirectLoop) {
             for (std::int64_t c = 0; c < Cg; ++c)
               for (std::int64_t kh = 0; kh < K; ++kh)
                 for (std::int64_t kw = 0; kw < K; ++kw) {
-                  std::int64_t ih = oh * cs.stride - cs.pad + kh * cs.dil, iw = ow * cs.stride - cs.pad + kw * cs.dil;
+                  std::int64_t ih = oh * cs.stride - cs.pad + kh * cs.dil,
+                               iw = ow * cs.stride - cs.pad + kw * cs.dil;
                   if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                  acc += xv[((nn * C + g * Cg + c) * H + ih) * W + iw] * wv[((m * Cg + c) * K + kh) * K + kw];
+                  acc += xv[((nn * C + g * Cg + c) * H + ih) * W + iw] *
+                         wv[((m * Cg + c) * K + kh) * K + kw];
                 }
             max_err = std::max(max_err, std::fabs(acc - yv[((nn * M + m) * OH + oh) * OW + ow]));
           }
-    EXPECT_LT(max_err, 1e-12) << "stride " << cs.stride << " pad " << cs.pad << " group " << cs.group;
+    EXPECT_LT(max_err, 1e-12) << "stride " << cs.stride << " pad " << cs.pad << " group "
+                              << cs.group;
   }
 }
 
@@ -178,21 +185,129 @@ TEST(Ops, SoftmaxIsStableForLargeInputs) {
 }
 
 TEST(Registry, CoversTheRequiredOps) {
-  const char* required[] = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos",
-      "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign",
-      "Min", "Max", "Mean", "Sum", "Clip", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
-      "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Tanh", "ThresholdedRelu", "Shrink", "Softmax",
-      "LogSoftmax", "Hardmax", "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
-      "GlobalAveragePool", "GlobalMaxPool", "LpPool", "BatchNormalization", "InstanceNormalization",
-      "LayerNormalization", "LRN", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-      "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "CumSum",
-      "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
-      "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Expand", "Tile", "Pad", "Resize",
-      "DepthToSpace", "SpaceToDepth", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "OneHot",
-      "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN",
-      "IsInf", "Cast", "CastLike", "Identity", "Dropout", "Mod", "Einsum", "NegativeLogLikelihoodLoss",
-      "SoftmaxCrossEntropyLoss", "Trilu"};
+  const char* required[] = {"Add",
+                            "Sub",
+                            "Mul",
+                            "Div",
+                            "Pow",
+                            "Neg",
+                            "Abs",
+                            "Exp",
+                            "Log",
+                            "Sqrt",
+                            "Reciprocal",
+                            "Erf",
+                            "Sin",
+                            "Cos",
+                            "Tan",
+                            "Asin",
+                            "Acos",
+                            "Atan",
+                            "Sinh",
+                            "Cosh",
+                            "Asinh",
+                            "Acosh",
+                            "Atanh",
+                            "Floor",
+                            "Ceil",
+                            "Round",
+                            "Sign",
+                            "Min",
+                            "Max",
+                            "Mean",
+                            "Sum",
+                            "Clip",
+                            "Relu",
+                            "LeakyRelu",
+                            "PRelu",
+                            "Elu",
+                            "Selu",
+                            "Celu",
+                            "Sigmoid",
+                            "HardSigmoid",
+                            "HardSwish",
+                            "Softplus",
+                            "Softsign",
+                            "Tanh",
+                            "ThresholdedRelu",
+                            "Shrink",
+                            "Softmax",
+                            "LogSoftmax",
+                            "Hardmax",
+                            "MatMul",
+                            "Gemm",
+                            "Conv",
+                            "ConvTranspose",
+                            "MaxPool",
+                            "AveragePool",
+                            "GlobalAveragePool",
+                            "GlobalMaxPool",
+                            "LpPool",
+                            "BatchNormalization",
+                            "InstanceNormalization",
+                            "LayerNormalization",
+                            "LRN",
+                            "ReduceSum",
+                            "ReduceMean",
+                            "ReduceMax",
+                            "ReduceMin",
+                            "ReduceProd",
+                            "ReduceL1",
+                            "ReduceL2",
+                            "ReduceLogSum",
+                            "ReduceLogSumExp",
+                            "ReduceSumSquare",
+                            "ArgMax",
+                            "ArgMin",
+                            "TopK",
+                            "CumSum",
+                            "Reshape",
+                            "Flatten",
+                            "Transpose",
+                            "Squeeze",
+                            "Unsqueeze",
+                            "Concat",
+                            "Split",
+                            "Slice",
+                            "Gather",
+                            "GatherElements",
+                            "GatherND",
+                            "ScatterND",
+                            "ScatterElements",
+                            "Expand",
+                            "Tile",
+                            "Pad",
+                            "Resize",
+                            "DepthToSpace",
+                            "SpaceToDepth",
+                            "Shape",
+                            "Size",
+                            "Constant",
+                            "ConstantOfShape",
+                            "Range",
+                            "EyeLike",
+                            "OneHot",
+                            "Where",
+                            "Equal",
+                            "Less",
+                            "LessOrEqual",
+                            "Greater",
+                            "GreaterOrEqual",
+                            "Not",
+                            "And",
+                            "Or",
+                            "Xor",
+                            "IsNaN",
+                            "IsInf",
+                            "Cast",
+                            "CastLike",
+                            "Identity",
+                            "Dropout",
+                            "Mod",
+                            "Einsum",
+                            "NegativeLogLikelihoodLoss",
+                            "SoftmaxCrossEntropyLoss",
+                            "Trilu"};
   for (const char* op : required) EXPECT_NE(OpRegistry::instance().find(op), nullptr) << op;
 }
 
@@ -257,4 +372,45 @@ TEST(Graph, SubgraphExportRoundTrips) {
   Plan plan;
   RunResult res = run_graph(sub, {{"x", x}}, plan);
   EXPECT_EQ(res.outputs.at("y").to_f64(), (std::vector<double>{-1, 4, -3}));
+}
+
+TEST(Graph, ReadsExternalDataNextToTheModel) {
+  // y = x + w, with w stored in a separate file next to the model.
+  onnx::ModelProto m;
+  m.set_ir_version(onnx::IR_VERSION);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("external");
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  for (auto* v : {g->add_input(), g->add_output()}) {
+    v->set_name(v == &g->input(0) ? "x" : "y");
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+  }
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = w->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  float data[4] = {99, 1.5f, 2.5f, 3.5f};  // the tensor starts at byte offset 4
+  auto* off = w->add_external_data();
+  off->set_key("offset");
+  off->set_value("4");
+  {
+    std::ofstream f(tmp_path("weights.bin"), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(data), sizeof data);
+  }
+  write_file(tmp_path("external.onnx"), m.SerializeAsString());
+  Graph graph = load_onnx(tmp_path("external.onnx"));
+  EXPECT_EQ(graph.initializers.at("w").to_f64(), (std::vector<double>{1.5, 2.5, 3.5}));
+  std::filesystem::remove(tmp_path("weights.bin"));
+  EXPECT_THROW(load_onnx(tmp_path("external.onnx")), Error);
 }

@@ -10,12 +10,14 @@ Comparison compare_tensors(const Tensor& actual, const Tensor& expected, double 
   Comparison c;
   if (actual.dtype() != expected.dtype()) {
     c.ok = false;
-    c.reason = fmt::format("dtype {} but expected {}", dtype_name(actual.dtype()), dtype_name(expected.dtype()));
+    c.reason = fmt::format("dtype {} but expected {}", dtype_name(actual.dtype()),
+                           dtype_name(expected.dtype()));
     return c;
   }
   if (actual.shape() != expected.shape()) {
     c.ok = false;
-    c.reason = fmt::format("shape {} but expected {}", shape_str(actual.shape()), shape_str(expected.shape()));
+    c.reason = fmt::format("shape {} but expected {}", shape_str(actual.shape()),
+                           shape_str(expected.shape()));
     return c;
   }
   bool exact = !is_floating(actual.dtype());
@@ -38,7 +40,8 @@ Comparison compare_tensors(const Tensor& actual, const Tensor& expected, double 
       ++c.mismatches;
     }
   }
-  if (!c.ok) c.reason = fmt::format("{} of {} elements differ; first: {}", c.mismatches, a.size(), c.reason);
+  if (!c.ok)
+    c.reason = fmt::format("{} of {} elements differ; first: {}", c.mismatches, a.size(), c.reason);
   return c;
 }
 

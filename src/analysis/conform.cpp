@@ -24,7 +24,8 @@ std::vector<std::string> find_conformance_tests(const std::vector<std::string>& 
     }
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p))
-      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) found.push_back(e.path().string());
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx"))
+        found.push_back(e.path().string());
     if (found.empty()) fail("{}: no test folders (model.onnx) found", p);
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
@@ -58,7 +59,8 @@ ConformResult run_conformance_test(const std::string& dir, double rtol, double a
     check_supported(g, plan);
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))
-      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+        sets.push_back(e.path());
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) fail("{}: no test_data_set_* folder", dir);
     for (const auto& set : sets) {
@@ -66,8 +68,10 @@ ConformResult run_conformance_test(const std::string& dir, double rtol, double a
       auto in_files = sorted_pbs(set, "input_");
       // Inputs bind by position to the graph inputs that are not initializers.
       if (in_files.size() > g.inputs.size())
-        fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(), g.inputs.size());
-      for (std::size_t i = 0; i < in_files.size(); ++i) inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
+        fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(),
+             g.inputs.size());
+      for (std::size_t i = 0; i < in_files.size(); ++i)
+        inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
       auto out_files = sorted_pbs(set, "output_");
       RunResult res = run_graph(g, inputs, plan);
       for (std::size_t i = 0; i < out_files.size() && i < g.outputs.size(); ++i) {
@@ -76,7 +80,8 @@ ConformResult run_conformance_test(const std::string& dir, double rtol, double a
         auto cmp = compare_tensors(actual, expected, rtol, atol);
         if (!cmp.ok) {
           r.status = "fail";
-          r.reason = fmt::format("{}: output '{}': {}", set.filename().string(), g.outputs[i].name, cmp.reason);
+          r.reason = fmt::format("{}: output '{}': {}", set.filename().string(), g.outputs[i].name,
+                                 cmp.reason);
           return r;
         }
       }

@@ -9,7 +9,9 @@ Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const 
   throw Unsupported(node.label() + ": binding '" + name() + "' has no backward for this op");
 }
 
-std::vector<std::string> binding_names() { return {"reference"}; }
+std::vector<std::string> binding_names() {
+  return {"reference"};
+}
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceBinding>();

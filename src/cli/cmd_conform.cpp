@@ -25,14 +25,18 @@ int run(const ConformArgs& a) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& t : tests) {
     ConformResult r = run_conformance_test(t);
-    if (r.status == "pass") ++pass;
-    else if (r.status == "fail") ++failed;
-    else ++unsupported;
+    if (r.status == "pass")
+      ++pass;
+    else if (r.status == "fail")
+      ++failed;
+    else
+      ++unsupported;
     if (!a.quiet || r.status == "fail")
       fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
     out.push_back({{"test", r.test}, {"status", r.status}, {"reason", r.reason}});
   }
-  fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed, unsupported);
+  fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed,
+             unsupported);
   if (!a.json.empty()) {
     std::ofstream f(a.json);
     if (!f) fail("{}: cannot open for writing", a.json);
@@ -55,7 +59,8 @@ void add_conform_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("conform", "Run ONNX backend-test folders with the reference");
   cmd->add_option("paths", args->paths, "Test folders, or folders of test folders")->required();
   cmd->add_option("--json", args->json, "Write [{test, status, reason}] to this file");
-  cmd->add_option("--min-pass", args->min_pass, "Exit 1 unless at least this many tests pass (default: exit 1 on any failure)");
+  cmd->add_option("--min-pass", args->min_pass,
+                  "Exit 1 unless at least this many tests pass (default: exit 1 on any failure)");
   cmd->add_flag("--quiet", args->quiet, "Print only failures and the totals");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }

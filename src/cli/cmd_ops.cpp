@@ -35,18 +35,24 @@ int run(const OpsArgs& a) {
       Support s = b->supports(type);
       std::vector<std::string> dts;
       for (auto d : s.dtypes) dts.emplace_back(dtype_name(d));
-      out.push_back({{"op", type}, {"binding", b->name()}, {"forward", s.forward}, {"backward", s.backward},
-                     {"dtypes", dts}, {"reason", s.reason}});
+      out.push_back({{"op", type},
+                     {"binding", b->name()},
+                     {"forward", s.forward},
+                     {"backward", s.backward},
+                     {"dtypes", dts},
+                     {"reason", s.reason}});
       totals[b->name()].first += s.forward;
       totals[b->name()].second += s.backward;
-      if (!a.json) fmt::print(" {:<12}", std::string(s.forward ? "fwd" : "-") + (s.backward ? "+bwd" : ""));
+      if (!a.json)
+        fmt::print(" {:<12}", std::string(s.forward ? "fwd" : "-") + (s.backward ? "+bwd" : ""));
     }
     if (!a.json) fmt::print("\n");
   }
   if (a.json) {
     std::cout << out.dump(2) << "\n";
   } else {
-    for (const auto& [b, t] : totals) fmt::print("{}: forward {} ops, backward {} ops\n", b, t.first, t.second);
+    for (const auto& [b, t] : totals)
+      fmt::print("{}: forward {} ops, backward {} ops\n", b, t.first, t.second);
   }
   return 0;
 }
@@ -56,7 +62,8 @@ int run(const OpsArgs& a) {
 void add_ops_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<OpsArgs>();
   auto* cmd = app.add_subcommand("ops", "Coverage matrix: meta operators x bindings");
-  cmd->add_flag("--json", args->json, "Print a JSON list of {op, binding, forward, backward, dtypes, reason}");
+  cmd->add_flag("--json", args->json,
+                "Print a JSON list of {op, binding, forward, backward, dtypes, reason}");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

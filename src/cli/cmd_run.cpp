@@ -30,8 +30,10 @@ void print_summary(const std::string& name, const Tensor& t) {
   std::int64_t nan = 0, inf = 0, finite = 0;
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   for (double x : v) {
-    if (std::isnan(x)) ++nan;
-    else if (std::isinf(x)) ++inf;
+    if (std::isnan(x))
+      ++nan;
+    else if (std::isinf(x))
+      ++inf;
     else {
       ++finite;
       mn = std::min(mn, x);
@@ -40,8 +42,9 @@ void print_summary(const std::string& name, const Tensor& t) {
     }
   }
   if (finite)
-    fmt::print("{:<24} {:<18} {:<8} min {:>12.6g}  max {:>12.6g}  mean {:>12.6g}  nan {}  inf {}\n", name,
-               shape_str(t.shape()), dtype_name(t.dtype()), mn, mx, sum / static_cast<double>(finite), nan, inf);
+    fmt::print("{:<24} {:<18} {:<8} min {:>12.6g}  max {:>12.6g}  mean {:>12.6g}  nan {}  inf {}\n",
+               name, shape_str(t.shape()), dtype_name(t.dtype()), mn, mx,
+               sum / static_cast<double>(finite), nan, inf);
   else
     fmt::print("{:<24} {:<18} {:<8} no finite values  nan {}  inf {}\n", name, shape_str(t.shape()),
                dtype_name(t.dtype()), nan, inf);
@@ -49,7 +52,8 @@ void print_summary(const std::string& name, const Tensor& t) {
 
 std::string safe_file_name(std::string s) {
   for (auto& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+      ch = '_';
   return s;
 }
 
@@ -86,11 +90,14 @@ int run(const RunArgs& a) {
 
 void add_run_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Run a model with the float64 reference and summarize its outputs");
+  auto* cmd =
+      app.add_subcommand("run", "Run a model with the float64 reference and summarize its outputs");
   cmd->add_option("model", args->model, "ONNX model")->required();
   cmd->add_option("--input", args->inputs,
-                  "Input file (.npy or TensorProto .pb), as FILE (binds to graph inputs in order) or NAME=FILE");
-  cmd->add_flag("--random-inputs", args->random_inputs, "Fill inputs not given with seeded random values");
+                  "Input file (.npy or TensorProto .pb), as FILE (binds to graph inputs in order) "
+                  "or NAME=FILE");
+  cmd->add_flag("--random-inputs", args->random_inputs,
+                "Fill inputs not given with seeded random values");
   cmd->add_option("--seed", args->seed, "Seed for random inputs")->capture_default_str();
   cmd->add_option("--range", args->range, "LO,HI range of random inputs")->capture_default_str();
   cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");

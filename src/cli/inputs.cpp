@@ -31,7 +31,9 @@ Tensor load_tensor_file(const std::string& path) {
 namespace {
 
 Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double, double> range) {
-  if (!vi.dtype) fail("input '{}': cannot make random values of type {}", vi.name, onnx_type_name(vi.onnx_elem_type));
+  if (!vi.dtype)
+    fail("input '{}': cannot make random values of type {}", vi.name,
+         onnx_type_name(vi.onnx_elem_type));
   Shape s;
   if (vi.dims)
     for (auto d : *vi.dims) s.push_back(d < 0 ? 1 : d);  // symbolic dims become 1
@@ -43,8 +45,9 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
     std::bernoulli_distribution dist(0.5);
     for (auto& x : v) x = dist(rng);
   } else {
-    std::uniform_int_distribution<std::int64_t> dist(static_cast<std::int64_t>(std::ceil(range.first)),
-                                                     static_cast<std::int64_t>(std::floor(range.second)));
+    std::uniform_int_distribution<std::int64_t> dist(
+        static_cast<std::int64_t>(std::ceil(range.first)),
+        static_cast<std::int64_t>(std::floor(range.second)));
     for (auto& x : v) x = static_cast<double>(dist(rng));
   }
   return Tensor::from_f64(v, s, *vi.dtype);
@@ -71,7 +74,8 @@ std::pair<std::map<std::string, Tensor>, std::map<std::string, std::string>> gat
         fail("--input {}: the model {} has no input named '{}'", arg, g.path, maybe);
     }
     if (name.empty()) {
-      while (next_positional < g.inputs.size() && inputs.count(g.inputs[next_positional].name)) ++next_positional;
+      while (next_positional < g.inputs.size() && inputs.count(g.inputs[next_positional].name))
+        ++next_positional;
       if (next_positional >= g.inputs.size())
         fail("--input {}: more input files than the model's {} inputs", arg, g.inputs.size());
       name = g.inputs[next_positional++].name;

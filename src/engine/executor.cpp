@@ -8,7 +8,9 @@
 
 namespace metaop {
 
-Plan::Plan() { binding("reference"); }
+Plan::Plan() {
+  binding("reference");
+}
 
 Binding* Plan::binding(const std::string& name) {
   auto it = bindings_.find(name);
@@ -74,7 +76,8 @@ void check_supported(const Graph& g, Plan& plan) {
   }
   if (missing.empty()) return;
   std::string list;
-  for (const auto& [op, count] : missing) list += fmt::format("{}{} x{}", list.empty() ? "" : ", ", op, count);
+  for (const auto& [op, count] : missing)
+    list += fmt::format("{}{} x{}", list.empty() ? "" : ", ", op, count);
   throw Unsupported(fmt::format("{}: unsupported operators: {}", g.path, list));
 }
 
@@ -133,7 +136,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
         const auto& dims = *vi->dims;
         bool ok = dims.size() == outs[i].shape().size();
-        for (std::size_t d = 0; ok && d < dims.size(); ++d) ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
+        for (std::size_t d = 0; ok && d < dims.size(); ++d)
+          ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
         if (!ok)
           fail("{}: output '{}' has shape {} but ONNX shape inference says {}", node.label(),
                node.outputs[i], shape_str(outs[i].shape()), shape_str(dims));
@@ -146,7 +150,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     if (!options.keep_all) {
       for (const auto& in : node.inputs) {
         auto lu = last_use.find(in);
-        if (lu != last_use.end() && lu->second == pos && !keep.count(in) && !g.initializers.count(in))
+        if (lu != last_use.end() && lu->second == pos && !keep.count(in) &&
+            !g.initializers.count(in))
           env.erase(in);
       }
       // Outputs nobody reads are dropped at once.

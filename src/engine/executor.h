@@ -31,7 +31,7 @@ class Plan {
 
 struct NodeRecord {
   std::size_t node = 0;
-  std::string binding;  // the binding that ran it
+  std::string binding;          // the binding that ran it
   std::string fallback_reason;  // non-empty when the planned binding could not
   double seconds = 0;
 };

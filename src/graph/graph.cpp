@@ -10,20 +10,30 @@ namespace metaop {
 namespace {
 const char* kind_name(Attribute::Kind k) {
   switch (k) {
-    case Attribute::Kind::Int: return "int";
-    case Attribute::Kind::Float: return "float";
-    case Attribute::Kind::String: return "string";
-    case Attribute::Kind::Tensor: return "tensor";
-    case Attribute::Kind::Ints: return "ints";
-    case Attribute::Kind::Floats: return "floats";
-    case Attribute::Kind::Strings: return "strings";
-    case Attribute::Kind::Unsupported: return "unsupported";
+    case Attribute::Kind::Int:
+      return "int";
+    case Attribute::Kind::Float:
+      return "float";
+    case Attribute::Kind::String:
+      return "string";
+    case Attribute::Kind::Tensor:
+      return "tensor";
+    case Attribute::Kind::Ints:
+      return "ints";
+    case Attribute::Kind::Floats:
+      return "floats";
+    case Attribute::Kind::Strings:
+      return "strings";
+    case Attribute::Kind::Unsupported:
+      return "unsupported";
   }
   return "?";
 }
 }  // namespace
 
-std::string Node::label() const { return fmt::format("node '{}' ({})", name, op_type); }
+std::string Node::label() const {
+  return fmt::format("node '{}' ({})", name, op_type);
+}
 
 const Attribute& Node::get(const std::string& a, Attribute::Kind k) const {
   auto it = attrs.find(a);
@@ -34,15 +44,21 @@ const Attribute& Node::get(const std::string& a, Attribute::Kind k) const {
   return it->second;
 }
 
-std::int64_t Node::attr_i(const std::string& a) const { return get(a, Attribute::Kind::Int).i; }
+std::int64_t Node::attr_i(const std::string& a) const {
+  return get(a, Attribute::Kind::Int).i;
+}
 std::int64_t Node::attr_i(const std::string& a, std::int64_t dflt) const {
   return has_attr(a) ? attr_i(a) : dflt;
 }
-double Node::attr_f(const std::string& a) const { return get(a, Attribute::Kind::Float).f; }
+double Node::attr_f(const std::string& a) const {
+  return get(a, Attribute::Kind::Float).f;
+}
 double Node::attr_f(const std::string& a, double dflt) const {
   return has_attr(a) ? attr_f(a) : dflt;
 }
-std::string Node::attr_s(const std::string& a) const { return get(a, Attribute::Kind::String).s; }
+std::string Node::attr_s(const std::string& a) const {
+  return get(a, Attribute::Kind::String).s;
+}
 std::string Node::attr_s(const std::string& a, const std::string& dflt) const {
   return has_attr(a) ? attr_s(a) : dflt;
 }
@@ -56,7 +72,9 @@ std::vector<std::int64_t> Node::attr_ints(const std::string& a,
 std::vector<double> Node::attr_floats(const std::string& a) const {
   return get(a, Attribute::Kind::Floats).floats;
 }
-const Tensor& Node::attr_t(const std::string& a) const { return get(a, Attribute::Kind::Tensor).t; }
+const Tensor& Node::attr_t(const std::string& a) const {
+  return get(a, Attribute::Kind::Tensor).t;
+}
 
 const ValueInfo* Graph::find_value_info(const std::string& n) const {
   for (const auto& v : inputs)
@@ -94,7 +112,8 @@ std::vector<std::size_t> topological_order(const Graph& g) {
         if (it == producer.end())
           fail("{}: input '{}' is not a graph input, an initializer or any node's output",
                node.label(), in);
-        if (state[it->second] == 1) fail("{}: the graph has a cycle through '{}'", node.label(), in);
+        if (state[it->second] == 1)
+          fail("{}: the graph has a cycle through '{}'", node.label(), in);
         if (state[it->second] == 0) {
           state[it->second] = 1;
           stack.push_back({it->second, 0});

@@ -63,7 +63,7 @@ struct ValueInfo {
 struct Graph {
   std::string path;  // file it came from, for messages
   std::string name;
-  std::int64_t opset = 0;  // of the default ("" / ai.onnx) domain
+  std::int64_t opset = 0;   // of the default ("" / ai.onnx) domain
   std::vector<Node> nodes;  // topological order
   std::map<std::string, Tensor> initializers;
   std::vector<ValueInfo> inputs;  // graph inputs that are not initializers

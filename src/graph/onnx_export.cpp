@@ -15,10 +15,22 @@ void export_attr(const std::string& name, const Attribute& a, const Node& n,
   using A = onnx::AttributeProto;
   p->set_name(name);
   switch (a.kind) {
-    case Attribute::Kind::Int: p->set_type(A::INT); p->set_i(a.i); break;
-    case Attribute::Kind::Float: p->set_type(A::FLOAT); p->set_f(static_cast<float>(a.f)); break;
-    case Attribute::Kind::String: p->set_type(A::STRING); p->set_s(a.s); break;
-    case Attribute::Kind::Tensor: p->set_type(A::TENSOR); tensor_to_proto(a.t, "", p->mutable_t()); break;
+    case Attribute::Kind::Int:
+      p->set_type(A::INT);
+      p->set_i(a.i);
+      break;
+    case Attribute::Kind::Float:
+      p->set_type(A::FLOAT);
+      p->set_f(static_cast<float>(a.f));
+      break;
+    case Attribute::Kind::String:
+      p->set_type(A::STRING);
+      p->set_s(a.s);
+      break;
+    case Attribute::Kind::Tensor:
+      p->set_type(A::TENSOR);
+      tensor_to_proto(a.t, "", p->mutable_t());
+      break;
     case Attribute::Kind::Ints:
       p->set_type(A::INTS);
       for (auto v : a.ints) p->add_ints(v);

@@ -20,14 +20,26 @@ Attribute convert_attr(const onnx::AttributeProto& a, const std::string& base_di
   using A = onnx::AttributeProto;
   Attribute r;
   switch (a.type()) {
-    case A::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
-    case A::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
-    case A::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
+    case A::INT:
+      r.kind = Attribute::Kind::Int;
+      r.i = a.i();
+      break;
+    case A::FLOAT:
+      r.kind = Attribute::Kind::Float;
+      r.f = a.f();
+      break;
+    case A::STRING:
+      r.kind = Attribute::Kind::String;
+      r.s = a.s();
+      break;
     case A::TENSOR:
       r.kind = Attribute::Kind::Tensor;
       r.t = tensor_from_proto(a.t(), base_dir, what);
       break;
-    case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case A::INTS:
+      r.kind = Attribute::Kind::Ints;
+      r.ints.assign(a.ints().begin(), a.ints().end());
+      break;
     case A::FLOATS:
       r.kind = Attribute::Kind::Floats;
       r.floats.assign(a.floats().begin(), a.floats().end());
@@ -71,7 +83,8 @@ void check_known_ops(const onnx::ModelProto& m, std::int64_t opset, const std::s
   }
   if (unknown.empty()) return;
   std::string list;
-  for (const auto& [op, count] : unknown) list += fmt::format("{}{} x{}", list.empty() ? "" : ", ", op, count);
+  for (const auto& [op, count] : unknown)
+    list += fmt::format("{}{} x{}", list.empty() ? "" : ", ", op, count);
   throw Unsupported(fmt::format("{}: unknown operators for opset {}: {}", label, opset, list));
 }
 
@@ -81,7 +94,8 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
                            const std::string& base_dir, const ImportOptions& options) {
   onnx::ModelProto m;
   if (bytes.empty()) fail("{}: empty file, not an ONNX model", label);
-  if (!m.ParseFromString(bytes)) fail("{}: not a valid ONNX model (corrupt or truncated protobuf)", label);
+  if (!m.ParseFromString(bytes))
+    fail("{}: not a valid ONNX model (corrupt or truncated protobuf)", label);
   if (!m.has_graph()) fail("{}: not a valid ONNX model (no graph; truncated?)", label);
 
   Graph g;
@@ -92,17 +106,24 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
   if (g.opset == 0) {
     std::string domains;
     for (const auto& o : m.opset_import()) domains += (domains.empty() ? "" : ", ") + o.domain();
-    throw Unsupported(fmt::format("{}: the model imports no opset of the default ONNX domain (only {})",
-                                  label, domains));
+    throw Unsupported(fmt::format(
+        "{}: the model imports no opset of the default ONNX domain (only {})", label, domains));
   }
   if (g.opset < kMinOpset || g.opset > kMaxOpset)
-    throw Unsupported(fmt::format("{}: opset {} is not supported (MetaOp follows opsets {} to {})", label, g.opset,
-         kMinOpset, kMaxOpset));
+    throw Unsupported(fmt::format("{}: opset {} is not supported (MetaOp follows opsets {} to {})",
+                                  label, g.opset, kMinOpset, kMaxOpset));
   check_known_ops(m, g.opset, label);
 
   if (options.run_checker) {
+    bool external = false;
+    for (const auto& init : m.graph().initializer())
+      external |= init.data_location() == onnx::TensorProto::EXTERNAL;
     try {
-      onnx::checker::check_model(m);
+      // The checker resolves external data against the model's folder only when given the path.
+      if (external && !options.file_path.empty())
+        onnx::checker::check_model(options.file_path);
+      else
+        onnx::checker::check_model(m);
     } catch (const std::exception& e) {
       std::string msg = e.what();
       std::replace(msg.begin(), msg.end(), '\n', ' ');
@@ -121,7 +142,8 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
 
   const auto& gp = m.graph();
   for (const auto& init : gp.initializer())
-    g.initializers[init.name()] = tensor_from_proto(init, base_dir, fmt::format("{}: initializer '{}'", label, init.name()));
+    g.initializers[init.name()] =
+        tensor_from_proto(init, base_dir, fmt::format("{}: initializer '{}'", label, init.name()));
   for (const auto& v : gp.input())
     if (!g.initializers.count(v.name())) g.inputs.push_back(convert_value_info(v));
   for (const auto& v : gp.output()) g.outputs.push_back(convert_value_info(v));
@@ -129,8 +151,10 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
   for (const auto* list : {&g.inputs, &g.outputs})
     for (const auto& v : *list)
       if (!v.is_tensor)
-        throw Unsupported(fmt::format("{}: graph input or output '{}' is not a tensor (sequence, map "
-                                      "or optional types are not supported)", label, v.name));
+        throw Unsupported(
+            fmt::format("{}: graph input or output '{}' is not a tensor (sequence, map "
+                        "or optional types are not supported)",
+                        label, v.name));
   if (gp.sparse_initializer_size() > 0) fail("{}: sparse initializers are not supported", label);
 
   for (int i = 0; i < gp.node_size(); ++i) {
@@ -142,9 +166,11 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
     n.inputs.assign(np.input().begin(), np.input().end());
     n.outputs.assign(np.output().begin(), np.output().end());
     for (const auto& a : np.attribute())
-      n.attrs[a.name()] = convert_attr(a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
+      n.attrs[a.name()] = convert_attr(
+          a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
     // Fill in the schema's defaults so kernels read every attribute from one place.
-    if (const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(g.opset), "")) {
+    if (const auto* schema =
+            onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(g.opset), "")) {
       for (const auto& [aname, adef] : schema->attributes()) {
         if (n.attrs.count(aname) || adef.required) continue;
         if (adef.default_value.type() == onnx::AttributeProto::UNDEFINED) continue;
@@ -160,12 +186,16 @@ Graph load_onnx(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
   if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not an ONNX model", path);
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("{}: cannot open file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_onnx_from_bytes(ss.str(), path,
-                              std::filesystem::path(path).parent_path().string(), options);
+  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    fail("{}: read failed", path);
+  ImportOptions with_path = options;
+  with_path.file_path = path;
+  return load_onnx_from_bytes(bytes, path, std::filesystem::path(path).parent_path().string(),
+                              with_path);
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -16,6 +16,7 @@ constexpr std::int64_t kMaxOpset = 17;
 struct ImportOptions {
   bool run_checker = true;
   bool infer_shapes = true;
+  std::string file_path;  // set by load_onnx; lets the checker find external data
 };
 
 Graph load_onnx(const std::string& path, const ImportOptions& options = {});

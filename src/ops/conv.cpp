@@ -50,7 +50,8 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
   const Tensor& wt = input(c, in, 1);
   require_float(c, x, "input X");
   std::int64_t group = c.node.attr_i("group", 1);
-  if (wt.rank() != x.rank()) fail("{}: weight {} vs input {}", c.node.label(), shape_str(wt.shape()), shape_str(x.shape()));
+  if (wt.rank() != x.rank())
+    fail("{}: weight {} vs input {}", c.node.label(), shape_str(wt.shape()), shape_str(x.shape()));
   Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
   std::int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0);
   if (group <= 0 || C % group || M % group || wt.dim(1) * group != C)
@@ -60,7 +61,8 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
   auto vx = x.to_f64(), vw = wt.to_f64();
   std::vector<double> bias(static_cast<std::size_t>(M), 0.0);
   if (has_input(in, 2)) {
-    if (in[2].numel() != M) fail("{}: bias has {} elements, expected {}", c.node.label(), in[2].numel(), M);
+    if (in[2].numel() != M)
+      fail("{}: bias has {} elements, expected {}", c.node.label(), in[2].numel(), M);
     bias = in[2].to_f64();
   }
   std::vector<double> out(static_cast<std::size_t>(N * M * P));
@@ -76,7 +78,8 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
         cols = col.data();
       }
       double* og = out.data() + (n * M + g * Mg) * P;
-      for (std::int64_t m = 0; m < Mg; ++m) std::fill(og + m * P, og + (m + 1) * P, bias[g * Mg + m]);
+      for (std::int64_t m = 0; m < Mg; ++m)
+        std::fill(og + m * P, og + (m + 1) * P, bias[g * Mg + m]);
       gemm_f64(false, false, Mg, P, K, 1.0, vw.data() + g * Mg * K, cols, 1.0, og);
     }
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
@@ -123,7 +126,8 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
     if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       std::int64_t target = !output_shape.empty() ? output_shape[i] : w.in[j] * w.s[j];
       std::int64_t total = full - target;
-      if (auto_pad != "SAME_LOWER") {  // as ONNX's reference does; SAME_LOWER puts the extra pad first
+      if (auto_pad !=
+          "SAME_LOWER") {  // as ONNX's reference does; SAME_LOWER puts the extra pad first
         w.pb[j] = total / 2;
         w.pe[j] = total - total / 2;
       } else {
@@ -144,7 +148,8 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
   auto vx = x.to_f64(), vw = wt.to_f64();
   std::vector<double> bias(static_cast<std::size_t>(M), 0.0);
   if (has_input(in, 2)) bias = in[2].to_f64();
-  std::vector<double> out(static_cast<std::size_t>(N * M * Pout), 0.0), col(static_cast<std::size_t>(K * Pin));
+  std::vector<double> out(static_cast<std::size_t>(N * M * Pout), 0.0),
+      col(static_cast<std::size_t>(K * Pin));
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t g = 0; g < group; ++g) {
       // col[K, Pin] = W_g^T [K, Cg] * x_g [Cg, Pin]
@@ -156,7 +161,8 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
         for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
           for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
             for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
-              const double* row = col.data() + ((m * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * Pin;
+              const double* row =
+                  col.data() + ((m * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * Pin;
               for (std::int64_t i0 = 0; i0 < w.in[0]; ++i0) {
                 std::int64_t o0 = i0 * w.s[0] - w.pb[0] + k0 * w.d[0];
                 if (o0 < 0 || o0 >= w.out[0]) continue;
@@ -166,7 +172,8 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
                   for (std::int64_t i2 = 0; i2 < w.in[2]; ++i2) {
                     std::int64_t o2 = i2 * w.s[2] - w.pb[2] + k2 * w.d[2];
                     if (o2 < 0 || o2 >= w.out[2]) continue;
-                    om[(o0 * w.out[1] + o1) * w.out[2] + o2] += row[(i0 * w.in[1] + i1) * w.in[2] + i2];
+                    om[(o0 * w.out[1] + o1) * w.out[2] + o2] +=
+                        row[(i0 * w.in[1] + i1) * w.in[2] + i2];
                   }
                 }
               }

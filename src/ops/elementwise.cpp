@@ -24,18 +24,28 @@ void add_unary(OpRegistry& r, const std::string& type, UnaryFactory make, bool f
          }});
 }
 
-void add_unary(OpRegistry& r, const std::string& type, double (*f)(double), bool float_only = true) {
-  add_unary(r, type, [f](const KernelContext&) { return UnaryFn(f); }, float_only);
+void add_unary(OpRegistry& r, const std::string& type, double (*f)(double),
+               bool float_only = true) {
+  add_unary(
+      r, type, [f](const KernelContext&) { return UnaryFn(f); }, float_only);
 }
 
-double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
-double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-double nan_max(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); }
-double nan_min(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b); }
+double sigmoid(double x) {
+  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+}
+double softplus(double x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+double nan_max(double a, double b) {
+  return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
+}
+double nan_min(double a, double b) {
+  return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
+}
 
 // Broadcasting n-ary map: out[i] = f(in0[map0[i]], in1[map1[i]], ...).
-Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins, DType out_dtype,
-                       const std::function<double(const double*)>& f) {
+Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins,
+                       DType out_dtype, const std::function<double(const double*)>& f) {
   std::vector<Shape> shapes;
   for (auto* t : ins) shapes.push_back(t->shape());
   Shape out = broadcast_shapes(c, shapes);
@@ -44,11 +54,13 @@ Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>&
   std::vector<std::vector<std::int64_t>> maps;
   for (auto* t : ins) {
     vals.push_back(t->to_f64());
-    maps.push_back(t->shape() == out ? std::vector<std::int64_t>{} : broadcast_map(t->shape(), out));
+    maps.push_back(t->shape() == out ? std::vector<std::int64_t>{}
+                                     : broadcast_map(t->shape(), out));
   }
   std::vector<double> res(n), args(ins.size());
   for (std::int64_t i = 0; i < n; ++i) {
-    for (std::size_t k = 0; k < ins.size(); ++k) args[k] = vals[k][maps[k].empty() ? i : maps[k][i]];
+    for (std::size_t k = 0; k < ins.size(); ++k)
+      args[k] = vals[k][maps[k].empty() ? i : maps[k][i]];
     res[i] = f(args.data());
   }
   return Tensor::from_f64(res, out, out_dtype);
@@ -66,14 +78,15 @@ void check_same_dtype(const KernelContext& c, const Tensors& in) {
 Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b) {
   if (c.node.attr_i("broadcast", 0) == 0) {
     if (a.shape() != b.shape())
-      fail("{}: shapes {} and {} differ and broadcast=0 (opset {})", c.node.label(), shape_str(a.shape()),
-           shape_str(b.shape()), c.opset);
+      fail("{}: shapes {} and {} differ and broadcast=0 (opset {})", c.node.label(),
+           shape_str(a.shape()), shape_str(b.shape()), c.opset);
     return b;
   }
   std::int64_t axis = c.node.attr_i("axis", a.rank() - b.rank());
   if (axis < 0) axis += a.rank();
   if (axis < 0 || axis + b.rank() > a.rank())
-    fail("{}: cannot align {} with {} at axis {}", c.node.label(), shape_str(b.shape()), shape_str(a.shape()), axis);
+    fail("{}: cannot align {} with {} at axis {}", c.node.label(), shape_str(b.shape()),
+         shape_str(a.shape()), axis);
   Shape s(static_cast<std::size_t>(axis), 1);
   s.insert(s.end(), b.shape().begin(), b.shape().end());
   s.resize(static_cast<std::size_t>(a.rank()), 1);
@@ -83,8 +96,9 @@ Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b
 using BinaryFn = std::function<double(double, double)>;
 enum class Out { Same, Bool };
 
-void add_binary(OpRegistry& r, const std::string& type, std::function<BinaryFn(const KernelContext&, DType)> make,
-                Out out = Out::Same, bool same_dtype = true) {
+void add_binary(OpRegistry& r, const std::string& type,
+                std::function<BinaryFn(const KernelContext&, DType)> make, Out out = Out::Same,
+                bool same_dtype = true) {
   r.add({type, "elementwise", [=](const KernelContext& c, const Tensors& in) {
            const Tensor& a = input(c, in, 0);
            Tensor b = input(c, in, 1);
@@ -92,12 +106,14 @@ void add_binary(OpRegistry& r, const std::string& type, std::function<BinaryFn(c
            if (c.opset < 7) b = legacy_broadcast(c, a, b);
            BinaryFn f = make(c, a.dtype());
            DType dt = out == Out::Bool ? DType::Bool : a.dtype();
-           return Tensors{broadcast_apply(c, {&a, &b}, dt, [&](const double* v) { return f(v[0], v[1]); })};
+           return Tensors{
+               broadcast_apply(c, {&a, &b}, dt, [&](const double* v) { return f(v[0], v[1]); })};
          }});
 }
 
 void add_binary(OpRegistry& r, const std::string& type, BinaryFn f, Out out = Out::Same) {
-  add_binary(r, type, [f](const KernelContext&, DType) { return f; }, out);
+  add_binary(
+      r, type, [f](const KernelContext&, DType) { return f; }, out);
 }
 
 void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool mean = false) {
@@ -119,9 +135,12 @@ void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool
 
 void register_elementwise_ops(OpRegistry& r) {
   // --- unary math
-  add_unary(r, "Neg", [](double x) { return -x; }, false);
-  add_unary(r, "Abs", [](double x) { return std::fabs(x); }, false);
-  add_unary(r, "Sign", [](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, false);
+  add_unary(
+      r, "Neg", [](double x) { return -x; }, false);
+  add_unary(
+      r, "Abs", [](double x) { return std::fabs(x); }, false);
+  add_unary(
+      r, "Sign", [](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, false);
   add_unary(r, "Exp", [](double x) { return std::exp(x); });
   add_unary(r, "Log", [](double x) { return std::log(x); });
   add_unary(r, "Sqrt", [](double x) { return std::sqrt(x); });
@@ -144,12 +163,14 @@ void register_elementwise_ops(OpRegistry& r) {
   add_unary(r, "Round", [](double x) { return std::nearbyint(x); });
 
   // --- activations
-  add_unary(r, "Relu", [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }, false);
+  add_unary(
+      r, "Relu", [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }, false);
   add_unary(r, "Sigmoid", sigmoid);
   add_unary(r, "Tanh", [](double x) { return std::tanh(x); });
   add_unary(r, "Softplus", softplus);
   add_unary(r, "Softsign", [](double x) { return x / (1.0 + std::fabs(x)); });
-  add_unary(r, "HardSwish", [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); });
+  add_unary(r, "HardSwish",
+            [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); });
   add_unary(r, "LeakyRelu", [](const KernelContext& c) {
     double a = c.node.attr_f("alpha", 0.01);
     return UnaryFn([a](double x) { return x >= 0 ? x : a * x; });
@@ -165,7 +186,8 @@ void register_elementwise_ops(OpRegistry& r) {
   });
   add_unary(r, "Celu", [](const KernelContext& c) {
     double a = c.node.attr_f("alpha", 1.0);
-    return UnaryFn([a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); });
+    return UnaryFn(
+        [a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); });
   });
   add_unary(r, "HardSigmoid", [](const KernelContext& c) {
     double a = c.node.attr_f("alpha", 0.2), b = c.node.attr_f("beta", 0.5);
@@ -175,12 +197,17 @@ void register_elementwise_ops(OpRegistry& r) {
     double a = c.node.attr_f("alpha", 1.0);
     return UnaryFn([a](double x) { return x > a ? x : 0.0; });
   });
-  add_unary(r, "Shrink", [](const KernelContext& c) {
-    double l = c.node.attr_f("lambd", 0.5), b = c.node.attr_f("bias", 0.0);
-    return UnaryFn([l, b](double x) { return x < -l ? x + b : (x > l ? x - b : 0.0); });
-  }, false);
-  add_unary(r, "Identity", [](double x) { return x; }, false);
-  add_unary(r, "Not", [](double x) { return x == 0 ? 1.0 : 0.0; }, false);
+  add_unary(
+      r, "Shrink",
+      [](const KernelContext& c) {
+        double l = c.node.attr_f("lambd", 0.5), b = c.node.attr_f("bias", 0.0);
+        return UnaryFn([l, b](double x) { return x < -l ? x + b : (x > l ? x - b : 0.0); });
+      },
+      false);
+  add_unary(
+      r, "Identity", [](double x) { return x; }, false);
+  add_unary(
+      r, "Not", [](double x) { return x == 0 ? 1.0 : 0.0; }, false);
 
   r.add({"IsNaN", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
@@ -190,7 +217,8 @@ void register_elementwise_ops(OpRegistry& r) {
          }});
   r.add({"IsInf", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
-           bool pos = c.node.attr_i("detect_positive", 1), neg = c.node.attr_i("detect_negative", 1);
+           bool pos = c.node.attr_i("detect_positive", 1),
+                neg = c.node.attr_i("detect_negative", 1);
            auto v = x.to_f64();
            for (auto& e : v) e = std::isinf(e) && ((e > 0 && pos) || (e < 0 && neg));
            return Tensors{Tensor::from_f64(v, x.shape(), DType::Bool)};
@@ -205,9 +233,12 @@ void register_elementwise_ops(OpRegistry& r) {
     (void)t;
     return BinaryFn([](double a, double b) { return a / b; });
   });
-  add_binary(r, "Pow", [](const KernelContext&, DType) {
-    return BinaryFn([](double a, double b) { return std::pow(a, b); });
-  }, Out::Same, /*same_dtype=*/false);
+  add_binary(
+      r, "Pow",
+      [](const KernelContext&, DType) {
+        return BinaryFn([](double a, double b) { return std::pow(a, b); });
+      },
+      Out::Same, /*same_dtype=*/false);
   add_binary(r, "Mod", [](const KernelContext& c, DType t) {
     bool fmod = c.node.attr_i("fmod", 0) != 0;
     if (!fmod && is_floating(t))
@@ -233,20 +264,29 @@ void register_elementwise_ops(OpRegistry& r) {
          }});
 
   // --- comparisons and logic
-  add_binary(r, "Equal", [](double a, double b) { return double(a == b); }, Out::Bool);
-  add_binary(r, "Less", [](double a, double b) { return double(a < b); }, Out::Bool);
-  add_binary(r, "LessOrEqual", [](double a, double b) { return double(a <= b); }, Out::Bool);
-  add_binary(r, "Greater", [](double a, double b) { return double(a > b); }, Out::Bool);
-  add_binary(r, "GreaterOrEqual", [](double a, double b) { return double(a >= b); }, Out::Bool);
-  add_binary(r, "And", [](double a, double b) { return double(a != 0 && b != 0); }, Out::Bool);
-  add_binary(r, "Or", [](double a, double b) { return double(a != 0 || b != 0); }, Out::Bool);
-  add_binary(r, "Xor", [](double a, double b) { return double((a != 0) != (b != 0)); }, Out::Bool);
+  add_binary(
+      r, "Equal", [](double a, double b) { return double(a == b); }, Out::Bool);
+  add_binary(
+      r, "Less", [](double a, double b) { return double(a < b); }, Out::Bool);
+  add_binary(
+      r, "LessOrEqual", [](double a, double b) { return double(a <= b); }, Out::Bool);
+  add_binary(
+      r, "Greater", [](double a, double b) { return double(a > b); }, Out::Bool);
+  add_binary(
+      r, "GreaterOrEqual", [](double a, double b) { return double(a >= b); }, Out::Bool);
+  add_binary(
+      r, "And", [](double a, double b) { return double(a != 0 && b != 0); }, Out::Bool);
+  add_binary(
+      r, "Or", [](double a, double b) { return double(a != 0 || b != 0); }, Out::Bool);
+  add_binary(
+      r, "Xor", [](double a, double b) { return double((a != 0) != (b != 0)); }, Out::Bool);
 
   // --- variadic
   add_variadic(r, "Max", nan_max);
   add_variadic(r, "Min", nan_min);
   add_variadic(r, "Sum", [](double a, double b) { return a + b; });
-  add_variadic(r, "Mean", [](double a, double b) { return a + b; }, /*mean=*/true);
+  add_variadic(
+      r, "Mean", [](double a, double b) { return a + b; }, /*mean=*/true);
 
   r.add({"Where", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& cond = input(c, in, 0);
@@ -287,7 +327,8 @@ void register_elementwise_ops(OpRegistry& r) {
 
   r.add({"Dropout", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
-           double ratio = c.opset < 12 ? c.node.attr_f("ratio", 0.5) : (has_input(in, 1) ? in[1].f64_at(0) : 0.5);
+           double ratio = c.opset < 12 ? c.node.attr_f("ratio", 0.5)
+                                       : (has_input(in, 1) ? in[1].f64_at(0) : 0.5);
            bool training = c.opset >= 12 && has_input(in, 2) && in[2].f64_at(0) != 0;
            if (training && ratio > 0)
              throw Unsupported(fmt::format(

@@ -9,7 +9,8 @@ namespace metaop {
 namespace {
 
 std::int64_t fix_index(const KernelContext& c, std::int64_t i, std::int64_t dim) {
-  if (i < -dim || i >= dim) fail("{}: index {} out of range for a dimension of size {}", c.node.label(), i, dim);
+  if (i < -dim || i >= dim)
+    fail("{}: index {} out of range for a dimension of size {}", c.node.label(), i, dim);
   return i < 0 ? i + dim : i;
 }
 
@@ -21,14 +22,16 @@ Tensors gather(const KernelContext& c, const Tensors& in) {
   Shape os(x.shape().begin(), x.shape().begin() + axis);
   os.insert(os.end(), is.begin(), is.end());
   os.insert(os.end(), x.shape().begin() + axis + 1, x.shape().end());
-  std::int64_t outer = 1, inner = 1, dim = x.shape()[axis], ni = static_cast<std::int64_t>(ind.size());
+  std::int64_t outer = 1, inner = 1, dim = x.shape()[axis],
+               ni = static_cast<std::int64_t>(ind.size());
   for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
   for (std::int64_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
   for (auto& i : ind) i = fix_index(c, i, dim);
   std::vector<std::int64_t> idx(static_cast<std::size_t>(outer * ni * inner));
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t j = 0; j < ni; ++j)
-      for (std::int64_t i = 0; i < inner; ++i) idx[(o * ni + j) * inner + i] = (o * dim + ind[j]) * inner + i;
+      for (std::int64_t i = 0; i < inner; ++i)
+        idx[(o * ni + j) * inner + i] = (o * dim + ind[j]) * inner + i;
   return {take(x, os, idx)};
 }
 
@@ -37,7 +40,8 @@ Tensors gather_elements(const KernelContext& c, const Tensors& in) {
   const Tensor& it = input(c, in, 1);
   auto ind = it.to_i64();
   std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
-  if (it.rank() != x.rank()) fail("{}: indices rank {} differs from data rank {}", c.node.label(), it.rank(), x.rank());
+  if (it.rank() != x.rank())
+    fail("{}: indices rank {} differs from data rank {}", c.node.label(), it.rank(), x.rank());
   auto xs = strides_of(x.shape());
   std::vector<std::int64_t> idx(ind.size());
   IndexIter iter(it.shape());
@@ -55,7 +59,8 @@ Tensors gather_nd(const KernelContext& c, const Tensors& in) {
   const Tensor& it = input(c, in, 1);
   auto ind = it.to_i64();
   std::int64_t b = c.node.attr_i("batch_dims", 0), q = it.rank(), k = it.shape().back();
-  if (k > x.rank() - b) fail("{}: index depth {} too large for data rank {}", c.node.label(), k, x.rank());
+  if (k > x.rank() - b)
+    fail("{}: index depth {} too large for data rank {}", c.node.label(), k, x.rank());
   Shape os(it.shape().begin(), it.shape().end() - 1);
   os.insert(os.end(), x.shape().begin() + b + k, x.shape().end());
   std::int64_t batch = 1, slice = 1;
@@ -72,7 +77,8 @@ Tensors gather_nd(const KernelContext& c, const Tensors& in) {
   (void)q;
   for (std::int64_t t = 0; t < tuples; ++t) {
     std::int64_t bi = t / std::max<std::int64_t>(per_batch_t, 1), off = bi * per_batch_x;
-    for (std::int64_t j = 0; j < k; ++j) off += fix_index(c, ind[t * k + j], x.shape()[b + j]) * xs[b + j];
+    for (std::int64_t j = 0; j < k; ++j)
+      off += fix_index(c, ind[t * k + j], x.shape()[b + j]) * xs[b + j];
     for (std::int64_t s = 0; s < slice; ++s) idx.push_back(off + s);
   }
   return {take(x, os, idx)};
@@ -93,7 +99,9 @@ Tensors scatter_elements(const KernelContext& c, const Tensors& in) {
   auto ind = it.to_i64();
   std::string red = c.node.attr_s("reduction", "none");
   std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
-  if (it.shape() != up.shape()) fail("{}: indices {} and updates {} differ", c.node.label(), shape_str(it.shape()), shape_str(up.shape()));
+  if (it.shape() != up.shape())
+    fail("{}: indices {} and updates {} differ", c.node.label(), shape_str(it.shape()),
+         shape_str(up.shape()));
   auto xs = strides_of(x.shape());
   auto out = x.to_f64();
   auto uv = up.to_f64();
@@ -120,11 +128,13 @@ Tensors scatter_nd(const KernelContext& c, const Tensors& in) {
   auto uv = up.to_f64();
   std::int64_t tuples = static_cast<std::int64_t>(ind.size()) / std::max<std::int64_t>(k, 1);
   if (static_cast<std::int64_t>(uv.size()) != tuples * slice)
-    fail("{}: updates {} do not fit indices {} and data {}", c.node.label(), shape_str(up.shape()), shape_str(it.shape()), shape_str(x.shape()));
+    fail("{}: updates {} do not fit indices {} and data {}", c.node.label(), shape_str(up.shape()),
+         shape_str(it.shape()), shape_str(x.shape()));
   for (std::int64_t t = 0; t < tuples; ++t) {
     std::int64_t off = 0;
     for (std::int64_t j = 0; j < k; ++j) off += fix_index(c, ind[t * k + j], x.shape()[j]) * xs[j];
-    for (std::int64_t s = 0; s < slice; ++s) out[off + s] = combine(red, out[off + s], uv[t * slice + s]);
+    for (std::int64_t s = 0; s < slice; ++s)
+      out[off + s] = combine(red, out[off + s], uv[t * slice + s]);
   }
   return {Tensor::from_f64(out, x.shape(), x.dtype())};
 }

@@ -6,12 +6,13 @@
 namespace metaop {
 
 const Tensor& input(const KernelContext& c, const Tensors& in, std::size_t i) {
-  if (i >= in.size() || !in[i].defined())
-    fail("{}: missing required input #{}", c.node.label(), i);
+  if (i >= in.size() || !in[i].defined()) fail("{}: missing required input #{}", c.node.label(), i);
   return in[i];
 }
 
-bool has_input(const Tensors& in, std::size_t i) { return i < in.size() && in[i].defined(); }
+bool has_input(const Tensors& in, std::size_t i) {
+  return i < in.size() && in[i].defined();
+}
 
 std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t rank) {
   if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
@@ -22,7 +23,8 @@ std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t r
 std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int64_t> axes,
                                     std::int64_t rank) {
   for (auto& a : axes) {
-    if (a < -rank || a >= rank) fail("{}: axis {} out of range for rank {}", c.node.label(), a, rank);
+    if (a < -rank || a >= rank)
+      fail("{}: axis {} out of range for rank {}", c.node.label(), a, rank);
     if (a < 0) a += rank;
   }
   return axes;

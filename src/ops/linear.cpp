@@ -36,7 +36,8 @@ Tensors matmul(const KernelContext& c, const Tensors& in) {
   if (b_vec) sb.push_back(1);
   std::int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
   if (k != k2)
-    fail("{}: cannot multiply {} by {}", c.node.label(), shape_str(a.shape()), shape_str(b.shape()));
+    fail("{}: cannot multiply {} by {}", c.node.label(), shape_str(a.shape()),
+         shape_str(b.shape()));
   Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
   Shape batch = broadcast_shapes(c, {ba, bb});
   std::int64_t nb = shape_numel(batch);
@@ -129,7 +130,8 @@ Tensors einsum(const KernelContext& c, const Tensors& in) {
   Shape full;
   for (char ch : all) full.push_back(dims.at(ch));
   Shape out_shape(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(out_term.size()));
-  std::int64_t out_n = shape_numel(out_shape), inner = shape_numel(full) / std::max<std::int64_t>(out_n, 1);
+  std::int64_t out_n = shape_numel(out_shape),
+               inner = shape_numel(full) / std::max<std::int64_t>(out_n, 1);
   std::vector<std::vector<double>> vals;
   std::vector<std::vector<std::int64_t>> st;  // stride of each `all` index in each operand
   for (std::size_t i = 0; i < terms.size(); ++i) {

@@ -8,13 +8,14 @@ namespace metaop {
 namespace {
 
 // NLL over log-probabilities lp viewed as [N, C, D]; target [N, D].
-Tensor nll(const KernelContext& c, const std::vector<double>& lp, const Shape& in_shape, const Tensor& target,
-           const Tensors& in, std::size_t weight_input, DType dt) {
+Tensor nll(const KernelContext& c, const std::vector<double>& lp, const Shape& in_shape,
+           const Tensor& target, const Tensors& in, std::size_t weight_input, DType dt) {
   std::int64_t N = in_shape[0], C = in_shape[1], D = 1;
   for (std::size_t d = 2; d < in_shape.size(); ++d) D *= in_shape[d];
   auto t = target.to_i64();
   if (static_cast<std::int64_t>(t.size()) != N * D)
-    fail("{}: target {} does not fit input {}", c.node.label(), shape_str(target.shape()), shape_str(in_shape));
+    fail("{}: target {} does not fit input {}", c.node.label(), shape_str(target.shape()),
+         shape_str(in_shape));
   std::vector<double> w(static_cast<std::size_t>(C), 1.0);
   if (has_input(in, weight_input)) w = in[weight_input].to_f64();
   bool has_ignore = c.node.has_attr("ignore_index");
@@ -29,7 +30,8 @@ Tensor nll(const KernelContext& c, const std::vector<double>& lp, const Shape& i
         loss[n * D + d] = 0;
         continue;
       }
-      if (cls < 0 || cls >= C) fail("{}: target class {} out of range [0, {})", c.node.label(), cls, C);
+      if (cls < 0 || cls >= C)
+        fail("{}: target class {} out of range [0, {})", c.node.label(), cls, C);
       double l = -lp[(n * C + cls) * D + d] * w[cls];
       loss[n * D + d] = l;
       lsum += l;

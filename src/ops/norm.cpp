@@ -11,7 +11,8 @@ namespace {
 Tensors batch_norm(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input X");
-  if (x.rank() < 2) fail("{}: input must be [N, C, ...], got {}", c.node.label(), shape_str(x.shape()));
+  if (x.rank() < 2)
+    fail("{}: input must be [N, C, ...], got {}", c.node.label(), shape_str(x.shape()));
   auto scale = input(c, in, 1).to_f64(), bias = input(c, in, 2).to_f64();
   auto mean = input(c, in, 3).to_f64(), var = input(c, in, 4).to_f64();
   double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
@@ -100,7 +101,8 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
     for (std::int64_t j = 0; j < inner; ++j) bias[j] = b[bmap[j]];
   }
   auto vx = x.to_f64();
-  std::vector<double> y(vx.size()), mean(static_cast<std::size_t>(outer)), inv_std(static_cast<std::size_t>(outer));
+  std::vector<double> y(vx.size()), mean(static_cast<std::size_t>(outer)),
+      inv_std(static_cast<std::size_t>(outer));
   for (std::int64_t o = 0; o < outer; ++o) {
     const double* xs = vx.data() + o * inner;
     double m = 0, v = 0;
@@ -111,12 +113,14 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
     double is = 1.0 / std::sqrt(v + eps);
     mean[o] = m;
     inv_std[o] = is;
-    for (std::int64_t j = 0; j < inner; ++j) y[o * inner + j] = (xs[j] - m) * is * scale[smap[j]] + bias[j];
+    for (std::int64_t j = 0; j < inner; ++j)
+      y[o * inner + j] = (xs[j] - m) * is * scale[smap[j]] + bias[j];
   }
   Shape stat_shape = x.shape();
   for (std::int64_t d = axis; d < x.rank(); ++d) stat_shape[d] = 1;
   // Mean and InvStdDev come out in the stash type (float32 by default).
-  auto stash = dtype_from_onnx(static_cast<int>(c.node.attr_i("stash_type", 1))).value_or(DType::Float32);
+  auto stash =
+      dtype_from_onnx(static_cast<int>(c.node.attr_i("stash_type", 1))).value_or(DType::Float32);
   return {Tensor::from_f64(y, x.shape(), x.dtype()), Tensor::from_f64(mean, stat_shape, stash),
           Tensor::from_f64(inv_std, stat_shape, stash)};
 }
@@ -124,7 +128,8 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
 Tensors lrn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
-  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75), bias = c.node.attr_f("bias", 1.0);
+  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
+         bias = c.node.attr_f("bias", 1.0);
   std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor and ceil of (size-1)/2
@@ -134,7 +139,8 @@ Tensors lrn(const KernelContext& c, const Tensors& in) {
     for (std::int64_t ch = 0; ch < C; ++ch)
       for (std::int64_t j = 0; j < S; ++j) {
         double sq = 0;
-        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi); ++k) {
+        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
+             ++k) {
           double v = vx[(n * C + k) * S + j];
           sq += v * v;
         }
@@ -158,7 +164,8 @@ Tensors mvn(const KernelContext& c, const Tensors& in) {
   std::vector<double> sum(groups, 0.0), sq(groups, 0.0);
   for (std::int64_t i = 0; i < x.numel(); ++i) sum[map[i]] += vx[i];
   for (auto& s : sum) s /= static_cast<double>(per);
-  for (std::int64_t i = 0; i < x.numel(); ++i) sq[map[i]] += (vx[i] - sum[map[i]]) * (vx[i] - sum[map[i]]);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    sq[map[i]] += (vx[i] - sum[map[i]]) * (vx[i] - sum[map[i]]);
   std::vector<double> y(vx.size());
   for (std::int64_t i = 0; i < x.numel(); ++i)
     y[i] = (vx[i] - sum[map[i]]) / (std::sqrt(sq[map[i]] / static_cast<double>(per)) + 1e-9);

@@ -65,11 +65,15 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
             std::int64_t flat = arg < 0 ? 0 : arg;
             if (col_major) {
               // Column-major index within the image: reverse the order of the spatial dims.
-              std::int64_t i2 = flat % w.in[2], i1 = (flat / w.in[2]) % w.in[1], i0 = flat / (w.in[1] * w.in[2]);
+              std::int64_t i2 = flat % w.in[2], i1 = (flat / w.in[2]) % w.in[1],
+                           i0 = flat / (w.in[1] * w.in[2]);
               std::int64_t cm = 0;
-              if (w.nsp == 1) cm = i2;
-              else if (w.nsp == 2) cm = i2 * w.in[1] + i1;
-              else cm = (i2 * w.in[1] + i1) * w.in[0] + i0;
+              if (w.nsp == 1)
+                cm = i2;
+              else if (w.nsp == 2)
+                cm = i2 * w.in[1] + i1;
+              else
+                cm = (i2 * w.in[1] + i1) * w.in[0] + i0;
               flat = cm;
             }
             idx[o] = nc * w.in_size() + flat;
@@ -88,7 +92,8 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
 
 Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
   const Tensor& x = input(c, in, 0);
-  if (x.rank() < 3) fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
+  if (x.rank() < 3)
+    fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
   std::int64_t NC = x.dim(0) * x.dim(1), S = x.numel() / std::max<std::int64_t>(NC, 1);
   double p = kind == PoolKind::Lp ? static_cast<double>(c.node.attr_i("p", 2)) : 0.0;
   auto vx = x.to_f64();
@@ -97,11 +102,16 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
     const double* xc = vx.data() + i * S;
     double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
     for (std::int64_t j = 0; j < S; ++j) {
-      if (kind == PoolKind::Max) acc = (std::isnan(xc[j]) || std::isnan(acc)) ? NAN : std::max(acc, xc[j]);
-      else if (kind == PoolKind::Avg) acc += xc[j];
-      else acc += std::pow(std::fabs(xc[j]), p);
+      if (kind == PoolKind::Max)
+        acc = (std::isnan(xc[j]) || std::isnan(acc)) ? NAN : std::max(acc, xc[j]);
+      else if (kind == PoolKind::Avg)
+        acc += xc[j];
+      else
+        acc += std::pow(std::fabs(xc[j]), p);
     }
-    out[i] = kind == PoolKind::Avg ? acc / static_cast<double>(S) : kind == PoolKind::Lp ? std::pow(acc, 1.0 / p) : acc;
+    out[i] = kind == PoolKind::Avg  ? acc / static_cast<double>(S)
+             : kind == PoolKind::Lp ? std::pow(acc, 1.0 / p)
+                                    : acc;
   }
   Shape os(x.shape().begin(), x.shape().begin() + 2);
   os.resize(x.shape().size(), 1);
@@ -111,12 +121,21 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
-  r.add({"MaxPool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Max); }});
-  r.add({"AveragePool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Avg); }});
-  r.add({"LpPool", "pool", [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Lp); }});
-  r.add({"GlobalMaxPool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Max); }});
-  r.add({"GlobalAveragePool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Avg); }});
-  r.add({"GlobalLpPool", "pool", [](const KernelContext& c, const Tensors& in) { return global_pool(c, in, PoolKind::Lp); }});
+  r.add({"MaxPool", "pool",
+         [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Max); }});
+  r.add({"AveragePool", "pool",
+         [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Avg); }});
+  r.add({"LpPool", "pool",
+         [](const KernelContext& c, const Tensors& in) { return pool(c, in, PoolKind::Lp); }});
+  r.add({"GlobalMaxPool", "pool", [](const KernelContext& c, const Tensors& in) {
+           return global_pool(c, in, PoolKind::Max);
+         }});
+  r.add({"GlobalAveragePool", "pool", [](const KernelContext& c, const Tensors& in) {
+           return global_pool(c, in, PoolKind::Avg);
+         }});
+  r.add({"GlobalLpPool", "pool", [](const KernelContext& c, const Tensors& in) {
+           return global_pool(c, in, PoolKind::Lp);
+         }});
 }
 
 }  // namespace metaop

@@ -15,7 +15,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Reduction {
   double init;
-  std::function<double(double, double)> step;  // acc, x -> acc
+  std::function<double(double, double)> step;          // acc, x -> acc
   std::function<double(double, std::int64_t)> finish;  // acc, count -> y
 };
 
@@ -36,7 +36,8 @@ std::vector<std::int64_t> reduce_axes(const KernelContext& c, const Tensors& in,
   return norm_axes(c, axes, rank);
 }
 
-Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red, bool axes_from_input) {
+Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red,
+               bool axes_from_input) {
   const Tensor& x = input(c, in, 0);
   bool noop = false;
   auto axes = reduce_axes(c, in, x.rank(), axes_from_input, noop);
@@ -68,22 +69,29 @@ void add_reduce(OpRegistry& r, const std::string& type, Reduction red) {
          }});
 }
 
-double id(double a, std::int64_t) { return a; }
+double id(double a, std::int64_t) {
+  return a;
+}
 
 // Views x as [outer, n, inner] around `axis`.
 struct AxisView {
   std::int64_t outer = 1, n = 1, inner = 1;
   AxisView(const Shape& s, std::int64_t axis) {
     for (std::size_t d = 0; d < s.size(); ++d)
-      (static_cast<std::int64_t>(d) < axis ? outer : static_cast<std::int64_t>(d) == axis ? n : inner) *= s[d];
+      (static_cast<std::int64_t>(d) < axis    ? outer
+       : static_cast<std::int64_t>(d) == axis ? n
+                                              : inner) *= s[d];
   }
-  std::int64_t at(std::int64_t o, std::int64_t j, std::int64_t i) const { return (o * n + j) * inner + i; }
+  std::int64_t at(std::int64_t o, std::int64_t j, std::int64_t i) const {
+    return (o * n + j) * inner + i;
+  }
 };
 
 Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
   const Tensor& x = input(c, in, 0);
   std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
-  bool keepdims = c.node.attr_i("keepdims", 1) != 0, last = c.node.attr_i("select_last_index", 0) != 0;
+  bool keepdims = c.node.attr_i("keepdims", 1) != 0,
+       last = c.node.attr_i("select_last_index", 0) != 0;
   AxisView v(x.shape(), axis);
   auto vx = x.to_f64();
   std::vector<std::int64_t> out(static_cast<std::size_t>(v.outer * v.inner));
@@ -98,8 +106,10 @@ Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
       out[o * v.inner + i] = best;
     }
   Shape os = x.shape();
-  if (keepdims) os[axis] = 1;
-  else os.erase(os.begin() + axis);
+  if (keepdims)
+    os[axis] = 1;
+  else
+    os.erase(os.begin() + axis);
   return {Tensor::from_i64(out, os)};
 }
 
@@ -109,7 +119,8 @@ Tensors topk(const KernelContext& c, const Tensors& in) {
   std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
   bool largest = c.node.attr_i("largest", 1) != 0;
   AxisView v(x.shape(), axis);
-  if (k < 0 || k > v.n) fail("{}: k = {} but axis {} has {} elements", c.node.label(), k, axis, v.n);
+  if (k < 0 || k > v.n)
+    fail("{}: k = {} but axis {} has {} elements", c.node.label(), k, axis, v.n);
   auto vx = x.to_f64();
   Shape os = x.shape();
   os[axis] = k;
@@ -190,7 +201,8 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
       double s = 0;
       for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
       for (std::int64_t j = 0; j < n; ++j)
-        y[at(j)] = kind == SoftmaxKind::Softmax ? std::exp(vx[at(j)] - m) / s : vx[at(j)] - m - std::log(s);
+        y[at(j)] = kind == SoftmaxKind::Softmax ? std::exp(vx[at(j)] - m) / s
+                                                : vx[at(j)] - m - std::log(s);
     }
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
@@ -200,17 +212,29 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
 void register_reduce_ops(OpRegistry& r) {
   auto sum = [](double a, double x) { return a + x; };
   add_reduce(r, "ReduceSum", {0.0, sum, id});
-  add_reduce(r, "ReduceMean", {0.0, sum, [](double a, std::int64_t n) { return a / static_cast<double>(n); }});
-  add_reduce(r, "ReduceMax", {-kInf, [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::max(a, x); }, id});
-  add_reduce(r, "ReduceMin", {kInf, [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::min(a, x); }, id});
+  add_reduce(r, "ReduceMean",
+             {0.0, sum, [](double a, std::int64_t n) { return a / static_cast<double>(n); }});
+  add_reduce(
+      r, "ReduceMax",
+      {-kInf,
+       [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::max(a, x); },
+       id});
+  add_reduce(
+      r, "ReduceMin",
+      {kInf,
+       [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::min(a, x); },
+       id});
   add_reduce(r, "ReduceProd", {1.0, [](double a, double x) { return a * x; }, id});
   add_reduce(r, "ReduceL1", {0.0, [](double a, double x) { return a + std::fabs(x); }, id});
-  add_reduce(r, "ReduceL2", {0.0, [](double a, double x) { return a + x * x; }, [](double a, std::int64_t) { return std::sqrt(a); }});
+  add_reduce(r, "ReduceL2",
+             {0.0, [](double a, double x) { return a + x * x; },
+              [](double a, std::int64_t) { return std::sqrt(a); }});
   add_reduce(r, "ReduceSumSquare", {0.0, [](double a, double x) { return a + x * x; }, id});
   add_reduce(r, "ReduceLogSum", {0.0, sum, [](double a, std::int64_t) { return std::log(a); }});
   r.add({"ReduceLogSumExp", "reduce", [](const KernelContext& c, const Tensors& in) {
            // Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
-           auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id}, false)[0];
+           auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id},
+                            false)[0];
            const Tensor& x = input(c, in, 0);
            bool noop = false;
            auto axes = reduce_axes(c, in, x.rank(), false, noop);
@@ -224,16 +248,25 @@ void register_reduce_ops(OpRegistry& r) {
              double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
              s[map[i]] += std::exp(vx[i] - mm);
            }
-           for (std::size_t g = 0; g < s.size(); ++g) s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
+           for (std::size_t g = 0; g < s.size(); ++g)
+             s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
            return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
          }});
-  r.add({"ArgMax", "reduce", [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, true); }});
-  r.add({"ArgMin", "reduce", [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, false); }});
+  r.add({"ArgMax", "reduce",
+         [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, true); }});
+  r.add({"ArgMin", "reduce",
+         [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, false); }});
   r.add({"TopK", "reduce", topk});
   r.add({"CumSum", "reduce", cumsum});
-  r.add({"Softmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::Softmax); }});
-  r.add({"LogSoftmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::LogSoftmax); }});
-  r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) { return softmax(c, in, SoftmaxKind::Hardmax); }});
+  r.add({"Softmax", "reduce", [](const KernelContext& c, const Tensors& in) {
+           return softmax(c, in, SoftmaxKind::Softmax);
+         }});
+  r.add({"LogSoftmax", "reduce", [](const KernelContext& c, const Tensors& in) {
+           return softmax(c, in, SoftmaxKind::LogSoftmax);
+         }});
+  r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) {
+           return softmax(c, in, SoftmaxKind::Hardmax);
+         }});
 }
 
 }  // namespace metaop

@@ -51,13 +51,15 @@ std::int64_t nearest_index(const ResizeParams& p, double x) {
   return static_cast<std::int64_t>(std::round(x));
 }
 
-AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, double scale, double rs, double re) {
+AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, double scale,
+                   double rs, double re) {
   AxisTaps a;
   a.taps.resize(out);
   a.outside.assign(out, false);
   auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
   for (std::int64_t o = 0; o < out; ++o) {
-    double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale, rs, re);
+    double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale,
+                              rs, re);
     if (p.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) {
       a.outside[o] = true;
       continue;
@@ -76,7 +78,8 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
       double A = p.cubic_a;
       auto far = [A](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < d < 2
       auto near = [A](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // d <= 1
-      w = {{base - 1, far(r + 1)}, {base, near(r)}, {base + 1, near(1 - r)}, {base + 2, far(2 - r)}};
+      w = {
+          {base - 1, far(r + 1)}, {base, near(r)}, {base + 1, near(1 - r)}, {base + 2, far(2 - r)}};
     } else {
       throw Unsupported("resize mode '" + p.mode + "'");
     }
@@ -102,8 +105,10 @@ Tensors resize(const KernelContext& c, const Tensors& in) {
     // Upsample and Resize-10: scales only, asymmetric coordinates, nearest rounds down.
     p.coord = "asymmetric";
     p.nearest_mode = "floor";
-    if (n.op_type == "Upsample" && c.opset < 9) scales = n.attr_floats("scales");
-    else scales = input(c, in, 1).to_f64();
+    if (n.op_type == "Upsample" && c.opset < 9)
+      scales = n.attr_floats("scales");
+    else
+      scales = input(c, in, 1).to_f64();
   } else {
     p.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
     p.nearest_mode = n.attr_s("nearest_mode", "round_prefer_floor");
@@ -119,13 +124,15 @@ Tensors resize(const KernelContext& c, const Tensors& in) {
   Shape os(r);
   std::vector<double> sc(r);
   if (!sizes.empty()) {
-    if (static_cast<std::int64_t>(sizes.size()) != r) fail("{}: sizes {} for rank {}", n.label(), shape_str(sizes), r);
+    if (static_cast<std::int64_t>(sizes.size()) != r)
+      fail("{}: sizes {} for rank {}", n.label(), shape_str(sizes), r);
     for (std::int64_t d = 0; d < r; ++d) {
       os[d] = sizes[d];
       sc[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.shape()[d]);
     }
   } else {
-    if (static_cast<std::int64_t>(scales.size()) != r) fail("{}: {} scales for rank {}", n.label(), scales.size(), r);
+    if (static_cast<std::int64_t>(scales.size()) != r)
+      fail("{}: {} scales for rank {}", n.label(), scales.size(), r);
     for (std::int64_t d = 0; d < r; ++d) {
       sc[d] = scales[d];
       os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));

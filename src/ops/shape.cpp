@@ -29,7 +29,9 @@ Tensors reshape(const KernelContext& c, const Tensors& in) {
   for (std::size_t i = 0; i < target.size(); ++i) {
     std::int64_t d = target[i];
     if (d == 0 && !allowzero) {
-      if (i >= x.shape().size()) fail("{}: shape {} copies dim {} of input {}", c.node.label(), shape_str(target), i, shape_str(x.shape()));
+      if (i >= x.shape().size())
+        fail("{}: shape {} copies dim {} of input {}", c.node.label(), shape_str(target), i,
+             shape_str(x.shape()));
       d = x.shape()[i];
     }
     if (d == -1) {
@@ -48,7 +50,8 @@ Tensors reshape(const KernelContext& c, const Tensors& in) {
     s[infer] = x.numel() / known;
   }
   if (shape_numel(s) != x.numel())
-    fail("{}: cannot reshape {} ({} elements) to {}", c.node.label(), shape_str(x.shape()), x.numel(), shape_str(target));
+    fail("{}: cannot reshape {} ({} elements) to {}", c.node.label(), shape_str(x.shape()),
+         x.numel(), shape_str(target));
   return {x.reshaped(s)};
 }
 
@@ -56,7 +59,8 @@ Tensors flatten(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::int64_t axis = c.node.attr_i("axis", 1);
   if (axis < 0) axis += x.rank();
-  if (axis < 0 || axis > x.rank()) fail("{}: axis {} out of range for rank {}", c.node.label(), axis, x.rank());
+  if (axis < 0 || axis > x.rank())
+    fail("{}: axis {} out of range for rank {}", c.node.label(), axis, x.rank());
   std::int64_t a = 1;
   for (std::int64_t d = 0; d < axis; ++d) a *= x.shape()[d];
   return {x.reshaped({a, a ? x.numel() / a : 0})};
@@ -67,7 +71,8 @@ Tensors transpose(const KernelContext& c, const Tensors& in) {
   std::vector<std::int64_t> perm(x.rank());
   std::iota(perm.rbegin(), perm.rend(), 0);
   perm = c.node.attr_ints("perm", perm);
-  if (static_cast<std::int64_t>(perm.size()) != x.rank()) fail("{}: perm {} for rank {}", c.node.label(), shape_str(perm), x.rank());
+  if (static_cast<std::int64_t>(perm.size()) != x.rank())
+    fail("{}: perm {} for rank {}", c.node.label(), shape_str(perm), x.rank());
   perm = norm_axes(c, perm, x.rank());
   Shape os(x.rank());
   auto st = strides_of(x.shape());
@@ -86,8 +91,10 @@ Tensors transpose(const KernelContext& c, const Tensors& in) {
   return {take(x, os, idx)};
 }
 
-std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i, int input_from_opset) {
-  if (c.opset >= input_from_opset) return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
+std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
+                                   int input_from_opset) {
+  if (c.opset >= input_from_opset)
+    return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
   return c.node.attr_ints("axes", {});
 }
 
@@ -97,7 +104,8 @@ Tensors squeeze(const KernelContext& c, const Tensors& in) {
   Shape s;
   for (std::int64_t d = 0; d < x.rank(); ++d) {
     bool listed = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (listed && x.shape()[d] != 1) fail("{}: cannot squeeze axis {} of size {}", c.node.label(), d, x.shape()[d]);
+    if (listed && x.shape()[d] != 1)
+      fail("{}: cannot squeeze axis {} of size {}", c.node.label(), d, x.shape()[d]);
     if ((axes.empty() && x.shape()[d] == 1) || listed) continue;
     s.push_back(x.shape()[d]);
   }
@@ -110,12 +118,15 @@ Tensors unsqueeze(const KernelContext& c, const Tensors& in) {
   std::int64_t r = x.rank() + static_cast<std::int64_t>(axes.size());
   axes = norm_axes(c, axes, r);
   std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) fail("{}: repeated axes", c.node.label());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    fail("{}: repeated axes", c.node.label());
   Shape s;
   std::size_t src = 0;
   for (std::int64_t d = 0; d < r; ++d) {
-    if (std::binary_search(axes.begin(), axes.end(), d)) s.push_back(1);
-    else s.push_back(x.shape()[src++]);
+    if (std::binary_search(axes.begin(), axes.end(), d))
+      s.push_back(1);
+    else
+      s.push_back(x.shape()[src++]);
   }
   return {x.reshaped(s)};
 }
@@ -133,7 +144,8 @@ Tensors concat(const KernelContext& c, const Tensors& in) {
            shape_str(t.shape()), dtype_name(x0.dtype()), shape_str(x0.shape()));
     for (std::int64_t d = 0; d < t.rank(); ++d)
       if (d != axis && t.shape()[d] != x0.shape()[d])
-        fail("{}: input #{} has shape {}, input #0 {} (axis {})", c.node.label(), i, shape_str(t.shape()), shape_str(x0.shape()), axis);
+        fail("{}: input #{} has shape {}, input #0 {} (axis {})", c.node.label(), i,
+             shape_str(t.shape()), shape_str(x0.shape()), axis);
     os[axis] += t.shape()[axis];
   }
   Tensor out(x0.dtype(), os);
@@ -161,22 +173,28 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
   Tensor out(x.dtype(), os);
   std::size_t es = dtype_size(x.dtype());
   for (std::int64_t o = 0; o < outer; ++o)
-    std::memcpy(out.raw() + o * len * inner * es, x.raw() + (o * x.shape()[axis] + start) * inner * es, len * inner * es);
+    std::memcpy(out.raw() + o * len * inner * es,
+                x.raw() + (o * x.shape()[axis] + start) * inner * es, len * inner * es);
   return out;
 }
 
 Tensors split(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
-  std::vector<std::int64_t> sizes = c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
-                                                  : c.node.attr_ints("split", {});
+  std::vector<std::int64_t> sizes =
+      c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
+                    : c.node.attr_ints("split", {});
   std::int64_t n = static_cast<std::int64_t>(c.node.outputs.size()), len = x.shape()[axis];
   if (sizes.empty()) {
-    if (len % n) fail("{}: axis {} of size {} does not split evenly into {} outputs", c.node.label(), axis, len, n);
+    if (len % n)
+      fail("{}: axis {} of size {} does not split evenly into {} outputs", c.node.label(), axis,
+           len, n);
     sizes.assign(n, len / n);
   }
-  if (static_cast<std::int64_t>(sizes.size()) != n || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != len)
-    fail("{}: split {} does not fit axis {} of size {} into {} outputs", c.node.label(), shape_str(sizes), axis, len, n);
+  if (static_cast<std::int64_t>(sizes.size()) != n ||
+      std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != len)
+    fail("{}: split {} does not fit axis {} of size {} into {} outputs", c.node.label(),
+         shape_str(sizes), axis, len, n);
   Tensors out;
   std::int64_t start = 0;
   for (auto s : sizes) {
@@ -213,8 +231,10 @@ Tensors slice(const KernelContext& c, const Tensors& in) {
     std::int64_t a = axes[i], dim = x.shape()[a], s = starts[i], e = ends[i], k = steps[i];
     if (k == 0) fail("{}: step 0", c.node.label());
     if (s < 0) s += dim;
-    if (e < 0 && e > std::numeric_limits<std::int64_t>::min() + dim) e += dim;
-    else if (e < 0) e = -1;
+    if (e < 0 && e > std::numeric_limits<std::int64_t>::min() + dim)
+      e += dim;
+    else if (e < 0)
+      e = -1;
     if (k > 0) {
       s = std::clamp<std::int64_t>(s, 0, dim);
       e = std::clamp<std::int64_t>(e, 0, dim);
@@ -248,7 +268,8 @@ Tensors expand(const KernelContext& c, const Tensors& in) {
 Tensors tile(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   auto reps = input(c, in, 1).to_i64();
-  if (static_cast<std::int64_t>(reps.size()) != x.rank()) fail("{}: repeats {} for rank {}", c.node.label(), shape_str(reps), x.rank());
+  if (static_cast<std::int64_t>(reps.size()) != x.rank())
+    fail("{}: repeats {} for rank {}", c.node.label(), shape_str(reps), x.rank());
   Shape os = x.shape();
   for (std::int64_t d = 0; d < x.rank(); ++d) os[d] *= reps[d];
   auto xs = strides_of(x.shape());
@@ -267,7 +288,8 @@ Tensors pad(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::string mode = c.node.attr_s("mode", "constant");
   const bool from_inputs = c.opset >= 11;
-  const std::vector<std::int64_t> pads = from_inputs ? input(c, in, 1).to_i64() : c.node.attr_ints("pads");
+  const std::vector<std::int64_t> pads =
+      from_inputs ? input(c, in, 1).to_i64() : c.node.attr_ints("pads");
   double value = from_inputs ? (has_input(in, 2) && in[2].numel() > 0 ? in[2].f64_at(0) : 0.0)
                              : c.node.attr_f("value", 0.0);
   std::vector<std::int64_t> all_axes(static_cast<std::size_t>(x.rank()));
@@ -289,7 +311,8 @@ Tensors pad(const KernelContext& c, const Tensors& in) {
   for (std::int64_t d = 0; d < x.rank(); ++d) {
     os[d] += pb[d] + pe[d];
     if (os[d] < 0) fail("{}: pads make axis {} negative", c.node.label(), d);
-    if (mode != "constant" && x.shape()[d] == 0 && os[d] > 0) fail("{}: {} padding of an empty axis", c.node.label(), mode);
+    if (mode != "constant" && x.shape()[d] == 0 && os[d] > 0)
+      fail("{}: {} padding of an empty axis", c.node.label(), mode);
   }
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     throw Unsupported(fmt::format("{}: pad mode '{}'", c.node.label(), mode));
@@ -329,14 +352,17 @@ Tensors pad(const KernelContext& c, const Tensors& in) {
 Tensors depth_space(const KernelContext& c, const Tensors& in, bool to_space) {
   const Tensor& x = input(c, in, 0);
   if (x.rank() != 4) fail("{}: input must be 4-D, got {}", c.node.label(), shape_str(x.shape()));
-  std::int64_t b = c.node.attr_i("blocksize"), N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  std::int64_t b = c.node.attr_i("blocksize"), N = x.dim(0), C = x.dim(1), H = x.dim(2),
+               W = x.dim(3);
   bool crd = c.node.attr_s("mode", "DCR") == "CRD";
   Shape os;
   if (to_space) {
-    if (C % (b * b)) fail("{}: channels {} not divisible by blocksize^2 = {}", c.node.label(), C, b * b);
+    if (C % (b * b))
+      fail("{}: channels {} not divisible by blocksize^2 = {}", c.node.label(), C, b * b);
     os = {N, C / (b * b), H * b, W * b};
   } else {
-    if (H % b || W % b) fail("{}: spatial size {}x{} not divisible by blocksize {}", c.node.label(), H, W, b);
+    if (H % b || W % b)
+      fail("{}: spatial size {}x{} not divisible by blocksize {}", c.node.label(), H, W, b);
     os = {N, C * b * b, H / b, W / b};
   }
   std::vector<std::int64_t> idx(x.numel());
@@ -390,7 +416,8 @@ Tensors constant(const KernelContext& c, const Tensors&) {
 
 Tensors constant_of_shape(const KernelContext& c, const Tensors& in) {
   Shape s = input(c, in, 0).to_i64();
-  Tensor v = c.node.has_attr("value") ? c.node.attr_t("value") : Tensor::scalar(0.0, DType::Float32);
+  Tensor v =
+      c.node.has_attr("value") ? c.node.attr_t("value") : Tensor::scalar(0.0, DType::Float32);
   std::vector<std::int64_t> idx(static_cast<std::size_t>(shape_numel(s)), 0);
   return {take(v, s, idx)};
 }
@@ -408,7 +435,9 @@ Tensors range(const KernelContext& c, const Tensors& in) {
 Tensors eye_like(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   if (x.rank() != 2) fail("{}: input must be 2-D, got {}", c.node.label(), shape_str(x.shape()));
-  DType dt = c.node.has_attr("dtype") ? dtype_from_onnx(static_cast<int>(c.node.attr_i("dtype"))).value_or(x.dtype()) : x.dtype();
+  DType dt = c.node.has_attr("dtype")
+                 ? dtype_from_onnx(static_cast<int>(c.node.attr_i("dtype"))).value_or(x.dtype())
+                 : x.dtype();
   std::int64_t k = c.node.attr_i("k", 0);
   std::vector<double> v(x.numel(), 0.0);
   for (std::int64_t i = 0; i < x.dim(0); ++i)
@@ -469,8 +498,10 @@ void register_shape_ops(OpRegistry& r) {
   r.add({"Expand", "shape", expand});
   r.add({"Tile", "shape", tile});
   r.add({"Pad", "shape", pad});
-  r.add({"DepthToSpace", "shape", [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, true); }});
-  r.add({"SpaceToDepth", "shape", [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, false); }});
+  r.add({"DepthToSpace", "shape",
+         [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, true); }});
+  r.add({"SpaceToDepth", "shape",
+         [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, false); }});
   r.add({"Shape", "shape", shape_op});
   r.add({"Size", "shape", [](const KernelContext& c, const Tensors& in) {
            return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};

@@ -11,7 +11,8 @@ Window window_geometry(const KernelContext& c, const Shape& x_shape,
     fail("{}: input must be [N, C, spatial...], got {}", n.label(), shape_str(x_shape));
   int nsp = static_cast<int>(x_shape.size()) - 2;
   if (nsp > 3)
-    throw Unsupported(fmt::format("{}: {} spatial dimensions (MetaOp handles 1 to 3)", n.label(), nsp));
+    throw Unsupported(
+        fmt::format("{}: {} spatial dimensions (MetaOp handles 1 to 3)", n.label(), nsp));
   if (static_cast<int>(kernel.size()) != nsp)
     fail("{}: kernel {} does not match input {}", n.label(), shape_str(kernel), shape_str(x_shape));
   auto ones = std::vector<std::int64_t>(nsp, 1);
@@ -43,7 +44,8 @@ Window window_geometry(const KernelContext& c, const Shape& x_shape,
       w.pe[j] = pads[i + nsp];
       std::int64_t span = w.in[j] + w.pb[j] + w.pe[j] - ext;
       if (span < 0)
-        fail("{}: window {} larger than padded input {}", n.label(), ext, w.in[j] + w.pb[j] + w.pe[j]);
+        fail("{}: window {} larger than padded input {}", n.label(), ext,
+             w.in[j] + w.pb[j] + w.pe[j]);
       w.out[j] = (ceil_mode ? (span + w.s[j] - 1) / w.s[j] : span / w.s[j]) + 1;
       // A last window that would start in the end padding is dropped (as PyTorch and ONNX do).
       if (ceil_mode && (w.out[j] - 1) * w.s[j] >= w.in[j] + w.pb[j]) --w.out[j];

@@ -29,52 +29,79 @@ std::size_t dtype_size(DType t) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int64: return "int64";
-    case DType::Int32: return "int32";
-    case DType::Int8: return "int8";
-    case DType::UInt8: return "uint8";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Int64:
+      return "int64";
+    case DType::Int32:
+      return "int32";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
 
 bool is_floating(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 ||
-         t == DType::BFloat16;
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
 
 std::optional<DType> dtype_from_onnx(int onnx_type) {
   using P = onnx::TensorProto;
   switch (onnx_type) {
-    case P::FLOAT: return DType::Float32;
-    case P::DOUBLE: return DType::Float64;
-    case P::FLOAT16: return DType::Float16;
-    case P::BFLOAT16: return DType::BFloat16;
-    case P::INT64: return DType::Int64;
-    case P::INT32: return DType::Int32;
-    case P::INT8: return DType::Int8;
-    case P::UINT8: return DType::UInt8;
-    case P::BOOL: return DType::Bool;
-    default: return std::nullopt;
+    case P::FLOAT:
+      return DType::Float32;
+    case P::DOUBLE:
+      return DType::Float64;
+    case P::FLOAT16:
+      return DType::Float16;
+    case P::BFLOAT16:
+      return DType::BFloat16;
+    case P::INT64:
+      return DType::Int64;
+    case P::INT32:
+      return DType::Int32;
+    case P::INT8:
+      return DType::Int8;
+    case P::UINT8:
+      return DType::UInt8;
+    case P::BOOL:
+      return DType::Bool;
+    default:
+      return std::nullopt;
   }
 }
 
 int dtype_to_onnx(DType t) {
   using P = onnx::TensorProto;
   switch (t) {
-    case DType::Float32: return P::FLOAT;
-    case DType::Float64: return P::DOUBLE;
-    case DType::Float16: return P::FLOAT16;
-    case DType::BFloat16: return P::BFLOAT16;
-    case DType::Int64: return P::INT64;
-    case DType::Int32: return P::INT32;
-    case DType::Int8: return P::INT8;
-    case DType::UInt8: return P::UINT8;
-    case DType::Bool: return P::BOOL;
+    case DType::Float32:
+      return P::FLOAT;
+    case DType::Float64:
+      return P::DOUBLE;
+    case DType::Float16:
+      return P::FLOAT16;
+    case DType::BFloat16:
+      return P::BFLOAT16;
+    case DType::Int64:
+      return P::INT64;
+    case DType::Int32:
+      return P::INT32;
+    case DType::Int8:
+      return P::INT8;
+    case DType::UInt8:
+      return P::UINT8;
+    case DType::Bool:
+      return P::BOOL;
   }
   return P::UNDEFINED;
 }
@@ -94,6 +121,8 @@ std::int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 }  // namespace metaop

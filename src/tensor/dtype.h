@@ -8,7 +8,17 @@
 
 namespace metaop {
 
-enum class DType : std::uint8_t { Float32, Float64, Float16, BFloat16, Int64, Int32, Int8, UInt8, Bool };
+enum class DType : std::uint8_t {
+  Float32,
+  Float64,
+  Float16,
+  BFloat16,
+  Int64,
+  Int32,
+  Int8,
+  UInt8,
+  Bool
+};
 
 std::size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);

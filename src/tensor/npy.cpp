@@ -11,15 +11,24 @@ namespace {
 
 std::string descr_of(DType t) {
   switch (t) {
-    case DType::Float32: return "<f4";
-    case DType::Float64: return "<f8";
-    case DType::Float16: return "<f2";
-    case DType::Int64: return "<i8";
-    case DType::Int32: return "<i4";
-    case DType::Int8: return "|i1";
-    case DType::UInt8: return "|u1";
-    case DType::Bool: return "|b1";
-    case DType::BFloat16: break;
+    case DType::Float32:
+      return "<f4";
+    case DType::Float64:
+      return "<f8";
+    case DType::Float16:
+      return "<f2";
+    case DType::Int64:
+      return "<i8";
+    case DType::Int32:
+      return "<i4";
+    case DType::Int8:
+      return "|i1";
+    case DType::UInt8:
+      return "|u1";
+    case DType::Bool:
+      return "|b1";
+    case DType::BFloat16:
+      break;
   }
   fail("bfloat16 has no .npy dtype");
 }
@@ -33,8 +42,8 @@ DType dtype_of_descr(const std::string& d, const std::string& path) {
   for (auto& [name, t] : table)
     if (d == name) return t;
   if (!d.empty() && d[0] == '>') fail("{}: big-endian dtype '{}' is not supported", path, d);
-  fail("{}: unsupported .npy dtype '{}' (supported: float16/32/64, int8/32/64, uint8, bool)",
-       path, d);
+  fail("{}: unsupported .npy dtype '{}' (supported: float16/32/64, int8/32/64, uint8, bool)", path,
+       d);
 }
 
 }  // namespace

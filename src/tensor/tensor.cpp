@@ -24,10 +24,18 @@ I saturate_to_int(double v) {
 
 void store(std::byte* base, DType t, std::int64_t i, double v) {
   switch (t) {
-    case DType::Float32: reinterpret_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::Float64: reinterpret_cast<double*>(base)[i] = v; break;
-    case DType::Float16: reinterpret_cast<std::uint16_t*>(base)[i] = f64_to_half_bits(v); break;
-    case DType::BFloat16: reinterpret_cast<std::uint16_t*>(base)[i] = f64_to_bf16_bits(v); break;
+    case DType::Float32:
+      reinterpret_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DType::Float64:
+      reinterpret_cast<double*>(base)[i] = v;
+      break;
+    case DType::Float16:
+      reinterpret_cast<std::uint16_t*>(base)[i] = f64_to_half_bits(v);
+      break;
+    case DType::BFloat16:
+      reinterpret_cast<std::uint16_t*>(base)[i] = f64_to_bf16_bits(v);
+      break;
     case DType::Int64:
       reinterpret_cast<std::int64_t*>(base)[i] = saturate_to_int<std::int64_t>(v);
       break;
@@ -40,21 +48,32 @@ void store(std::byte* base, DType t, std::int64_t i, double v) {
     case DType::UInt8:
       reinterpret_cast<std::uint8_t*>(base)[i] = saturate_to_int<std::uint8_t>(v);
       break;
-    case DType::Bool: reinterpret_cast<bool*>(base)[i] = (v != 0.0); break;
+    case DType::Bool:
+      reinterpret_cast<bool*>(base)[i] = (v != 0.0);
+      break;
   }
 }
 
 double load(const std::byte* base, DType t, std::int64_t i) {
   switch (t) {
-    case DType::Float32: return reinterpret_cast<const float*>(base)[i];
-    case DType::Float64: return reinterpret_cast<const double*>(base)[i];
-    case DType::Float16: return half_bits_to_f64(reinterpret_cast<const std::uint16_t*>(base)[i]);
-    case DType::BFloat16: return bf16_bits_to_f64(reinterpret_cast<const std::uint16_t*>(base)[i]);
-    case DType::Int64: return static_cast<double>(reinterpret_cast<const std::int64_t*>(base)[i]);
-    case DType::Int32: return reinterpret_cast<const std::int32_t*>(base)[i];
-    case DType::Int8: return reinterpret_cast<const std::int8_t*>(base)[i];
-    case DType::UInt8: return reinterpret_cast<const std::uint8_t*>(base)[i];
-    case DType::Bool: return reinterpret_cast<const bool*>(base)[i] ? 1.0 : 0.0;
+    case DType::Float32:
+      return reinterpret_cast<const float*>(base)[i];
+    case DType::Float64:
+      return reinterpret_cast<const double*>(base)[i];
+    case DType::Float16:
+      return half_bits_to_f64(reinterpret_cast<const std::uint16_t*>(base)[i]);
+    case DType::BFloat16:
+      return bf16_bits_to_f64(reinterpret_cast<const std::uint16_t*>(base)[i]);
+    case DType::Int64:
+      return static_cast<double>(reinterpret_cast<const std::int64_t*>(base)[i]);
+    case DType::Int32:
+      return reinterpret_cast<const std::int32_t*>(base)[i];
+    case DType::Int8:
+      return reinterpret_cast<const std::int8_t*>(base)[i];
+    case DType::UInt8:
+      return reinterpret_cast<const std::uint8_t*>(base)[i];
+    case DType::Bool:
+      return reinterpret_cast<const bool*>(base)[i] ? 1.0 : 0.0;
   }
   return 0.0;
 }
@@ -120,7 +139,9 @@ Tensor Tensor::from_i64(const std::vector<std::int64_t>& values, Shape shape, DT
   return t;
 }
 
-Tensor Tensor::scalar(double v, DType dtype) { return from_f64({v}, {}, dtype); }
+Tensor Tensor::scalar(double v, DType dtype) {
+  return from_f64({v}, {}, dtype);
+}
 
 std::int64_t Tensor::dim(std::int64_t i) const {
   std::int64_t r = rank();
@@ -130,10 +151,13 @@ std::int64_t Tensor::dim(std::int64_t i) const {
 
 void Tensor::check_type(DType t) const {
   if (!defined()) fail("internal: access to an undefined tensor");
-  if (t != dtype_) fail("internal: tensor is {}, accessed as {}", dtype_name(dtype_), dtype_name(t));
+  if (t != dtype_)
+    fail("internal: tensor is {}, accessed as {}", dtype_name(dtype_), dtype_name(t));
 }
 
-double Tensor::f64_at(std::int64_t i) const { return load(raw(), dtype_, i); }
+double Tensor::f64_at(std::int64_t i) const {
+  return load(raw(), dtype_, i);
+}
 
 std::vector<double> Tensor::to_f64() const {
   std::vector<double> out(numel_);

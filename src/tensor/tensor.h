@@ -14,17 +14,38 @@ namespace metaop {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::Int32; }
-template <> constexpr DType dtype_of<std::int8_t>() { return DType::Int8; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::UInt8; }
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::Float64;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::Int64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::Int32;
+}
+template <>
+constexpr DType dtype_of<std::int8_t>() {
+  return DType::Int8;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::UInt8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
 
 class Tensor {
  public:
-  Tensor() = default;  // undefined: an omitted optional input
+  Tensor() = default;                // undefined: an omitted optional input
   Tensor(DType dtype, Shape shape);  // zero-filled
 
   static Tensor from_f64(const std::vector<double>& values, Shape shape, DType dtype);
@@ -57,7 +78,7 @@ class Tensor {
   std::vector<double> to_f64() const;
   // Integer view for index-like inputs; floating values must be integral.
   std::vector<std::int64_t> to_i64() const;
-  Tensor to(DType dtype) const;  // one rounding; float -> int truncates toward zero
+  Tensor to(DType dtype) const;        // one rounding; float -> int truncates toward zero
   Tensor reshaped(Shape shape) const;  // shares storage
   Tensor clone() const;
 

@@ -28,8 +28,8 @@ void read_external(const onnx::TensorProto& p, const std::string& base_dir, cons
          dtype_name(t.dtype()), shape_str(t.shape()));
   in.seekg(offset);
   if (!in.read(reinterpret_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
-    fail("{}: external data file {} is too short (need {} bytes at offset {})", what,
-         path.string(), t.nbytes(), offset);
+    fail("{}: external data file {} is too short (need {} bytes at offset {})", what, path.string(),
+         t.nbytes(), offset);
 }
 
 template <typename Field, typename Store>
@@ -77,11 +77,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       // int32_data carries int32, int8, uint8, bool, and the bits of float16 / bfloat16.
       copy_field(p.int32_data(), t, what, [&](int i, std::int32_t v) {
         switch (*dtype) {
-          case DType::Int32: t.data<std::int32_t>()[i] = v; break;
-          case DType::Int8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v); break;
-          case DType::UInt8: t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v); break;
-          case DType::Bool: t.data<bool>()[i] = v != 0; break;
-          default: reinterpret_cast<std::uint16_t*>(t.raw())[i] = static_cast<std::uint16_t>(v);
+          case DType::Int32:
+            t.data<std::int32_t>()[i] = v;
+            break;
+          case DType::Int8:
+            t.data<std::int8_t>()[i] = static_cast<std::int8_t>(v);
+            break;
+          case DType::UInt8:
+            t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v);
+            break;
+          case DType::Bool:
+            t.data<bool>()[i] = v != 0;
+            break;
+          default:
+            reinterpret_cast<std::uint16_t*>(t.raw())[i] = static_cast<std::uint16_t>(v);
         }
       });
   }
@@ -100,7 +109,8 @@ Tensor read_tensor_pb(const std::string& path, std::string* name) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open file", path);
   onnx::TensorProto p;
-  if (!p.ParseFromIstream(&in)) fail("{}: not a valid ONNX TensorProto (corrupt or truncated)", path);
+  if (!p.ParseFromIstream(&in))
+    fail("{}: not a valid ONNX TensorProto (corrupt or truncated)", path);
   if (name) *name = p.name();
   return tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);
 }

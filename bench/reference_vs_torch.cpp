@@ -1,0 +1,87 @@
+// The float64 reference's time on a torchvision model next to LibTorch's own float32 inference
+// of the same architecture and weights (TorchScript), measured side by side in one process.
+//
+// Usage: bench_reference_vs_torch MODELS_DIR [ARCH] [THREADS] [REPEAT]
+//   MODELS_DIR as written by tests/models/export_torchvision.py (ARCH/opset17.onnx,
+//   ARCH/torchscript.pt, ARCH/input_0.npy). Defaults: resnet50, 1 thread, 5 repeats.
+#include <ATen/Parallel.h>
+#include <cblas.h>
+#include <fmt/core.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "tensor/npy.h"
+
+using namespace metaop;
+
+namespace {
+
+template <typename F>
+double seconds(F&& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: {} MODELS_DIR [ARCH] [THREADS] [REPEAT]\n", argv[0]);
+    return 2;
+  }
+  std::string dir = argv[1], arch = argc > 2 ? argv[2] : "resnet50";
+  int threads = argc > 3 ? std::stoi(argv[3]) : 1, repeat = argc > 4 ? std::stoi(argv[4]) : 5;
+  try {
+    std::string base = dir + "/" + arch;
+    at::set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    Graph g = load_onnx(base + "/opset17.onnx");
+    Tensor x = read_npy(base + "/input_0.npy");
+    Plan plan;
+    torch::jit::script::Module module = torch::jit::load(base + "/torchscript.pt");
+    module.eval();
+    std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
+    at::Tensor tx = at::from_blob(x.raw(), dims, at::kFloat).clone();
+    torch::NoGradGuard no_grad;
+
+    RunResult ref;
+    at::Tensor ty;
+    // Warm-up, then alternate the two so both see the same machine load.
+    ref = run_graph(g, {{"image", x}}, plan);
+    ty = module.forward({tx}).toTensor();
+    std::vector<double> t_ref, t_torch;
+    for (int i = 0; i < repeat; ++i) {
+      t_ref.push_back(seconds([&] { ref = run_graph(g, {{"image", x}}, plan); }));
+      t_torch.push_back(seconds([&] { ty = module.forward({tx}).toTensor(); }));
+    }
+    // Sanity: both computed the same function.
+    auto y = ref.outputs.at("logits").to_f64();
+    const float* py = ty.data_ptr<float>();
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      num = std::max(num, std::fabs(y[i] - py[i]));
+      den = std::max(den, std::fabs(static_cast<double>(py[i])));
+    }
+    double r = median(t_ref), t = median(t_torch);
+    fmt::print("{} batch 1, {} thread(s), median of {}:\n", arch, threads, repeat);
+    fmt::print("  metaop reference (float64, node by node): {:8.3f} s\n", r);
+    fmt::print("  LibTorch float32 (TorchScript)          : {:8.3f} s\n", t);
+    fmt::print("  ratio reference / LibTorch              : {:8.2f}x  (goal: within 10x)\n", r / t);
+    fmt::print("  outputs agree: normwise relative difference {:.2e}\n", num / den);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench: error: {}\n", e.what());
+    return 2;
+  }
+}
