@@ -46,4 +46,19 @@ namespace metaop {
 Tensor take(const Tensor& src, const Shape& out_shape, const std::vector<std::int64_t>& index,
             const Tensor* fill = nullptr);
 
+// out[o] = src[c] where c[d] = coord(d, o[d]) for each dimension d (transpose, slice, tile...).
+template <typename Coord>
+Tensor take_mapped(const Tensor& src, const Shape& out_shape, Coord coord) {
+  auto st = strides_of(src.shape());
+  std::int64_t n = shape_numel(out_shape), r = static_cast<std::int64_t>(out_shape.size());
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  IndexIter it(out_shape);
+  for (std::int64_t i = 0; i < n; ++i, it.next()) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < r; ++d) off += coord(d, it.idx()[d]) * st[d];
+    idx[i] = off;
+  }
+  return take(src, out_shape, idx);
+}
+
 }  // namespace metaop

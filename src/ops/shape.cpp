@@ -247,16 +247,7 @@ Tensors slice(const KernelContext& c, const Tensors& in) {
     st[a] = s;
     step[a] = k;
   }
-  auto xs = strides_of(x.shape());
-  std::int64_t n = shape_numel(os);
-  std::vector<std::int64_t> idx(n);
-  IndexIter it(os);
-  for (std::int64_t i = 0; i < n; ++i, it.next()) {
-    std::int64_t off = 0;
-    for (std::int64_t d = 0; d < x.rank(); ++d) off += (st[d] + it.idx()[d] * step[d]) * xs[d];
-    idx[i] = off;
-  }
-  return {take(x, os, idx)};
+  return {take_mapped(x, os, [&](std::int64_t d, std::int64_t i) { return st[d] + i * step[d]; })};
 }
 
 Tensors expand(const KernelContext& c, const Tensors& in) {
@@ -272,16 +263,7 @@ Tensors tile(const KernelContext& c, const Tensors& in) {
     fail("{}: repeats {} for rank {}", c.node.label(), shape_str(reps), x.rank());
   Shape os = x.shape();
   for (std::int64_t d = 0; d < x.rank(); ++d) os[d] *= reps[d];
-  auto xs = strides_of(x.shape());
-  std::int64_t n = shape_numel(os);
-  std::vector<std::int64_t> idx(n);
-  IndexIter it(os);
-  for (std::int64_t i = 0; i < n; ++i, it.next()) {
-    std::int64_t off = 0;
-    for (std::int64_t d = 0; d < x.rank(); ++d) off += (it.idx()[d] % x.shape()[d]) * xs[d];
-    idx[i] = off;
-  }
-  return {take(x, os, idx)};
+  return {take_mapped(x, os, [&](std::int64_t d, std::int64_t i) { return i % x.shape()[d]; })};
 }
 
 Tensors pad(const KernelContext& c, const Tensors& in) {
