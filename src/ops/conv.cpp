@@ -85,21 +85,25 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
 }
 
-Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
+}  // namespace
+
+Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, const Shape& w_shape) {
   const Node& node = c.node;
-  const Tensor& x = input(c, in, 0);
-  const Tensor& wt = input(c, in, 1);
-  require_float(c, x, "input X");
-  if (x.rank() < 3 || x.rank() > 5 || wt.rank() != x.rank())
+  std::int64_t rank = static_cast<std::int64_t>(x_shape.size());
+  if (rank < 3 || rank > 5 || static_cast<std::int64_t>(w_shape.size()) != rank)
     fail("{}: input {} and weight {} must be [N, C, 1-3 spatial dims]", node.label(),
-         shape_str(x.shape()), shape_str(wt.shape()));
-  int nsp = static_cast<int>(x.rank()) - 2, off = 3 - nsp;
+         shape_str(x_shape), shape_str(w_shape));
+  int nsp = static_cast<int>(rank) - 2, off = 3 - nsp;
   std::int64_t group = node.attr_i("group", 1);
-  std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
-  if (wt.dim(0) != C || C % group)
+  if (w_shape[0] != x_shape[1] || group <= 0 || x_shape[1] % group)
     fail("{}: weight {} does not fit {} input channels and group {}", node.label(),
-         shape_str(wt.shape()), C, group);
-  auto kernel = kernel_from_weight(c, wt);
+         shape_str(w_shape), x_shape[1], group);
+  auto kernel = node.attr_ints("kernel_shape", {});
+  Shape from_w(w_shape.begin() + 2, w_shape.end());
+  if (kernel.empty()) kernel = from_w;
+  if (kernel != from_w)
+    fail("{}: kernel_shape {} does not match weight {}", node.label(), shape_str(kernel),
+         shape_str(w_shape));
   auto ones = std::vector<std::int64_t>(nsp, 1), zeros = std::vector<std::int64_t>(nsp, 0);
   auto strides = node.attr_ints("strides", ones), dil = node.attr_ints("dilations", ones);
   auto out_pad = node.attr_ints("output_padding", zeros);
@@ -117,7 +121,7 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
   w.nsp = nsp;
   for (int i = 0; i < nsp; ++i) {
     int j = i + off;
-    w.in[j] = x.shape()[2 + i];
+    w.in[j] = x_shape[2 + i];
     w.k[j] = kernel[i];
     w.s[j] = strides[i];
     w.d[j] = dil[i];
@@ -126,14 +130,9 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
     if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       std::int64_t target = !output_shape.empty() ? output_shape[i] : w.in[j] * w.s[j];
       std::int64_t total = full - target;
-      if (auto_pad !=
-          "SAME_LOWER") {  // as ONNX's reference does; SAME_LOWER puts the extra pad first
-        w.pb[j] = total / 2;
-        w.pe[j] = total - total / 2;
-      } else {
-        w.pb[j] = total - total / 2;
-        w.pe[j] = total / 2;
-      }
+      // As ONNX's reference does: the extra pad goes last, except with SAME_LOWER.
+      w.pb[j] = auto_pad != "SAME_LOWER" ? total / 2 : total - total / 2;
+      w.pe[j] = total - w.pb[j];
       w.out[j] = target;
     } else {
       if (auto_pad == "NOTSET") {
@@ -142,8 +141,21 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
       }
       w.out[j] = full - w.pb[j] - w.pe[j];
     }
+    w.extra[j] = out_pad[i];
     if (w.out[j] <= 0) fail("{}: output spatial size {} is not positive", node.label(), w.out[j]);
   }
+  return w;
+}
+
+namespace {
+
+Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  const Tensor& wt = input(c, in, 1);
+  require_float(c, x, "input X");
+  Window w = conv_transpose_geometry(c, x.shape(), wt.shape());
+  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
   std::int64_t Cg = C / group, K = Mg * w.k_size(), Pin = w.in_size(), Pout = w.out_size();
   auto vx = x.to_f64(), vw = wt.to_f64();
   std::vector<double> bias(static_cast<std::size_t>(M), 0.0);

@@ -6,8 +6,46 @@
 #include <numeric>
 
 #include "ops/kernel_util.h"
+#include "ops/params.h"
 
 namespace metaop {
+
+ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank) {
+  // ReduceSum takes its axes as an input from opset 13 (the others from opset 18).
+  bool from_input = c.node.op_type == "ReduceSum" && c.opset >= 13;
+  std::vector<std::int64_t> axes;
+  if (from_input) {
+    if (has_input(in, 1)) axes = in[1].to_i64();
+  } else {
+    axes = c.node.attr_ints("axes", {});
+  }
+  ReduceAxes r;
+  r.noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
+  r.keepdims = c.node.attr_i("keepdims", 1) != 0;
+  if (axes.empty()) {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  r.axes = norm_axes(c, axes, rank);
+  return r;
+}
+
+AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
+  std::int64_t rank = static_cast<std::int64_t>(s.size());
+  AxisSplit v;
+  // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
+  bool coerce = c.opset < 13;
+  v.axis = norm_axis(c, c.node.attr_i("axis", coerce ? 1 : -1), rank);
+  for (std::int64_t d = 0; d < rank; ++d) {
+    if (d < v.axis)
+      v.outer *= s[d];
+    else if (d == v.axis || coerce)
+      v.n *= s[d];
+    else
+      v.inner *= s[d];
+  }
+  return v;
+}
 
 namespace {
 
@@ -19,30 +57,10 @@ struct Reduction {
   std::function<double(double, std::int64_t)> finish;  // acc, count -> y
 };
 
-// The axes to reduce: from the `axes` input (ReduceSum from opset 13) or attribute.
-std::vector<std::int64_t> reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank,
-                                      bool axes_from_input, bool& noop) {
-  std::vector<std::int64_t> axes;
-  if (axes_from_input) {
-    if (has_input(in, 1)) axes = in[1].to_i64();
-  } else {
-    axes = c.node.attr_ints("axes", {});
-  }
-  noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
-  if (axes.empty()) {
-    axes.resize(rank);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  return norm_axes(c, axes, rank);
-}
-
-Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red,
-               bool axes_from_input) {
+Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red) {
   const Tensor& x = input(c, in, 0);
-  bool noop = false;
-  auto axes = reduce_axes(c, in, x.rank(), axes_from_input, noop);
+  auto [axes, noop, keepdims] = reduce_axes(c, in, x.rank());
   if (noop) return {x};
-  bool keepdims = c.node.attr_i("keepdims", 1) != 0;
   Shape kept = x.shape();
   for (auto a : axes) kept[a] = 1;
   auto map = broadcast_map(kept, x.shape());
@@ -63,10 +81,8 @@ Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red,
 }
 
 void add_reduce(OpRegistry& r, const std::string& type, Reduction red) {
-  bool is_sum = type == "ReduceSum";
-  r.add({type, "reduce", [red, is_sum](const KernelContext& c, const Tensors& in) {
-           return reduce(c, in, red, is_sum && c.opset >= 13);
-         }});
+  r.add({type, "reduce",
+         [red](const KernelContext& c, const Tensors& in) { return reduce(c, in, red); }});
 }
 
 double id(double a, std::int64_t) {
@@ -169,19 +185,8 @@ enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
   const Tensor& x = input(c, in, 0);
   if (kind != SoftmaxKind::Hardmax) require_float(c, x, "input");
-  std::int64_t outer, n, inner = 1;
-  if (c.opset < 13) {
-    // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
-    std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 1), x.rank());
-    outer = 1;
-    n = 1;
-    for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : n) *= x.shape()[d];
-  } else {
-    AxisView v(x.shape(), norm_axis(c, c.node.attr_i("axis", -1), x.rank()));
-    outer = v.outer;
-    n = v.n;
-    inner = v.inner;
-  }
+  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+  (void)axis;
   auto vx = x.to_f64();
   std::vector<double> y(vx.size());
   for (std::int64_t o = 0; o < outer; ++o)
@@ -231,27 +236,26 @@ void register_reduce_ops(OpRegistry& r) {
               [](double a, std::int64_t) { return std::sqrt(a); }});
   add_reduce(r, "ReduceSumSquare", {0.0, [](double a, double x) { return a + x * x; }, id});
   add_reduce(r, "ReduceLogSum", {0.0, sum, [](double a, std::int64_t) { return std::log(a); }});
-  r.add({"ReduceLogSumExp", "reduce", [](const KernelContext& c, const Tensors& in) {
-           // Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
-           auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id},
-                            false)[0];
-           const Tensor& x = input(c, in, 0);
-           bool noop = false;
-           auto axes = reduce_axes(c, in, x.rank(), false, noop);
-           Shape kept = x.shape();
-           for (auto a : axes) kept[a] = 1;
-           auto map = broadcast_map(kept, x.shape());
-           auto m = mx.to_f64();
-           auto vx = x.to_f64();
-           std::vector<double> s(m.size(), 0.0);
-           for (std::int64_t i = 0; i < x.numel(); ++i) {
-             double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
-             s[map[i]] += std::exp(vx[i] - mm);
-           }
-           for (std::size_t g = 0; g < s.size(); ++g)
-             s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
-           return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
-         }});
+  r.add(
+      {"ReduceLogSumExp", "reduce", [](const KernelContext& c, const Tensors& in) {
+         // Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
+         auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id})[0];
+         const Tensor& x = input(c, in, 0);
+         auto axes = reduce_axes(c, in, x.rank()).axes;
+         Shape kept = x.shape();
+         for (auto a : axes) kept[a] = 1;
+         auto map = broadcast_map(kept, x.shape());
+         auto m = mx.to_f64();
+         auto vx = x.to_f64();
+         std::vector<double> s(m.size(), 0.0);
+         for (std::int64_t i = 0; i < x.numel(); ++i) {
+           double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
+           s[map[i]] += std::exp(vx[i] - mm);
+         }
+         for (std::size_t g = 0; g < s.size(); ++g)
+           s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
+         return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
+       }});
   r.add({"ArgMax", "reduce",
          [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, true); }});
   r.add({"ArgMin", "reduce",

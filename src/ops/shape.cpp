@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "ops/kernel_util.h"
+#include "ops/params.h"
 
 // GCC 12 at -O2 reports a false -Wfree-nonheap-object on std::vector<int64_t> locals here
 // (GCC bug 108088); the vectors are ordinary heap allocations.
@@ -91,12 +92,16 @@ Tensors transpose(const KernelContext& c, const Tensors& in) {
   return {take(x, os, idx)};
 }
 
+}  // namespace
+
 std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
                                    int input_from_opset) {
   if (c.opset >= input_from_opset)
     return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
   return c.node.attr_ints("axes", {});
 }
+
+namespace {
 
 Tensors squeeze(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);

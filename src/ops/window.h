@@ -12,6 +12,7 @@ struct Window {
   int nsp = 0;  // spatial rank before promotion
   std::array<std::int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0},
       pe{0, 0, 0}, out{1, 1, 1};
+  std::array<std::int64_t, 3> extra{0, 0, 0};  // ConvTranspose: output_padding
   std::int64_t in_size() const { return in[0] * in[1] * in[2]; }
   std::int64_t out_size() const { return out[0] * out[1] * out[2]; }
   std::int64_t k_size() const { return k[0] * k[1] * k[2]; }
@@ -25,5 +26,8 @@ struct Window {
 // x_shape is [N, C, spatial...]; kernel has the spatial rank.
 Window window_geometry(const KernelContext& c, const Shape& x_shape,
                        const std::vector<std::int64_t>& kernel, bool ceil_mode);
+
+// ConvTranspose: `in` is its input, `out` its output; pads from pads, auto_pad or output_shape.
+Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, const Shape& w_shape);
 
 }  // namespace metaop

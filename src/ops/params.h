@@ -1,0 +1,29 @@
+#pragma once
+// Attribute and parameter decoding that framework bindings share with the reference kernels,
+// so that every binding reads a node the same way (the opset-dependent rules live here once).
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace metaop {
+
+// Reduce*: normalized axes (all when none are given), noop_with_empty_axes and keepdims.
+struct ReduceAxes {
+  std::vector<std::int64_t> axes;
+  bool noop = false;
+  bool keepdims = true;
+};
+ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank);
+
+// Softmax, LogSoftmax, Hardmax: the input viewed as [outer, n, inner], softmax over n
+// (before opset 13, n is every dim from `axis` on and inner is 1).
+struct AxisSplit {
+  std::int64_t axis = 0, outer = 1, n = 1, inner = 1;
+};
+AxisSplit softmax_split(const KernelContext& c, const Shape& s);
+
+// Squeeze / Unsqueeze (and others): `axes` from input i from `input_from_opset`, else attribute.
+std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
+                                   int input_from_opset);
+
+}  // namespace metaop
