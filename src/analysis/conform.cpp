@@ -50,12 +50,11 @@ std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix)
 
 }  // namespace
 
-ConformResult run_conformance_test(const std::string& dir, double rtol, double atol) {
+ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rtol, double atol) {
   ConformResult r;
   r.test = fs::path(dir).filename().string();
   try {
     Graph g = load_onnx((fs::path(dir) / "model.onnx").string());
-    Plan plan;
     check_supported(g, plan);
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))
@@ -74,6 +73,8 @@ ConformResult run_conformance_test(const std::string& dir, double rtol, double a
         inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
       auto out_files = sorted_pbs(set, "output_");
       RunResult res = run_graph(g, inputs, plan);
+      r.bound_nodes = 0;
+      for (const auto& rec : res.records) r.bound_nodes += rec.binding != "reference";
       for (std::size_t i = 0; i < out_files.size() && i < g.outputs.size(); ++i) {
         Tensor expected = read_tensor_pb(out_files[i].string());
         const Tensor& actual = res.outputs.at(g.outputs[i].name);

@@ -1,6 +1,7 @@
 #include "bindings/binding.h"
 
 #include "bindings/reference/reference_binding.h"
+#include "bindings/torch/torch_binding.h"
 
 namespace metaop {
 
@@ -15,6 +16,7 @@ std::vector<std::string> binding_names() {
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceBinding>();
+  if (name == "torch") return std::make_unique<TorchBinding>();
   std::string known;
   for (const auto& n : binding_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown binding '{}' (available: {})", name, known);

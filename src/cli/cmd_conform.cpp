@@ -6,6 +6,7 @@
 
 #include "analysis/conform.h"
 #include "cli/commands.h"
+#include "cli/plan_options.h"
 #include "tensor/error.h"
 
 namespace metaop::cli {
@@ -17,14 +18,21 @@ struct ConformArgs {
   std::string json;
   int min_pass = -1;
   bool quiet = false;
+  std::string bind = "reference";
+  std::vector<std::string> bind_ops;
+  int threads = 1;
 };
 
 int run(const ConformArgs& a) {
   auto tests = find_conformance_tests(a.paths);
+  Plan plan;
+  configure_plan(plan, a.bind, a.bind_ops, a.threads);
+  int on_binding = 0;
   int pass = 0, failed = 0, unsupported = 0;
   nlohmann::json out = nlohmann::json::array();
   for (const auto& t : tests) {
-    ConformResult r = run_conformance_test(t);
+    ConformResult r = run_conformance_test(t, plan);
+    if (r.status == "pass" && r.bound_nodes > 0) ++on_binding;
     if (r.status == "pass")
       ++pass;
     else if (r.status == "fail")
@@ -33,7 +41,7 @@ int run(const ConformArgs& a) {
       ++unsupported;
     if (!a.quiet || r.status == "fail")
       fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
-    out.push_back({{"test", r.test}, {"status", r.status}, {"reason", r.reason}});
+    out.push_back({{"test", r.test}, {"status", r.status}, {"reason", r.reason}, {"bound_nodes", r.bound_nodes}});
   }
   fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed,
              unsupported);
@@ -62,6 +70,7 @@ void add_conform_command(CLI::App& app, Action& action) {
   cmd->add_option("--min-pass", args->min_pass,
                   "Exit 1 unless at least this many tests pass (default: exit 1 on any failure)");
   cmd->add_flag("--quiet", args->quiet, "Print only failures and the totals");
+  add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "tensor/npy.h"
@@ -23,6 +24,9 @@ struct RunArgs {
   std::uint64_t seed = 0;
   std::string range = "-1,1";
   std::string out_dir;
+  std::string bind = "reference";
+  std::vector<std::string> bind_ops;
+  int threads = 1;
 };
 
 void print_summary(const std::string& name, const Tensor& t) {
@@ -60,6 +64,7 @@ std::string safe_file_name(std::string s) {
 int run(const RunArgs& a) {
   Graph g = load_onnx(a.model);
   Plan plan;
+  configure_plan(plan, a.bind, a.bind_ops, a.threads);
   check_supported(g, plan);
   InputSpec spec{a.inputs, a.random_inputs, a.seed, parse_range(a.range)};
   auto [inputs, sources] = gather_inputs(g, spec);
@@ -74,6 +79,7 @@ int run(const RunArgs& a) {
     };
   RunResult res = run_graph(g, inputs, plan, opts);
   fmt::print("{}: {} nodes, opset {}\n", a.model, g.nodes.size(), g.opset);
+  print_plan_summary(g, res.records);
   for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));
   if (!a.out_dir.empty()) {
     std::filesystem::create_directories(a.out_dir);
@@ -101,6 +107,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", args->seed, "Seed for random inputs")->capture_default_str();
   cmd->add_option("--range", args->range, "LO,HI range of random inputs")->capture_default_str();
   cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");
+  add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

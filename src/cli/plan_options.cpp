@@ -1,0 +1,51 @@
+#include "cli/plan_options.h"
+
+#include <fmt/core.h>
+
+#include <map>
+
+#include "bindings/torch/torch_binding.h"
+
+namespace metaop::cli {
+
+void add_plan_options(CLI::App* cmd, std::string& bind, std::vector<std::string>& bind_ops,
+                      int& threads) {
+  std::string names;
+  for (const auto& n : binding_names()) names += (names.empty() ? "" : ", ") + n;
+  cmd->add_option("--bind", bind, "Binding for every node (" + names + "); nodes it lacks fall back to the reference")
+      ->capture_default_str();
+  cmd->add_option("--bind-op", bind_ops, "Override per op type or node name: OPTYPE=BINDING or NODE=BINDING");
+  cmd->add_option("--threads", threads, "Intra-op threads of the framework bindings")->capture_default_str();
+}
+
+void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
+                    int threads) {
+  if (threads < 1) fail("--threads {}: must be at least 1", threads);
+  plan.set_default(bind);
+  for (const auto& spec : bind_ops) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      fail("--bind-op '{}': expected OPTYPE=BINDING or NODE_NAME=BINDING", spec);
+    plan.bind_op(spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  TorchBinding::set_threads(threads);
+}
+
+void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) {
+  std::map<std::string, int> ran;
+  std::map<std::string, std::pair<int, std::string>> fallbacks;  // op type -> count, first reason
+  for (const auto& r : records) {
+    ++ran[r.binding];
+    if (!r.fallback_reason.empty()) {
+      auto& f = fallbacks[g.nodes[r.node].op_type];
+      if (f.first++ == 0) f.second = r.fallback_reason;
+    }
+  }
+  std::string line;
+  for (const auto& [b, n] : ran) line += fmt::format("{}{} nodes on {}", line.empty() ? "" : ", ", n, b);
+  fmt::print("ran {}\n", line);
+  for (const auto& [op, f] : fallbacks)
+    fmt::print("  fell back to the reference: {} x{} ({})\n", op, f.first, f.second);
+}
+
+}  // namespace metaop::cli

@@ -1,0 +1,19 @@
+#pragma once
+// Binding-plan options shared by the commands that run models: --bind, --bind-op, --threads.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+
+namespace metaop::cli {
+
+void add_plan_options(CLI::App* cmd, std::string& bind, std::vector<std::string>& bind_ops,
+                      int& threads);
+// bind_ops entries are OPTYPE=BINDING or NODE_NAME=BINDING.
+void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
+                    int threads);
+// Per binding: nodes run, and the nodes that fell back to the reference with the reason.
+void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records);
+
+}  // namespace metaop::cli
