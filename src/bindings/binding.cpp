@@ -11,7 +11,7 @@ Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const 
 }
 
 std::vector<std::string> binding_names() {
-  return {"reference"};
+  return {"reference", "torch"};
 }
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {

@@ -41,10 +41,17 @@ int run(const ConformArgs& a) {
       ++unsupported;
     if (!a.quiet || r.status == "fail")
       fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
-    out.push_back({{"test", r.test}, {"status", r.status}, {"reason", r.reason}, {"bound_nodes", r.bound_nodes}});
+    out.push_back({{"test", r.test},
+                   {"status", r.status},
+                   {"reason", r.reason},
+                   {"bound_nodes", r.bound_nodes}});
   }
   fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed,
              unsupported);
+  if (a.bind != "reference" || !a.bind_ops.empty())
+    fmt::print(
+        "{} of the passing tests ran at least one node on a binding other than the reference\n",
+        on_binding);
   if (!a.json.empty()) {
     std::ofstream f(a.json);
     if (!f) fail("{}: cannot open for writing", a.json);

@@ -12,10 +12,14 @@ void add_plan_options(CLI::App* cmd, std::string& bind, std::vector<std::string>
                       int& threads) {
   std::string names;
   for (const auto& n : binding_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("--bind", bind, "Binding for every node (" + names + "); nodes it lacks fall back to the reference")
+  cmd->add_option(
+         "--bind", bind,
+         "Binding for every node (" + names + "); nodes it lacks fall back to the reference")
       ->capture_default_str();
-  cmd->add_option("--bind-op", bind_ops, "Override per op type or node name: OPTYPE=BINDING or NODE=BINDING");
-  cmd->add_option("--threads", threads, "Intra-op threads of the framework bindings")->capture_default_str();
+  cmd->add_option("--bind-op", bind_ops,
+                  "Override per op type or node name: OPTYPE=BINDING or NODE=BINDING");
+  cmd->add_option("--threads", threads, "Intra-op threads of the framework bindings")
+      ->capture_default_str();
 }
 
 void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
@@ -42,7 +46,8 @@ void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) 
     }
   }
   std::string line;
-  for (const auto& [b, n] : ran) line += fmt::format("{}{} nodes on {}", line.empty() ? "" : ", ", n, b);
+  for (const auto& [b, n] : ran)
+    line += fmt::format("{}{} nodes on {}", line.empty() ? "" : ", ", n, b);
   fmt::print("ran {}\n", line);
   for (const auto& [op, f] : fallbacks)
     fmt::print("  fell back to the reference: {} x{} ({})\n", op, f.first, f.second);

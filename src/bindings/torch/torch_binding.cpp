@@ -135,31 +135,50 @@ using ATs = std::vector<at::Tensor>;
 
 at::ScalarType to_aten(DType t) {
   switch (t) {
-    case DType::Float32: return at::kFloat;
-    case DType::Float64: return at::kDouble;
-    case DType::Float16: return at::kHalf;
-    case DType::BFloat16: return at::kBFloat16;
-    case DType::Int64: return at::kLong;
-    case DType::Int32: return at::kInt;
-    case DType::Int8: return at::kChar;
-    case DType::UInt8: return at::kByte;
-    case DType::Bool: return at::kBool;
+    case DType::Float32:
+      return at::kFloat;
+    case DType::Float64:
+      return at::kDouble;
+    case DType::Float16:
+      return at::kHalf;
+    case DType::BFloat16:
+      return at::kBFloat16;
+    case DType::Int64:
+      return at::kLong;
+    case DType::Int32:
+      return at::kInt;
+    case DType::Int8:
+      return at::kChar;
+    case DType::UInt8:
+      return at::kByte;
+    case DType::Bool:
+      return at::kBool;
   }
   return at::kFloat;
 }
 
 DType from_aten(at::ScalarType t, const Node& n) {
   switch (t) {
-    case at::kFloat: return DType::Float32;
-    case at::kDouble: return DType::Float64;
-    case at::kHalf: return DType::Float16;
-    case at::kBFloat16: return DType::BFloat16;
-    case at::kLong: return DType::Int64;
-    case at::kInt: return DType::Int32;
-    case at::kChar: return DType::Int8;
-    case at::kByte: return DType::UInt8;
-    case at::kBool: return DType::Bool;
-    default: break;
+    case at::kFloat:
+      return DType::Float32;
+    case at::kDouble:
+      return DType::Float64;
+    case at::kHalf:
+      return DType::Float16;
+    case at::kBFloat16:
+      return DType::BFloat16;
+    case at::kLong:
+      return DType::Int64;
+    case at::kInt:
+      return DType::Int32;
+    case at::kChar:
+      return DType::Int8;
+    case at::kByte:
+      return DType::UInt8;
+    case at::kBool:
+      return DType::Bool;
+    default:
+      break;
   }
   throw Unsupported(fmt::format("{}: ATen produced dtype {}", n.label(), c10::toString(t)));
 }
@@ -216,7 +235,9 @@ std::vector<std::int64_t> torch_pads(const Window& w) {
   return p;
 }
 
-bool symmetric(const Window& w) { return w.pb == w.pe; }
+bool symmetric(const Window& w) {
+  return w.pb == w.pe;
+}
 
 ATs conv(const Ctx& c) {
   const at::Tensor& x = c.in(0);
@@ -273,7 +294,9 @@ ATs max_pool(const Ctx& c) {
     auto [y, idx] = at::max_pool2d_with_indices(x, k, s, p, d, ceil_mode);
     // ATen indexes within each (n, c) plane; ONNX over the whole tensor.
     std::int64_t plane = x.size(2) * x.size(3);
-    auto base = at::arange(x.size(0) * x.size(1), idx.options()).reshape({x.size(0), x.size(1), 1, 1}) * plane;
+    auto base =
+        at::arange(x.size(0) * x.size(1), idx.options()).reshape({x.size(0), x.size(1), 1, 1}) *
+        plane;
     return {y, idx + base};
   }
   if (g.nsp == 1) return {at::max_pool1d(x, k, s, p, d, ceil_mode)};
@@ -307,7 +330,8 @@ std::vector<std::int64_t> spatial_dims(const at::Tensor& x) {
   return d;
 }
 
-ATs reduce(const Ctx& c, const std::function<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>& f) {
+ATs reduce(const Ctx& c,
+           const std::function<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>& f) {
   auto r = reduce_axes(c.k, c.raw, c.in(0).dim());
   if (r.noop) return {c.in(0)};
   return {f(c.in(0), r.axes, r.keepdims)};
@@ -326,15 +350,22 @@ ATs softmax_like(const Ctx& c, int kind) {
   AxisSplit v = softmax_split(c.k, c.raw[0].shape());
   at::Tensor x3 = x.reshape({v.outer, v.n, v.inner});
   at::Tensor y;
-  if (kind == 0) y = at::softmax(x3, 1);
-  else if (kind == 1) y = at::log_softmax(x3, 1);
-  else y = at::one_hot(at::argmax(x3, 1), v.n).permute({0, 2, 1}).to(x.scalar_type());
+  if (kind == 0)
+    y = at::softmax(x3, 1);
+  else if (kind == 1)
+    y = at::log_softmax(x3, 1);
+  else
+    y = at::one_hot(at::argmax(x3, 1), v.n).permute({0, 2, 1}).to(x.scalar_type());
   return {y.reshape(x.sizes())};
 }
 
-at::Scalar scalar_of(const Tensor& t) { return at::Scalar(t.f64_at(0)); }
+at::Scalar scalar_of(const Tensor& t) {
+  return at::Scalar(t.f64_at(0));
+}
 
-ATs unary(const Ctx& c, at::Tensor (*f)(const at::Tensor&)) { return {f(c.in(0))}; }
+ATs unary(const Ctx& c, at::Tensor (*f)(const at::Tensor&)) {
+  return {f(c.in(0))};
+}
 
 // Binary ops: ONNX numpy broadcasting is ATen's; before opset 7 broadcasting was explicit.
 void check_modern(const Ctx& c) {
@@ -377,32 +408,41 @@ std::map<std::string, TorchOp> make_ops() {
   m["Softplus"] = {[](const Ctx& c) { return ATs{at::softplus(c.in(0), 1, 20)}; }};
   m["Softsign"] = {[](const Ctx& c) { return ATs{c.in(0) / (at::abs(c.in(0)) + 1)}; }};
   m["Identity"] = {[](const Ctx& c) { return ATs{c.in(0).clone()}; }};
-  m["LeakyRelu"] = {[](const Ctx& c) { return ATs{at::leaky_relu(c.in(0), c.node().attr_f("alpha", 0.01))}; }};
+  m["LeakyRelu"] = {
+      [](const Ctx& c) { return ATs{at::leaky_relu(c.in(0), c.node().attr_f("alpha", 0.01))}; }};
   m["Elu"] = {[](const Ctx& c) { return ATs{at::elu(c.in(0), c.node().attr_f("alpha", 1.0))}; }};
   m["Selu"] = {[](const Ctx& c) {
     // ATen's selu has fixed constants; other alpha/gamma go through elu's alpha and scale.
-    double a = c.node().attr_f("alpha", 1.67326319217681884765625), g = c.node().attr_f("gamma", 1.05070102214813232421875);
-    if (a == 1.67326319217681884765625 && g == 1.05070102214813232421875) return ATs{at::selu(c.in(0))};
+    double a = c.node().attr_f("alpha", 1.67326319217681884765625),
+           g = c.node().attr_f("gamma", 1.05070102214813232421875);
+    if (a == 1.67326319217681884765625 && g == 1.05070102214813232421875)
+      return ATs{at::selu(c.in(0))};
     return ATs{at::elu(c.in(0), a, g)};
   }};
   m["Celu"] = {[](const Ctx& c) { return ATs{at::celu(c.in(0), c.node().attr_f("alpha", 1.0))}; }};
   m["HardSigmoid"] = {[](const Ctx& c) {
-    return ATs{at::clamp(c.in(0) * c.node().attr_f("alpha", 0.2) + c.node().attr_f("beta", 0.5), 0, 1)};
+    return ATs{
+        at::clamp(c.in(0) * c.node().attr_f("alpha", 0.2) + c.node().attr_f("beta", 0.5), 0, 1)};
   }};
-  m["ThresholdedRelu"] = {[](const Ctx& c) { return ATs{at::threshold(c.in(0), c.node().attr_f("alpha", 1.0), 0)}; }};
+  m["ThresholdedRelu"] = {
+      [](const Ctx& c) { return ATs{at::threshold(c.in(0), c.node().attr_f("alpha", 1.0), 0)}; }};
   m["IsInf"] = {[](const Ctx& c) {
-    bool pos = c.node().attr_i("detect_positive", 1), neg = c.node().attr_i("detect_negative", 1);
-    if (pos && neg) return ATs{at::isinf(c.in(0))};
-    if (pos) return ATs{at::isposinf(c.in(0))};
-    if (neg) return ATs{at::isneginf(c.in(0))};
-    return ATs{at::zeros_like(c.in(0), at::kBool)};
-  }, false};
+                  bool pos = c.node().attr_i("detect_positive", 1),
+                       neg = c.node().attr_i("detect_negative", 1);
+                  if (pos && neg) return ATs{at::isinf(c.in(0))};
+                  if (pos) return ATs{at::isposinf(c.in(0))};
+                  if (neg) return ATs{at::isneginf(c.in(0))};
+                  return ATs{at::zeros_like(c.in(0), at::kBool)};
+                },
+                false};
 
-  auto B = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f, bool diff = true) {
+  auto B = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f,
+               bool diff = true) {
     m[name] = {[f](const Ctx& c) {
-      check_modern(c);
-      return ATs{f(c.in(0), c.in(1))};
-    }, diff};
+                 check_modern(c);
+                 return ATs{f(c.in(0), c.in(1))};
+               },
+               diff};
   };
   B("Add", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); });
   B("Sub", [](const at::Tensor& a, const at::Tensor& b) { return at::sub(a, b); });
@@ -410,19 +450,30 @@ std::map<std::string, TorchOp> make_ops() {
   B("Div", [](const at::Tensor& a, const at::Tensor& b) {
     return at::isFloatingType(a.scalar_type()) ? at::div(a, b) : at::div(a, b, "trunc");
   });
-  B("Pow", [](const at::Tensor& a, const at::Tensor& b) { return at::pow(a, b).to(a.scalar_type()); });
-  B("Equal", [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); }, false);
-  B("Less", [](const at::Tensor& a, const at::Tensor& b) { return at::lt(a, b); }, false);
-  B("LessOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::le(a, b); }, false);
-  B("Greater", [](const at::Tensor& a, const at::Tensor& b) { return at::gt(a, b); }, false);
-  B("GreaterOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); }, false);
-  B("And", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_and(a, b); }, false);
-  B("Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); }, false);
-  B("Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
+  B("Pow",
+    [](const at::Tensor& a, const at::Tensor& b) { return at::pow(a, b).to(a.scalar_type()); });
+  B(
+      "Equal", [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); }, false);
+  B(
+      "Less", [](const at::Tensor& a, const at::Tensor& b) { return at::lt(a, b); }, false);
+  B(
+      "LessOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::le(a, b); }, false);
+  B(
+      "Greater", [](const at::Tensor& a, const at::Tensor& b) { return at::gt(a, b); }, false);
+  B(
+      "GreaterOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); },
+      false);
+  B(
+      "And", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_and(a, b); }, false);
+  B(
+      "Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); }, false);
+  B(
+      "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
   m["Mod"] = {[](const Ctx& c) {
-    bool fmod = c.node().attr_i("fmod", 0) != 0;
-    return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
-  }, false};
+                bool fmod = c.node().attr_i("fmod", 0) != 0;
+                return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
+              },
+              false};
   m["PRelu"] = {[](const Ctx& c) {
     check_modern(c);
     const at::Tensor& x = c.in(0);
@@ -434,7 +485,8 @@ std::map<std::string, TorchOp> make_ops() {
     if (s.numel() == 1 || per_channel) return ATs{at::prelu(x, s.reshape({s.numel()}))};
     c.unsupported("slope shape is neither one value nor one per channel");
   }};
-  auto V = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f, bool mean) {
+  auto V = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f,
+               bool mean) {
     m[name] = {[f, mean](const Ctx& c) {
       at::Tensor acc = c.in(0);
       for (std::size_t i = 1; i < c.x.size(); ++i) acc = f(acc, c.in(i));
@@ -443,10 +495,14 @@ std::map<std::string, TorchOp> make_ops() {
       return ATs{acc};
     }};
   };
-  V("Max", [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }, false);
-  V("Min", [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); }, false);
-  V("Sum", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, false);
-  V("Mean", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, true);
+  V(
+      "Max", [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }, false);
+  V(
+      "Min", [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); }, false);
+  V(
+      "Sum", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, false);
+  V(
+      "Mean", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, true);
   m["Where"] = {[](const Ctx& c) { return ATs{at::where(c.in(0), c.in(1), c.in(2))}; }};
   m["Clip"] = {[](const Ctx& c) {
     c10::optional<at::Scalar> lo, hi;
@@ -462,10 +518,11 @@ std::map<std::string, TorchOp> make_ops() {
     return ATs{at::clamp(c.in(0), lo, hi).to(c.in(0).scalar_type())};
   }};
   m["Cast"] = {[](const Ctx& c) {
-    auto dt = dtype_from_onnx(static_cast<int>(c.node().attr_i("to")));
-    if (!dt) c.unsupported("cast target type");
-    return ATs{c.in(0).to(to_aten(*dt))};
-  }, false};
+                 auto dt = dtype_from_onnx(static_cast<int>(c.node().attr_i("to")));
+                 if (!dt) c.unsupported("cast target type");
+                 return ATs{c.in(0).to(to_aten(*dt))};
+               },
+               false};
   m["CastLike"] = {[](const Ctx& c) { return ATs{c.in(0).to(c.in(1).scalar_type())}; }, false};
 
   // --- linear
@@ -487,15 +544,20 @@ std::map<std::string, TorchOp> make_ops() {
   m["ConvTranspose"] = {conv_transpose};
   m["MaxPool"] = {max_pool};
   m["AveragePool"] = {avg_pool};
-  m["GlobalAveragePool"] = {[](const Ctx& c) { return ATs{at::mean(c.in(0), spatial_dims(c.in(0)), true)}; }};
-  m["GlobalMaxPool"] = {[](const Ctx& c) { return ATs{at::amax(c.in(0), spatial_dims(c.in(0)), true)}; }};
+  m["GlobalAveragePool"] = {
+      [](const Ctx& c) { return ATs{at::mean(c.in(0), spatial_dims(c.in(0)), true)}; }};
+  m["GlobalMaxPool"] = {
+      [](const Ctx& c) { return ATs{at::amax(c.in(0), spatial_dims(c.in(0)), true)}; }};
 
   // --- normalization
   m["BatchNormalization"] = {[](const Ctx& c) {
     const Node& n = c.node();
-    bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0 : (c.k.opset >= 9 && n.outputs.size() > 1);
-    if (training) c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
-    return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0, n.attr_f("epsilon", 1e-5), false)};
+    bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0
+                                    : (c.k.opset >= 9 && n.outputs.size() > 1);
+    if (training)
+      c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
+    return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0,
+                              n.attr_f("epsilon", 1e-5), false)};
   }};
   m["InstanceNormalization"] = {[](const Ctx& c) {
     return ATs{at::instance_norm(c.in(0), c.in(1), c.in(2), at::Tensor(), at::Tensor(), true, 0.0,
@@ -507,54 +569,70 @@ std::map<std::string, TorchOp> make_ops() {
     std::vector<std::int64_t> norm_shape(x.sizes().begin() + axis, x.sizes().end());
     at::Tensor w = c.in(1).expand(norm_shape).contiguous();
     at::Tensor b = c.has(2) ? c.x[2].expand(norm_shape).contiguous() : at::Tensor();
-    auto [y, mean, rstd] = at::native_layer_norm(x, norm_shape, w, b, c.node().attr_f("epsilon", 1e-5));
+    auto [y, mean, rstd] =
+        at::native_layer_norm(x, norm_shape, w, b, c.node().attr_f("epsilon", 1e-5));
     std::vector<std::int64_t> stat(x.sizes().begin(), x.sizes().end());
     for (std::size_t d = static_cast<std::size_t>(axis); d < stat.size(); ++d) stat[d] = 1;
-    auto stash = dtype_from_onnx(static_cast<int>(c.node().attr_i("stash_type", 1))).value_or(DType::Float32);
+    auto stash = dtype_from_onnx(static_cast<int>(c.node().attr_i("stash_type", 1)))
+                     .value_or(DType::Float32);
     return ATs{y, mean.reshape(stat).to(to_aten(stash)), rstd.reshape(stat).to(to_aten(stash))};
   }};
 
   // --- reductions
   m["ReduceSum"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x, d, k); });
+    return reduce(c,
+                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x, d, k); });
   }};
   m["ReduceMean"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::mean(x, d, k); });
+    return reduce(c,
+                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::mean(x, d, k); });
   }};
   m["ReduceMax"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amax(x, d, k); });
+    return reduce(c,
+                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amax(x, d, k); });
   }};
   m["ReduceMin"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amin(x, d, k); });
+    return reduce(c,
+                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amin(x, d, k); });
   }};
   m["ReduceProd"] = {[](const Ctx& c) { return reduce(c, prod_dims); }};
   m["ReduceL1"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::linalg_vector_norm(x, 1, d, k); });
+    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+      return at::linalg_vector_norm(x, 1, d, k);
+    });
   }};
   m["ReduceL2"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::linalg_vector_norm(x, 2, d, k); });
+    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+      return at::linalg_vector_norm(x, 2, d, k);
+    });
   }};
   m["ReduceSumSquare"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x * x, d, k); });
+    return reduce(
+        c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x * x, d, k); });
   }};
   m["ReduceLogSum"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::log(at::sum(x, d, k)); });
+    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+      return at::log(at::sum(x, d, k));
+    });
   }};
   m["ReduceLogSumExp"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::logsumexp(x, d, k); });
+    return reduce(
+        c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::logsumexp(x, d, k); });
   }};
   auto arg = [](bool is_max) {
     return TorchOp{[is_max](const Ctx& c) {
-      const at::Tensor& x = c.in(0);
-      std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
-      bool keep = c.node().attr_i("keepdims", 1) != 0;
-      if (c.node().attr_i("select_last_index", 0)) {
-        at::Tensor f = x.flip({axis});
-        at::Tensor i = is_max ? at::argmax(f, axis, keep) : at::argmin(f, axis, keep);
-        return ATs{(x.size(axis) - 1) - i};
-      }
-      return ATs{is_max ? at::argmax(x, axis, keep) : at::argmin(x, axis, keep)};
-    }, false};
+                     const at::Tensor& x = c.in(0);
+                     std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+                     bool keep = c.node().attr_i("keepdims", 1) != 0;
+                     if (c.node().attr_i("select_last_index", 0)) {
+                       at::Tensor f = x.flip({axis});
+                       at::Tensor i =
+                           is_max ? at::argmax(f, axis, keep) : at::argmin(f, axis, keep);
+                       return ATs{(x.size(axis) - 1) - i};
+                     }
+                     return ATs{is_max ? at::argmax(x, axis, keep) : at::argmin(x, axis, keep)};
+                   },
+                   false};
   };
   m["ArgMax"] = arg(true);
   m["ArgMin"] = arg(false);
@@ -568,7 +646,8 @@ std::map<std::string, TorchOp> make_ops() {
   m["CumSum"] = {[](const Ctx& c) {
     const at::Tensor& x = c.in(0);
     std::int64_t axis = norm_axis(c.k, c.raw[1].to_i64().at(0), x.dim());
-    bool exclusive = c.node().attr_i("exclusive", 0) != 0, reverse = c.node().attr_i("reverse", 0) != 0;
+    bool exclusive = c.node().attr_i("exclusive", 0) != 0,
+         reverse = c.node().attr_i("reverse", 0) != 0;
     at::Tensor xi = reverse ? x.flip({axis}) : x;
     at::Tensor y = at::cumsum(xi, axis);
     if (exclusive) y = y - xi;
@@ -624,8 +703,9 @@ std::map<std::string, TorchOp> make_ops() {
   m["Split"] = {[](const Ctx& c) {
     const at::Tensor& x = c.in(0);
     std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
-    std::vector<std::int64_t> sizes = c.k.opset >= 13 ? (c.has(1) ? c.raw[1].to_i64() : std::vector<std::int64_t>{})
-                                                      : c.node().attr_ints("split", {});
+    std::vector<std::int64_t> sizes =
+        c.k.opset >= 13 ? (c.has(1) ? c.raw[1].to_i64() : std::vector<std::int64_t>{})
+                        : c.node().attr_ints("split", {});
     auto n = static_cast<std::int64_t>(c.node().outputs.size());
     if (sizes.empty()) sizes.assign(n, x.size(axis) / n);
     auto parts = at::split_with_sizes(x, sizes, axis);
@@ -676,7 +756,8 @@ std::map<std::string, TorchOp> make_ops() {
     idx = at::where(idx < 0, idx + x.size(axis), idx);
     std::string red = c.node().attr_s("reduction", "none");
     if (red == "none") return ATs{at::scatter(x, axis, idx, c.in(2))};
-    static const std::map<std::string, std::string> names = {{"add", "sum"}, {"mul", "prod"}, {"max", "amax"}, {"min", "amin"}};
+    static const std::map<std::string, std::string> names = {
+        {"add", "sum"}, {"mul", "prod"}, {"max", "amax"}, {"min", "amin"}};
     return ATs{at::scatter_reduce(x, axis, idx, c.in(2), names.at(red), true)};
   }};
   m["Expand"] = {[](const Ctx& c) {
@@ -704,7 +785,8 @@ std::map<std::string, TorchOp> make_ops() {
     std::int64_t padded = 0;
     for (std::int64_t d = 0; d < r; ++d)
       if (pads[d] || pads[d + r]) padded = std::max(padded, r - d);
-    if (padded > 3 || r - padded < 2 || r > 5) c.unsupported(mode + " padding of the first two dims");
+    if (padded > 3 || r - padded < 2 || r > 5)
+      c.unsupported(mode + " padding of the first two dims");
     std::int64_t nsp = r - 2;
     tp.resize(static_cast<std::size_t>(2 * nsp));
     if (mode == "reflect") {
@@ -724,13 +806,17 @@ std::map<std::string, TorchOp> make_ops() {
     std::int64_t b = c.node().attr_i("blocksize");
     if (c.node().attr_s("mode", "DCR") == "CRD") return ATs{at::pixel_shuffle(x, b)};
     std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-    return ATs{x.reshape({N, b, b, C / (b * b), H, W}).permute({0, 3, 4, 1, 5, 2}).reshape({N, C / (b * b), H * b, W * b})};
+    return ATs{x.reshape({N, b, b, C / (b * b), H, W})
+                   .permute({0, 3, 4, 1, 5, 2})
+                   .reshape({N, C / (b * b), H * b, W * b})};
   }};
   m["SpaceToDepth"] = {[](const Ctx& c) {
     const at::Tensor& x = c.in(0);
     std::int64_t b = c.node().attr_i("blocksize");
     std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-    return ATs{x.reshape({N, C, H / b, b, W / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({N, C * b * b, H / b, W / b})};
+    return ATs{x.reshape({N, C, H / b, b, W / b, b})
+                   .permute({0, 3, 5, 1, 2, 4})
+                   .reshape({N, C * b * b, H / b, W / b})};
   }};
   m["Trilu"] = {[](const Ctx& c) {
     std::int64_t k = c.has(1) ? c.raw[1].to_i64().at(0) : 0;
@@ -741,16 +827,22 @@ std::map<std::string, TorchOp> make_ops() {
     if (c.k.opset < 11) c.unsupported("Resize-10");
     const at::Tensor& x = c.in(0);
     if (x.dim() != 4) c.unsupported("only 4-D inputs");
-    std::string mode = n.attr_s("mode", "nearest"), coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+    std::string mode = n.attr_s("mode", "nearest"),
+                coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
     std::vector<double> scales = c.has(2) ? c.raw[2].to_f64() : std::vector<double>{};
     std::vector<std::int64_t> sizes = c.has(3) ? c.raw[3].to_i64() : std::vector<std::int64_t>{};
     std::vector<std::int64_t> out(4);
     std::vector<double> sc(4);
     for (int d = 0; d < 4; ++d) {
-      sc[d] = sizes.empty() ? scales.at(d) : static_cast<double>(sizes.at(d)) / static_cast<double>(x.size(d));
-      out[d] = sizes.empty() ? static_cast<std::int64_t>(std::floor(static_cast<double>(x.size(d)) * scales[d])) : sizes[d];
+      sc[d] = sizes.empty() ? scales.at(d)
+                            : static_cast<double>(sizes.at(d)) / static_cast<double>(x.size(d));
+      out[d] =
+          sizes.empty()
+              ? static_cast<std::int64_t>(std::floor(static_cast<double>(x.size(d)) * scales[d]))
+              : sizes[d];
     }
-    if (out[0] != x.size(0) || out[1] != x.size(1)) c.unsupported("resizing the batch or channel dims");
+    if (out[0] != x.size(0) || out[1] != x.size(1))
+      c.unsupported("resizing the batch or channel dims");
     std::vector<std::int64_t> hw{out[2], out[3]};
     c10::optional<double> sh, sw;
     if (sizes.empty()) {
@@ -763,9 +855,12 @@ std::map<std::string, TorchOp> make_ops() {
       return ATs{at::upsample_nearest2d(x, hw, sh, sw)};
     }
     bool align;
-    if (coord == "align_corners") align = true;
-    else if (coord == "half_pixel" || coord == "pytorch_half_pixel") align = false;
-    else c.unsupported("coordinate_transformation_mode " + coord);
+    if (coord == "align_corners")
+      align = true;
+    else if (coord == "half_pixel" || coord == "pytorch_half_pixel")
+      align = false;
+    else
+      c.unsupported("coordinate_transformation_mode " + coord);
     if (align) {
       // ONNX's align_corners divides by in * scale - 1, ATen's by out - 1: equal only when
       // in * scale is a whole number.
@@ -786,7 +881,8 @@ std::map<std::string, TorchOp> make_ops() {
   }};
   m["Dropout"] = {[](const Ctx& c) {
     bool training = c.k.opset >= 12 && c.has(2) && c.raw[2].f64_at(0) != 0;
-    double ratio = c.k.opset < 12 ? c.node().attr_f("ratio", 0.5) : (c.has(1) ? c.raw[1].f64_at(0) : 0.5);
+    double ratio =
+        c.k.opset < 12 ? c.node().attr_f("ratio", 0.5) : (c.has(1) ? c.raw[1].f64_at(0) : 0.5);
     if (training && ratio > 0) c.unsupported("training-mode dropout (random mask)");
     return ATs{c.in(0).clone(), at::ones_like(c.in(0), at::kBool)};
   }};
@@ -797,7 +893,8 @@ std::map<std::string, TorchOp> make_ops() {
     std::string red = n.attr_s("reduction", "mean");
     std::int64_t r = red == "none" ? 0 : red == "mean" ? 1 : 2;  // at::Reduction
     // ATen always has an ignore_index; without one in the node, use a class no target has.
-    std::int64_t ignore = n.has_attr("ignore_index") ? n.attr_i("ignore_index") : std::numeric_limits<std::int64_t>::min();
+    std::int64_t ignore = n.has_attr("ignore_index") ? n.attr_i("ignore_index")
+                                                     : std::numeric_limits<std::int64_t>::min();
     at::Tensor w = c.has(2) ? c.x[2] : at::Tensor();
     return at::nll_loss_nd(logp, c.in(1).to(at::kLong), w, r, ignore);
   };
@@ -832,7 +929,9 @@ TorchBinding::TorchBinding() {
   set_threads(1);
 }
 
-void TorchBinding::set_threads(int n) { at::set_num_threads(n); }
+void TorchBinding::set_threads(int n) {
+  at::set_num_threads(n);
+}
 
 Support TorchBinding::supports(const std::string& op_type) const {
   Support s;
@@ -895,15 +994,22 @@ Tensors TorchBinding::backward(const Node& node, std::int64_t opset, const Tenso
   ATs y = run_op(node, opset, inputs, x);
   ATs outs, gouts;
   for (std::size_t i = 0; i < y.size() && i < output_grads.size(); ++i) {
-    if (!output_grads[i].defined() || !y[i].defined() || !y[i].requires_grad()) continue;
+    if (!output_grads[i].defined() || !y[i].defined()) continue;
+    if (!y[i].requires_grad()) {
+      if (!at::isFloatingType(y[i].scalar_type())) continue;  // indices, masks
+      throw Unsupported(fmt::format("{}: ATen does not differentiate output #{} '{}'", node.label(),
+                                    i, i < node.outputs.size() ? node.outputs[i] : ""));
+    }
     outs.push_back(y[i]);
     gouts.push_back(to_aten(output_grads[i]));
   }
   Tensors grads(inputs.size());
   if (outs.empty() || wrt.empty()) return grads;
   auto g = torch::autograd::grad(outs, wrt, gouts, false, false, true);
+  // An input ATen took as a plain number (Clip bounds, the Pad value) gets no gradient: it is
+  // left undefined, which says "not differentiated", rather than a false zero.
   for (std::size_t j = 0; j < wrt.size(); ++j)
-    grads[wrt_index[j]] = g[j].defined() ? from_aten(g[j], node) : from_aten(at::zeros_like(wrt[j]), node);
+    if (g[j].defined()) grads[wrt_index[j]] = from_aten(g[j], node);
   return grads;
 }
 

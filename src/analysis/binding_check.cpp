@@ -1,0 +1,183 @@
+#include "analysis/binding_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ops/registry.h"
+
+namespace metaop {
+
+NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& tol,
+                  const std::vector<std::string>& names) {
+  NodeVerdict v{"ok", "", 0};
+  for (std::size_t o = 0; o < ref.size() && o < actual.size(); ++o) {
+    if (!ref[o].defined() || !actual[o].defined()) continue;
+    std::string name = o < names.size() ? names[o] : fmt::format("#{}", o);
+    if (actual[o].shape() != ref[o].shape()) {
+      return {"mismatch",
+              fmt::format("{}: shape {} but the reference has {}", name,
+                          shape_str(actual[o].shape()), shape_str(ref[o].shape())),
+              INFINITY};
+    }
+    if (actual[o].dtype() != ref[o].dtype())
+      return {"mismatch",
+              fmt::format("{}: dtype {} but the reference has {}", name,
+                          dtype_name(actual[o].dtype()), dtype_name(ref[o].dtype())),
+              INFINITY};
+    auto a = actual[o].to_f64(), r = ref[o].to_f64();
+    double scale = 0;
+    for (double x : r)
+      if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
+    bool exact = !is_floating(ref[o].dtype());
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      double score;
+      if (std::isnan(r[i]) || std::isnan(a[i]) || std::isinf(r[i]) || std::isinf(a[i])) {
+        bool same = (std::isnan(r[i]) && std::isnan(a[i])) || a[i] == r[i];
+        score = same ? 0 : INFINITY;
+      } else if (exact) {
+        score = a[i] == r[i] ? 0 : INFINITY;
+      } else {
+        double bound = tol.rtol * std::fabs(r[i]) + tol.atol_scale * scale + tol.abs_floor;
+        double err = std::fabs(a[i] - r[i]);
+        score = err == 0 ? 0 : bound == 0 ? INFINITY : err / bound;
+      }
+      if (score > v.worst) {
+        v.worst = score;
+        v.detail = fmt::format("{}[{}]: {:.9g}, reference {:.9g}", name, i, a[i], r[i]);
+      }
+    }
+  }
+  if (v.worst > 1) v.status = "mismatch";
+  return v;
+}
+
+namespace {
+
+Tensors reference_forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op) throw Unsupported(node.label() + ": no meta operator");
+  return op->reference(KernelContext{node, opset}, inputs);
+}
+
+template <typename F>
+NodeVerdict guarded(F&& f) {
+  try {
+    return f();
+  } catch (const Unsupported& e) {
+    return {"unsupported", e.what(), 0};
+  } catch (const std::exception& e) {
+    return {"error", e.what(), 0};
+  }
+}
+
+}  // namespace
+
+NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs,
+                          const Tolerance& tol) {
+  return guarded([&] {
+    Tensors ref = reference_forward(node, opset, inputs);
+    Tensors got = b.forward(node, opset, inputs);
+    return judge(got, ref, tol, node.outputs);
+  });
+}
+
+NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs,
+                           std::uint64_t seed, int samples, const Tolerance& tol) {
+  return guarded([&]() -> NodeVerdict {
+    Tensors outs = reference_forward(node, opset, inputs);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    Tensors v(outs.size());
+    std::vector<std::vector<double>> v64(outs.size());
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      if (!outs[o].defined() || !is_floating(outs[o].dtype())) continue;
+      v64[o].resize(outs[o].numel());
+      for (auto& x : v64[o]) x = u(rng);
+      v[o] = Tensor::from_f64(v64[o], outs[o].shape(), outs[o].dtype());
+      v64[o] = v[o].to_f64();  // the gradient the binding sees, exactly
+    }
+    Tensors got;
+    try {
+      got = b.backward(node, opset, inputs, outs, v);
+    } catch (const Unsupported&) {
+      // A binding may propagate only from the first output (e.g. LayerNormalization's Mean and
+      // InvStdDev are not differentiable in ATen): judge that case instead.
+      for (std::size_t o = 1; o < v.size(); ++o) {
+        v[o] = Tensor();
+        v64[o].clear();
+      }
+      got = b.backward(node, opset, inputs, outs, v);
+    }
+
+    // Finite differences of the reference, in float64 throughout.
+    Tensors x64 = inputs;
+    for (auto& t : x64)
+      if (t.defined() && is_floating(t.dtype())) t = t.to(DType::Float64);
+    auto vjp_at = [&](const Tensors& xs) {
+      Tensors y = reference_forward(node, opset, xs);
+      double s = 0;
+      for (std::size_t o = 0; o < y.size() && o < v64.size(); ++o) {
+        if (v64[o].empty() || !y[o].defined()) continue;
+        auto yv = y[o].to_f64();
+        for (std::size_t j = 0; j < yv.size(); ++j) s += v64[o][j] * yv[j];
+      }
+      return s;
+    };
+    Tensors expect(inputs.size()), actual(inputs.size());
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      names.push_back(i < node.inputs.size() ? "grad " + node.inputs[i] : "grad");
+      if (!inputs[i].defined() || !is_floating(inputs[i].dtype())) continue;
+      if (i >= got.size() || !got[i].defined()) continue;  // not differentiable in this input
+      std::int64_t n = inputs[i].numel();
+      std::vector<std::int64_t> coords(n);
+      std::iota(coords.begin(), coords.end(), 0);
+      std::shuffle(coords.begin(), coords.end(), rng);
+      coords.resize(std::min<std::int64_t>(n, samples));
+      auto base = x64[i].to_f64();
+      auto g = got[i].to_f64();
+      std::vector<double> fd, gb;
+      double f0 = vjp_at(x64);
+      for (std::int64_t c : coords) {
+        double h = 1e-6 * std::max(1.0, std::fabs(base[c]));
+        auto at = [&](double delta) {
+          auto moved = base;
+          moved[c] += delta;
+          Tensors xs = x64;
+          xs[i] = Tensor::from_f64(moved, inputs[i].shape(), DType::Float64);
+          return vjp_at(xs);
+        };
+        double fp = at(h), fm = at(-h);
+        double right = (fp - f0) / h, left = (f0 - fm) / h;
+        // Skip points where the function is not differentiable (kinks such as ReLU at 0, ties
+        // of max, clip bounds) or not defined (outside the op's domain): the one-sided slopes
+        // disagree, or a value is not finite.
+        if (!std::isfinite(fp) || !std::isfinite(fm) || !std::isfinite(f0)) continue;
+        if (std::fabs(right - left) > 1e-3 * (std::fabs(right) + std::fabs(left)) + 1e-6) continue;
+        fd.push_back((fp - fm) / (2 * h));
+        gb.push_back(g[c]);
+      }
+      Shape s{static_cast<std::int64_t>(fd.size())};
+      expect[i] = Tensor::from_f64(fd, s, DType::Float64);
+      actual[i] = Tensor::from_f64(gb, s, DType::Float64);
+    }
+    // Central differences resolve the VJP only to about eps * |v . f| / h: below that a
+    // gradient is indistinguishable from zero.
+    Tolerance t = tol;
+    double f_scale = 0;
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      if (v64[o].empty()) continue;
+      auto yv = outs[o].to_f64();
+      for (std::size_t j = 0; j < yv.size(); ++j)
+        if (std::isfinite(yv[j])) f_scale += std::fabs(v64[o][j] * yv[j]);
+    }
+    t.abs_floor = std::max(t.abs_floor, 1e-9 * f_scale);
+    return judge(actual, expect, t, names);
+  });
+}
+
+}  // namespace metaop

@@ -1,0 +1,170 @@
+// Every (op, binding) pair a binding claims is exercised on the ONNX conformance node tests
+// (their inputs and attribute settings, plus the same shapes with seeded random values) and
+// judged against the float64 reference: forward, and backward against finite differences of
+// the reference. Mismatches must be listed in known_findings.txt (genuine framework defects,
+// kept as regression tests); an unlisted mismatch or a listed one that no longer reproduces
+// fails the test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "analysis/binding_check.h"
+#include "analysis/conform.h"
+#include "graph/onnx_io.h"
+#include "tensor/tensor_proto.h"
+
+using namespace metaop;
+namespace fs = std::filesystem;
+
+#ifndef METAOP_ONNX_TESTDATA
+#error "METAOP_ONNX_TESTDATA must name the conformance data folder"
+#endif
+#ifndef METAOP_KNOWN_FINDINGS
+#error "METAOP_KNOWN_FINDINGS must name known_findings.txt"
+#endif
+
+namespace {
+
+struct Case {
+  std::string test;
+  Graph graph;
+  std::vector<Tensors> input_sets;
+};
+
+// Single-node conformance tests with their input sets.
+std::vector<Case> load_cases() {
+  std::vector<Case> cases;
+  for (const auto& dir : find_conformance_tests({std::string(METAOP_ONNX_TESTDATA) + "/node"})) {
+    try {
+      Case c;
+      c.test = fs::path(dir).filename().string();
+      c.graph = load_onnx(dir + "/model.onnx");
+      if (c.graph.nodes.size() != 1) continue;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        if (!e.is_directory()) continue;
+        Tensors ins;
+        for (std::size_t i = 0; i < c.graph.inputs.size(); ++i) {
+          auto p = e.path() / ("input_" + std::to_string(i) + ".pb");
+          if (!fs::exists(p)) break;
+          ins.push_back(read_tensor_pb(p.string()));
+        }
+        if (ins.size() == c.graph.inputs.size()) c.input_sets.push_back(ins);
+      }
+      // Node inputs follow the node's input list (graph inputs and initializers).
+      cases.push_back(std::move(c));
+    } catch (const Error&) {
+      // Unsupported types and ops: not cases for the bindings.
+    }
+  }
+  return cases;
+}
+
+Tensors node_inputs(const Graph& g, const Tensors& graph_inputs) {
+  std::map<std::string, Tensor> env = {g.initializers.begin(), g.initializers.end()};
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) env[g.inputs[i].name] = graph_inputs[i];
+  Tensors in;
+  for (const auto& n : g.nodes[0].inputs) in.push_back(n.empty() ? Tensor() : env.at(n));
+  return in;
+}
+
+// Same shapes, seeded random values for the floating data inputs, drawn within each input's
+// own range so that they stay in the op's domain. Integer inputs (indices, axes, shapes),
+// scalars, and Resize's roi and scales keep their values.
+Tensors randomized(const Node& node, const Tensors& in, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensors out = in;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    Tensor& t = out[i];
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() <= 1) continue;
+    if (i > 0 && (node.op_type == "Resize" || node.op_type == "Upsample")) continue;
+    auto v = t.to_f64();
+    double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+    if (!std::isfinite(lo) || !std::isfinite(hi) || lo == hi) continue;
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (auto& x : v) x = u(rng);
+    t = Tensor::from_f64(v, t.shape(), t.dtype());
+  }
+  return out;
+}
+
+std::set<std::string> known_findings() {
+  std::set<std::string> k;
+  std::ifstream f(METAOP_KNOWN_FINDINGS);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    std::string binding, test, phase;
+    ss >> binding >> test >> phase;
+    k.insert(binding + " " + test + " " + phase);
+  }
+  return k;
+}
+
+void check_binding(const std::string& name) {
+  auto binding = make_binding(name);
+  auto cases = load_cases();
+  ASSERT_GT(cases.size(), 500u);
+  auto known = known_findings();
+  std::set<std::string> seen;
+  std::map<std::string, std::array<int, 4>> per_op;  // fwd ok, fwd checked, bwd ok, bwd checked
+  std::vector<std::string> unexpected;
+  for (const auto& c : cases) {
+    const Node& node = c.graph.nodes[0];
+    Support s = binding->supports(node.op_type);
+    if (!s.forward) continue;
+    auto& counts = per_op[node.op_type];
+    for (std::size_t k = 0; k < c.input_sets.size(); ++k) {
+      Tensors given = node_inputs(c.graph, c.input_sets[k]);
+      for (int variant = 0; variant < 2; ++variant) {
+        Tensors in = variant == 0 ? given : randomized(node, given, 17 + k);
+        std::string tag = variant == 0 ? "" : " (random values)";
+        NodeVerdict f = check_forward(*binding, node, c.graph.opset, in);
+        if (f.status == "unsupported") continue;
+        ++counts[1];
+        std::string key = name + " " + c.test + " forward";
+        if (f.status == "ok")
+          ++counts[0];
+        else if (known.count(key))
+          seen.insert(key);
+        else
+          unexpected.push_back(key + tag + ": " + f.status + ": " + f.detail);
+        if (!s.backward) continue;
+        NodeVerdict b = check_backward(*binding, node, c.graph.opset, in, 5 + k);
+        if (b.status == "unsupported") continue;
+        ++counts[3];
+        key = name + " " + c.test + " backward";
+        if (b.status == "ok")
+          ++counts[2];
+        else if (known.count(key))
+          seen.insert(key);
+        else
+          unexpected.push_back(key + tag + ": " + b.status + ": " + b.detail);
+      }
+    }
+  }
+  int ops_fwd = 0, ops_bwd = 0;
+  for (const auto& [op, n] : per_op) {
+    ops_fwd += n[1] > 0;
+    ops_bwd += n[3] > 0;
+  }
+  std::printf("%s: forward checked on %d ops, backward on %d ops\n", name.c_str(), ops_fwd,
+              ops_bwd);
+  for (const auto& u : unexpected) ADD_FAILURE() << "unexpected: " << u;
+  for (const auto& k : known)
+    if (k.rfind(name + " ", 0) == 0 && !seen.count(k))
+      ADD_FAILURE() << "known finding no longer reproduces: " << k;
+}
+
+}  // namespace
+
+TEST(Bindings, TorchAgreesWithTheReference) {
+  check_binding("torch");
+}
