@@ -1,5 +1,6 @@
-// The float64 reference's time on a torchvision model next to LibTorch's own float32 inference
-// of the same architecture and weights (TorchScript), measured side by side in one process.
+// The float64 reference's time on a torchvision model, and the model run node by node on the
+// torch binding, next to LibTorch's own float32 inference of the same architecture and weights
+// (TorchScript), measured side by side in one process.
 //
 // Usage: bench_reference_vs_torch MODELS_DIR [ARCH] [THREADS] [REPEAT]
 //   MODELS_DIR as written by tests/models/export_torchvision.py (ARCH/opset17.onnx,
@@ -48,23 +49,28 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(threads);
     Graph g = load_onnx(base + "/opset17.onnx");
     Tensor x = read_npy(base + "/input_0.npy");
-    Plan plan;
+    Plan plan, torch_plan;
+    torch_plan.set_default("torch");
     torch::jit::script::Module module = torch::jit::load(base + "/torchscript.pt");
     module.eval();
     std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
     at::Tensor tx = at::from_blob(x.raw(), dims, at::kFloat).clone();
     torch::NoGradGuard no_grad;
 
-    RunResult ref;
+    RunResult ref, nodes;
     at::Tensor ty;
     // Warm-up, then alternate the two so both see the same machine load.
     ref = run_graph(g, {{"image", x}}, plan);
     ty = module.forward({tx}).toTensor();
-    std::vector<double> t_ref, t_torch;
+    nodes = run_graph(g, {{"image", x}}, torch_plan);
+    std::vector<double> t_ref, t_torch, t_nodes;
     for (int i = 0; i < repeat; ++i) {
       t_ref.push_back(seconds([&] { ref = run_graph(g, {{"image", x}}, plan); }));
       t_torch.push_back(seconds([&] { ty = module.forward({tx}).toTensor(); }));
+      t_nodes.push_back(seconds([&] { nodes = run_graph(g, {{"image", x}}, torch_plan); }));
     }
+    int fallbacks = 0;
+    for (const auto& rec : nodes.records) fallbacks += rec.binding != "torch";
     // Sanity: both computed the same function.
     auto y = ref.outputs.at("logits").to_f64();
     const float* py = ty.data_ptr<float>();
@@ -73,11 +79,14 @@ int main(int argc, char** argv) {
       num = std::max(num, std::fabs(y[i] - py[i]));
       den = std::max(den, std::fabs(static_cast<double>(py[i])));
     }
-    double r = median(t_ref), t = median(t_torch);
+    double r = median(t_ref), t = median(t_torch), nb = median(t_nodes);
     fmt::print("{} batch 1, {} thread(s), median of {}:\n", arch, threads, repeat);
     fmt::print("  metaop reference (float64, node by node): {:8.3f} s\n", r);
     fmt::print("  LibTorch float32 (TorchScript)          : {:8.3f} s\n", t);
     fmt::print("  ratio reference / LibTorch              : {:8.2f}x  (goal: within 10x)\n", r / t);
+    fmt::print("  metaop --bind torch (ATen, node by node)  : {:8.3f} s  ({} of {} nodes on the reference)\n", nb,
+               fallbacks, nodes.records.size());
+    fmt::print("  ratio node-by-node torch / LibTorch     : {:8.2f}x  (goal: under 1.5x)\n", nb / t);
     fmt::print("  outputs agree: normwise relative difference {:.2e}\n", num / den);
     return 0;
   } catch (const std::exception& e) {

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Runs one exported torchvision architecture with `metaop run` (float64 reference) at each
-opset and input, and compares its logits with PyTorch's own float32 outputs.
+"""Runs one exported torchvision architecture with `metaop run` at each opset and input:
+with the float64 reference, compared with PyTorch's own float32 logits, and with each framework
+binding given (--bind B, nodes it lacks falling back to the reference), compared with the
+reference.
 
-The error is normwise: max|metaop - torch| / max|torch| over the logits; it must stay below
-1e-4 (float32 accumulation in PyTorch is the expected source of difference).
+The error is normwise: max|a - b| / max|b| over the logits; it must stay below 1e-4 (float32
+accumulation is the expected source of difference).
 
-Usage: /usr/bin/python3 check_model.py METAOP MODELS_DIR ARCH
+Usage: /usr/bin/python3 check_model.py METAOP MODELS_DIR ARCH [BINDING...]
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -17,32 +20,62 @@ import numpy as np
 TOL = 1e-4
 
 
+def run(metaop, model, x, bind):
+    with tempfile.TemporaryDirectory() as out:
+        r = subprocess.run([metaop, "run", model, "--input", x, "--out", out, "--bind", bind],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, f"exit {r.returncode}: {r.stderr.strip()}"
+        return np.load(os.path.join(out, "logits.npy")).astype(np.float64), r.stdout
+
+
+def normwise(a, b):
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
 def main():
     metaop, models, arch = sys.argv[1:4]
+    bindings = sys.argv[4:]
     d = os.path.join(models, arch)
-    worst, failures, runs = 0.0, 0, 0
+    worst = {"reference vs torch": 0.0}
+    worst.update({f"{b} vs reference": 0.0 for b in bindings})
+    failures, checks = 0, 0
+
+    def record(what, err, label):
+        nonlocal failures, checks
+        checks += 1
+        worst[what] = max(worst[what], err)
+        ok = err < TOL
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label} {what}: normwise relative error {err:.3e}")
+
     for opset in (13, 17):
         model = os.path.join(d, f"opset{opset}.onnx")
         for k in range(3):
-            with tempfile.TemporaryDirectory() as out:
-                r = subprocess.run([metaop, "run", model, "--input", os.path.join(d, f"input_{k}.npy"),
-                                    "--out", out], capture_output=True, text=True)
-                runs += 1
-                if r.returncode != 0:
-                    print(f"FAIL {arch} opset {opset} input {k}: exit {r.returncode}: {r.stderr.strip()}")
-                    failures += 1
-                    continue
-                got = np.load(os.path.join(out, "logits.npy")).astype(np.float64)
-            want = np.load(os.path.join(d, f"torch_{k}.npy")).astype(np.float64)
-            if got.shape != want.shape:
-                print(f"FAIL {arch} opset {opset} input {k}: shape {got.shape}, torch {want.shape}")
+            label = f"{arch} opset {opset} input {k}"
+            x = os.path.join(d, f"input_{k}.npy")
+            ref, log = run(metaop, model, x, "reference")
+            if ref is None:
+                print(f"FAIL {label}: reference {log}")
                 failures += 1
                 continue
-            err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-            worst = max(worst, err)
-            status = "ok  " if err < TOL else "FAIL"
-            failures += err >= TOL
-            print(f"{status} {arch} opset {opset} input {k}: normwise relative error {err:.3e}")
+            want = np.load(os.path.join(d, f"torch_{k}.npy")).astype(np.float64)
+            if ref.shape != want.shape:
+                print(f"FAIL {label}: shape {ref.shape}, torch {want.shape}")
+                failures += 1
+                continue
+            record("reference vs torch", normwise(ref, want), label)
+            for b in bindings:
+                got, log = run(metaop, model, x, b)
+                if got is None:
+                    print(f"FAIL {label} --bind {b}: {log}")
+                    failures += 1
+                    continue
+                if k == 0:
+                    for line in log.splitlines():
+                        if re.match(r"(ran |  fell back)", line):
+                            print(f"     {label} --bind {b}: {line.strip()}")
+                record(f"{b} vs reference", normwise(got, ref), label)
     # Guard against a degenerate comparison: the logits must depend on the input.
     ref = [np.load(os.path.join(d, f"torch_{k}.npy")).astype(np.float64) for k in range(3)]
     spread = max(float(np.max(np.abs(r - ref[0]))) for r in ref[1:]) / float(np.max(np.abs(ref[0])))
@@ -50,8 +83,10 @@ def main():
         print(f"FAIL {arch}: PyTorch's logits barely depend on the input (spread {spread:.3e}); "
               "the comparison would not test the network")
         failures += 1
-    print(f"{arch}: worst error {worst:.3e} (tolerance {TOL:g}), input spread {spread:.3e}")
-    print(f"{runs - failures} passed, {failures} failed")
+    for what, w in worst.items():
+        print(f"{arch}: worst {what} {w:.3e} (tolerance {TOL:g})")
+    print(f"{arch}: input spread {spread:.3e}")
+    print(f"{checks - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 
 
