@@ -84,9 +84,12 @@ int main(int argc, char** argv) {
     fmt::print("  metaop reference (float64, node by node): {:8.3f} s\n", r);
     fmt::print("  LibTorch float32 (TorchScript)          : {:8.3f} s\n", t);
     fmt::print("  ratio reference / LibTorch              : {:8.2f}x  (goal: within 10x)\n", r / t);
-    fmt::print("  metaop --bind torch (ATen, node by node)  : {:8.3f} s  ({} of {} nodes on the reference)\n", nb,
-               fallbacks, nodes.records.size());
-    fmt::print("  ratio node-by-node torch / LibTorch     : {:8.2f}x  (goal: under 1.5x)\n", nb / t);
+    fmt::print(
+        "  metaop --bind torch (ATen, node by node)  : {:8.3f} s  ({} of {} nodes on the "
+        "reference)\n",
+        nb, fallbacks, nodes.records.size());
+    fmt::print("  ratio node-by-node torch / LibTorch     : {:8.2f}x  (goal: under 1.5x)\n",
+               nb / t);
     fmt::print("  outputs agree: normwise relative difference {:.2e}\n", num / den);
     return 0;
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -121,6 +122,8 @@ void check_binding(const std::string& name) {
     Support s = binding->supports(node.op_type);
     if (!s.forward) continue;
     auto& counts = per_op[node.op_type];
+    if (std::getenv("METAOP_TEST_VERBOSE"))
+      std::fprintf(stderr, "%s %s\n", name.c_str(), c.test.c_str());
     for (std::size_t k = 0; k < c.input_sets.size(); ++k) {
       Tensors given = node_inputs(c.graph, c.input_sets[k]);
       for (int variant = 0; variant < 2; ++variant) {
@@ -167,4 +170,7 @@ void check_binding(const std::string& name) {
 
 TEST(Bindings, TorchAgreesWithTheReference) {
   check_binding("torch");
+}
+TEST(Bindings, OpenCVAgreesWithTheReference) {
+  check_binding("opencv");
 }

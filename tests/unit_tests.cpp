@@ -4,10 +4,12 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
@@ -413,4 +415,47 @@ TEST(Graph, ReadsExternalDataNextToTheModel) {
   EXPECT_EQ(graph.initializers.at("w").to_f64(), (std::vector<double>{1.5, 2.5, 3.5}));
   std::filesystem::remove(tmp_path("weights.bin"));
   EXPECT_THROW(load_onnx(tmp_path("external.onnx")), Error);
+}
+
+TEST(Isolation, ACrashingKernelBecomesACrashError) {
+  EXPECT_THROW(run_isolated("segv",
+                            []() -> Tensors {
+                              std::raise(SIGSEGV);
+                              return {};
+                            }),
+               Crash);
+  EXPECT_THROW(run_isolated("unsupported", []() -> Tensors { throw Unsupported("no"); }),
+               Unsupported);
+  Tensors out = run_isolated("ok", [] {
+    return Tensors{Tensor::from_f64({1, 2, 3}, {3}, DType::Int64), Tensor()};
+  });
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].to_i64(), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_FALSE(out[1].defined());
+}
+
+namespace {
+// A framework binding whose Relu kernel crashes, for the executor's crash path.
+class CrashingBinding final : public Binding {
+ public:
+  std::string name() const override { return "crashing"; }
+  Support supports(const std::string&) const override { return {true, false, {}, ""}; }
+  Tensors forward(const Node& n, std::int64_t, const Tensors&) override {
+    throw Crash(n.label() + ": the kernel crashed (Segmentation fault)");
+  }
+};
+}  // namespace
+
+TEST(Engine, AKernelCrashIsRecordedAndTheRunGoesOn) {
+  Graph g = small_graph();
+  Plan plan;
+  plan.add_binding(std::make_unique<CrashingBinding>());
+  plan.bind_op("Relu", "crashing");
+  Tensor x = Tensor::from_f64({-1, 2, -3}, {1, 3}, DType::Float32);
+  RunResult r = run_graph(g, {{"x", x}}, plan);
+  EXPECT_EQ(r.outputs.at("y").to_f64(), (std::vector<double>{-1, 4, -3}));
+  bool crash_recorded = false;
+  for (const auto& rec : r.records)
+    crash_recorded |= !rec.crash.empty() && rec.binding == "reference";
+  EXPECT_TRUE(crash_recorded);
 }

@@ -69,6 +69,8 @@ NodeVerdict guarded(F&& f) {
     return f();
   } catch (const Unsupported& e) {
     return {"unsupported", e.what(), 0};
+  } catch (const Crash& e) {
+    return {"crash", e.what(), INFINITY};
   } catch (const std::exception& e) {
     return {"error", e.what(), 0};
   }

@@ -21,6 +21,11 @@ Binding* Plan::binding(const std::string& name) {
   return raw;
 }
 
+void Plan::add_binding(std::unique_ptr<Binding> b) {
+  std::string n = b->name();
+  bindings_[n] = std::move(b);
+}
+
 void Plan::set_default(const std::string& b) {
   binding(b);
   default_ = b;
@@ -119,6 +124,13 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       outs = b->forward(node, g.opset, ins);
     } catch (const Unsupported& e) {
       if (b == plan.reference()) throw;
+      rec.fallback_reason = e.what();
+      b = plan.reference();
+      t0 = std::chrono::steady_clock::now();
+      outs = b->forward(node, g.opset, ins);
+    } catch (const Crash& e) {
+      // The framework's kernel crashed on this node: recorded, and the run goes on.
+      rec.crash = e.what();
       rec.fallback_reason = e.what();
       b = plan.reference();
       t0 = std::chrono::steady_clock::now();

@@ -18,6 +18,8 @@ class Plan {
   Plan();  // everything on the reference
   // Takes ownership; the same name returns the same instance.
   Binding* binding(const std::string& name);
+  // Adds a binding made elsewhere (tests, plug-ins), under its name().
+  void add_binding(std::unique_ptr<Binding> b);
   void set_default(const std::string& binding);
   void bind_op(const std::string& op_type_or_node, const std::string& binding);
   Binding* for_node(const Node& n);
@@ -33,6 +35,7 @@ struct NodeRecord {
   std::size_t node = 0;
   std::string binding;          // the binding that ran it
   std::string fallback_reason;  // non-empty when the planned binding could not
+  std::string crash;            // non-empty when its kernel crashed
   double seconds = 0;
 };
 

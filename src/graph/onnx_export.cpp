@@ -1,5 +1,6 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <set>
 
@@ -60,8 +61,10 @@ void set_value_info(const std::string& name, const Graph& g, const SubgraphSpec&
     return;
   }
   const ValueInfo* vi = g.find_value_info(name);
-  if (!vi || vi->onnx_elem_type == 0)
-    fail("{}: subgraph export needs the type of value '{}' (pass its tensor)", g.path, name);
+  if (!vi || vi->onnx_elem_type == 0) {
+    v->clear_type();  // left to ONNX shape inference (outputs only)
+    return;
+  }
   tt->set_elem_type(vi->onnx_elem_type);
   if (vi->dims) {
     auto* shape = tt->mutable_shape();
@@ -129,6 +132,22 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
     for (const auto& o : g.nodes[idx].outputs)
       if (!o.empty() && (needed.count(o) || spec.nodes.size() == 1 || spec.values.count(o)))
         set_value_info(o, g, spec, gp->add_output());
+  // Outputs of unknown type take what ONNX shape inference says of them.
+  bool untyped = false;
+  for (const auto& o : gp->output()) untyped |= !o.has_type();
+  for (const auto& i : gp->input())
+    if (!i.has_type())
+      fail("{}: subgraph export needs the type of input '{}' (pass its tensor)", g.path, i.name());
+  if (untyped) {
+    onnx::shape_inference::InferShapes(m);
+    for (auto& o : *gp->mutable_output()) {
+      if (o.has_type()) continue;
+      for (const auto& vi : gp->value_info())
+        if (vi.name() == o.name()) *o.mutable_type() = vi.type();
+      if (!o.has_type())
+        fail("{}: cannot infer the type of output '{}' for the subgraph", g.path, o.name());
+    }
+  }
   try {
     onnx::checker::check_model(m);
   } catch (const std::exception& e) {

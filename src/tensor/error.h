@@ -20,6 +20,13 @@ class Unsupported : public Error {
   using Error::Error;
 };
 
+// A framework kernel that crashed (a signal such as SIGSEGV, or abort) while running a node.
+// A finding in its own right; the run goes on with the other nodes.
+class Crash : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

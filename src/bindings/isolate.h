@@ -1,0 +1,14 @@
+#pragma once
+// Runs a kernel in a forked child process, so that a framework crash (SIGSEGV, abort) becomes a
+// Crash exception in the caller instead of taking the whole run down. Outputs come back over a
+// pipe; Unsupported and Error thrown in the child are rethrown with their messages.
+#include <functional>
+#include <string>
+
+#include "bindings/binding.h"
+
+namespace metaop {
+
+Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel);
+
+}  // namespace metaop

@@ -1,0 +1,237 @@
+#include "bindings/opencv/opencv_binding.h"
+
+#include <fmt/format.h>
+
+#include <opencv2/core/utils/logger.hpp>
+#include <opencv2/dnn.hpp>
+#include <set>
+
+#include "bindings/isolate.h"
+#include "graph/onnx_io.h"
+
+namespace metaop {
+
+namespace {
+
+// Operators OpenCV 4.6's ONNX importer maps to its own layers (modules/dnn/src/onnx/
+// onnx_importer.cpp). A node it refuses anyway (an attribute or shape it does not take) is
+// reported as unsupported with OpenCV's message.
+const std::set<std::string>& opencv_ops() {
+  static const std::set<std::string> ops = {"Abs",
+                                            "Acos",
+                                            "Acosh",
+                                            "Add",
+                                            "ArgMax",
+                                            "ArgMin",
+                                            "Asin",
+                                            "Asinh",
+                                            "Atan",
+                                            "Atanh",
+                                            "AveragePool",
+                                            "BatchNormalization",
+                                            "Cast",
+                                            "Ceil",
+                                            "Celu",
+                                            "Clip",
+                                            "Concat",
+                                            "Conv",
+                                            "ConvTranspose",
+                                            "Cos",
+                                            "Cosh",
+                                            "CumSum",
+                                            "DepthToSpace",
+                                            "Div",
+                                            "Dropout",
+                                            "Elu",
+                                            "Equal",
+                                            "Erf",
+                                            "Exp",
+                                            "Expand",
+                                            "Flatten",
+                                            "Floor",
+                                            "Gather",
+                                            "Gemm",
+                                            "GlobalAveragePool",
+                                            "GlobalMaxPool",
+                                            "Greater",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Identity",
+                                            "InstanceNormalization",
+                                            "LRN",
+                                            "LeakyRelu",
+                                            "Less",
+                                            "Log",
+                                            "LogSoftmax",
+                                            "MatMul",
+                                            "Max",
+                                            "MaxPool",
+                                            "Mean",
+                                            "Min",
+                                            "Mul",
+                                            "Neg",
+                                            "PRelu",
+                                            "Pad",
+                                            "Pow",
+                                            "Reciprocal",
+                                            "ReduceL1",
+                                            "ReduceL2",
+                                            "ReduceLogSum",
+                                            "ReduceLogSumExp",
+                                            "ReduceMax",
+                                            "ReduceMean",
+                                            "ReduceMin",
+                                            "ReduceProd",
+                                            "ReduceSum",
+                                            "ReduceSumSquare",
+                                            "Relu",
+                                            "Reshape",
+                                            "Resize",
+                                            "Round",
+                                            "Selu",
+                                            "Sigmoid",
+                                            "Sign",
+                                            "Sin",
+                                            "Sinh",
+                                            "Slice",
+                                            "Softmax",
+                                            "Softplus",
+                                            "Softsign",
+                                            "SpaceToDepth",
+                                            "Split",
+                                            "Sqrt",
+                                            "Squeeze",
+                                            "Sub",
+                                            "Sum",
+                                            "Tan",
+                                            "Tanh",
+                                            "ThresholdedRelu",
+                                            "Transpose",
+                                            "Unsqueeze",
+                                            "Upsample"};
+  return ops;
+}
+
+cv::Mat to_mat(const Tensor& t) {
+  std::vector<int> dims;
+  for (auto d : t.shape()) dims.push_back(static_cast<int>(d));
+  if (dims.empty()) dims.push_back(1);
+  cv::Mat m(static_cast<int>(dims.size()), dims.data(), CV_32F);
+  Tensor f = t.to(DType::Float32);
+  std::memcpy(m.data, f.raw(), f.nbytes());
+  return m;
+}
+
+}  // namespace
+
+Support OpenCVBinding::supports(const std::string& op_type) const {
+  Support s;
+  if (opencv_ops().count(op_type)) {
+    s.forward = true;
+    s.dtypes = {DType::Float32};
+  } else {
+    s.reason = "OpenCV 4.6's ONNX importer has no layer for " + op_type;
+  }
+  return s;
+}
+
+namespace {
+
+Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  static const bool quiet = [] {
+    cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
+    return true;
+  }();
+  (void)quiet;
+  if (inputs.empty() || !inputs[0].defined() || inputs[0].dtype() != DType::Float32)
+    throw Unsupported(node.label() + ": the OpenCV binding runs float32 data inputs only");
+  // cv::Mat has at least 2 dims: a 1-D or scalar blob cannot be told apart from [n, 1].
+  if (inputs[0].rank() < 2)
+    throw Unsupported(node.label() + ": OpenCV 4.6 blobs have at least 2 dims (input is " +
+                      shape_str(inputs[0].shape()) + ")");
+  // Data inputs are network inputs; the others become initializers (weights, shapes, axes...),
+  // which is how OpenCV's importer expects them. Input 0 is always data; for ops that combine
+  // activations (element-wise, Concat, MatMul) every float32 input is.
+  static const std::set<std::string> all_data = {"Add",    "Sub",   "Mul",     "Div",  "Pow",
+                                                 "Max",    "Min",   "Sum",     "Mean", "Concat",
+                                                 "MatMul", "Equal", "Greater", "Less"};
+  bool every = all_data.count(node.op_type) > 0;
+  Graph g;
+  g.path = node.label();
+  g.name = "metaop_opencv";
+  g.opset = opset;
+  g.nodes = {node};
+  SubgraphSpec spec;
+  spec.nodes = {0};
+  for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
+    if (node.inputs[i].empty()) continue;
+    spec.values[node.inputs[i]] = inputs[i];
+    bool data = i == 0 || (every && inputs[i].dtype() == DType::Float32);
+    if (!data) spec.constants.insert(node.inputs[i]);
+  }
+  std::string bytes = export_subgraph(g, spec);
+  Graph exported = load_onnx_from_bytes(bytes, node.label(), ".", {false, true, ""});
+  try {
+    cv::dnn::Net net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+    std::set<std::string> fed;
+    for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
+      const std::string& n = node.inputs[i];
+      if (n.empty() || spec.constants.count(n) || !fed.insert(n).second) continue;
+      net.setInput(to_mat(inputs[i]), n);
+    }
+    std::vector<std::string> names;
+    for (const auto& o : node.outputs)
+      if (!o.empty()) names.push_back(o);
+    std::vector<cv::Mat> outs;
+    net.forward(outs, names);
+    Tensors result;
+    std::size_t k = 0;
+    for (const auto& o : node.outputs) {
+      if (o.empty()) {
+        result.emplace_back();
+        continue;
+      }
+      const cv::Mat& m = outs.at(k++);
+      if (m.depth() != CV_32F)
+        throw Unsupported(
+            fmt::format("{}: OpenCV returned a non-float32 output '{}'", node.label(), o));
+      Shape s;
+      for (int d = 0; d < m.dims; ++d) s.push_back(m.size[d]);
+      // OpenCV keeps at least 2 dims (and may drop or add unit dims); where ONNX shape
+      // inference knows the shape and the element count agrees, report that shape.
+      if (const ValueInfo* vi = exported.find_value_info(o); vi && vi->dims) {
+        Shape want = *vi->dims;
+        bool known = std::all_of(want.begin(), want.end(), [](auto d) { return d >= 0; });
+        if (known && shape_numel(want) == static_cast<std::int64_t>(m.total())) s = want;
+      }
+      Tensor t(DType::Float32, s);
+      if (static_cast<std::int64_t>(m.total()) != t.numel())
+        fail("{}: OpenCV output '{}' has {} elements for shape {}", node.label(), o, m.total(),
+             shape_str(s));
+      cv::Mat c = m.isContinuous() ? m : m.clone();
+      std::memcpy(t.raw(), c.data, t.nbytes());
+      // OpenCV keeps every blob in float32 (ArgMax indices too); the ONNX output type is the
+      // model's, so integral results are converted to it.
+      const ValueInfo* vi = exported.find_value_info(o);
+      if (vi && vi->dtype && *vi->dtype != DType::Float32) t = t.to(*vi->dtype);
+      result.push_back(t);
+    }
+    return result;
+  } catch (const cv::Exception& e) {
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    throw Unsupported(fmt::format("{}: OpenCV refuses it: {}", node.label(), msg));
+  }
+}
+
+}  // namespace
+
+Tensors OpenCVBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  // OpenCV's importer and layers can crash on inputs they do not expect: run each node in a
+  // child process so that a crash is reported for that node and the run goes on.
+  return run_isolated(node.label() + ": OpenCV", [&] { return run_opencv(node, opset, inputs); });
+}
+
+}  // namespace metaop
