@@ -1,5 +1,6 @@
 #include "bindings/binding.h"
 
+#include "bindings/onednn/onednn_binding.h"
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "bindings/torch/torch_binding.h"
@@ -12,13 +13,14 @@ Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const 
 }
 
 std::vector<std::string> binding_names() {
-  return {"reference", "torch", "opencv"};
+  return {"reference", "torch", "onednn", "opencv"};
 }
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceBinding>();
   if (name == "torch") return std::make_unique<TorchBinding>();
   if (name == "opencv") return std::make_unique<OpenCVBinding>();
+  if (name == "onednn") return std::make_unique<OneDNNBinding>();
   std::string known;
   for (const auto& n : binding_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown binding '{}' (available: {})", name, known);

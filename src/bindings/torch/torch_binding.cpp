@@ -219,6 +219,7 @@ using Fn = std::function<ATs(const Ctx&)>;
 struct TorchOp {
   Fn fn;
   bool differentiable = true;
+  std::vector<std::size_t> no_grad_inputs = {};  // inputs ATen refuses to differentiate
 };
 
 std::vector<std::int64_t> spatial(const std::array<std::int64_t, 3>& a, int nsp) {
@@ -550,15 +551,18 @@ std::map<std::string, TorchOp> make_ops() {
       [](const Ctx& c) { return ATs{at::amax(c.in(0), spatial_dims(c.in(0)), true)}; }};
 
   // --- normalization
-  m["BatchNormalization"] = {[](const Ctx& c) {
-    const Node& n = c.node();
-    bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0
-                                    : (c.k.opset >= 9 && n.outputs.size() > 1);
-    if (training)
-      c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
-    return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0,
-                              n.attr_f("epsilon", 1e-5), false)};
-  }};
+  m["BatchNormalization"] = {
+      [](const Ctx& c) {
+        const Node& n = c.node();
+        bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0
+                                        : (c.k.opset >= 9 && n.outputs.size() > 1);
+        if (training)
+          c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
+        return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0,
+                                  n.attr_f("epsilon", 1e-5), false)};
+      },
+      true,
+      {3, 4}};  // running mean and variance: statistics, not differentiated
   m["InstanceNormalization"] = {[](const Ctx& c) {
     return ATs{at::instance_norm(c.in(0), c.in(1), c.in(2), at::Tensor(), at::Tensor(), true, 0.0,
                                  c.node().attr_f("epsilon", 1e-5), false)};
@@ -984,7 +988,9 @@ Tensors TorchBinding::backward(const Node& node, std::int64_t opset, const Tenso
   std::vector<std::size_t> wrt_index;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     at::Tensor t = to_aten(inputs[i]);
-    if (t.defined() && at::isFloatingType(t.scalar_type())) {
+    const auto& skip = it->second.no_grad_inputs;
+    if (t.defined() && at::isFloatingType(t.scalar_type()) &&
+        std::find(skip.begin(), skip.end(), i) == skip.end()) {
       t.set_requires_grad(true);
       wrt.push_back(t);
       wrt_index.push_back(i);
