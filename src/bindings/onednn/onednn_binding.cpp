@@ -168,18 +168,42 @@ dims tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus = 0)
   return d;
 }
 
-Tensors conv_fwd(const Ctx& c) {
+// Convolution geometry and oneDNN's view of the weights: [G, M/G, C/G, k...] when grouped.
+struct ConvSetup {
+  Window g;
+  std::int64_t M;
+  Shape ws, ys;
+  dims strides, dilates, pad_l, pad_r;
+};
+
+ConvSetup conv_setup(const Ctx& c) {
   const Tensor& x = c.x(0);
   const Tensor& w = c.x(1);
   Shape ks(w.shape().begin() + 2, w.shape().end());
-  Window g = window_geometry(c.k, x.shape(), c.node().attr_ints("kernel_shape", ks), false);
-  std::int64_t G = c.node().attr_i("group", 1), M = w.dim(0);
-  Shape ws = w.shape();
+  ConvSetup s;
+  s.g = window_geometry(c.k, x.shape(), c.node().attr_ints("kernel_shape", ks), false);
+  std::int64_t G = c.node().attr_i("group", 1);
+  s.M = w.dim(0);
+  s.ws = w.shape();
   if (G > 1) {
-    ws[0] = M / G;
-    ws.insert(ws.begin(), G);
+    s.ws[0] = s.M / G;
+    s.ws.insert(s.ws.begin(), G);
   }
-  Shape ys = g.out_shape(x.dim(0), M);
+  s.ys = s.g.out_shape(x.dim(0), s.M);
+  s.strides = tail(s.g.s, s.g.nsp);
+  s.dilates = tail(s.g.d, s.g.nsp, 1);  // oneDNN counts dilation from 0
+  s.pad_l = tail(s.g.pb, s.g.nsp);
+  s.pad_r = tail(s.g.pe, s.g.nsp);
+  return s;
+}
+
+Tensors conv_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& w = c.x(1);
+  ConvSetup cs = conv_setup(c);
+  std::int64_t M = cs.M;
+  const Shape& ws = cs.ws;
+  const Shape& ys = cs.ys;
   auto xd = md(x.shape()), wd = md(ws), yd = md(ys);
   Tensor y(DType::Float32, ys);
   std::unordered_map<int, dnnl::memory> args{
@@ -190,8 +214,7 @@ Tensors conv_fwd(const Ctx& c) {
     args[DNNL_ARG_BIAS] = mem(bd, c.x(2));
   }
   dnnl::convolution_forward::desc desc(prop::forward_inference, algo::convolution_direct, xd, wd,
-                                       bd, yd, tail(g.s, g.nsp), tail(g.d, g.nsp, 1),
-                                       tail(g.pb, g.nsp), tail(g.pe, g.nsp));
+                                       bd, yd, cs.strides, cs.dilates, cs.pad_l, cs.pad_r);
   run(dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(desc, eng())), args);
   return {y};
 }
@@ -602,18 +625,12 @@ Tensors softmax_bwd(const Ctx& c, const Tensors& outputs, const Tensors& grads) 
 Tensors conv_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
   const Tensor& w = c.x(1);
-  Shape ks(w.shape().begin() + 2, w.shape().end());
-  Window g = window_geometry(c.k, x.shape(), c.node().attr_ints("kernel_shape", ks), false);
-  std::int64_t G = c.node().attr_i("group", 1), M = w.dim(0);
-  Shape ws = w.shape();
-  if (G > 1) {
-    ws[0] = M / G;
-    ws.insert(ws.begin(), G);
-  }
-  Shape ys = g.out_shape(x.dim(0), M);
+  ConvSetup cs = conv_setup(c);
+  std::int64_t M = cs.M;
+  const Shape& ws = cs.ws;
+  const Shape& ys = cs.ys;
   auto xd = md(x.shape()), wd = md(ws), yd = md(ys), bd = md({M});
-  auto st = tail(g.s, g.nsp), dl = tail(g.d, g.nsp, 1), pl = tail(g.pb, g.nsp),
-       pr = tail(g.pe, g.nsp);
+  const dims &st = cs.strides, &dl = cs.dilates, &pl = cs.pad_l, &pr = cs.pad_r;
   dnnl::convolution_forward::primitive_desc hint(
       {prop::forward_training, algo::convolution_direct, xd, wd, bd, yd, st, dl, pl, pr}, eng());
   Tensor gx(DType::Float32, x.shape()), gw(DType::Float32, w.shape()), gb(DType::Float32, {M});
