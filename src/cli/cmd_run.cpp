@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "cli/commands.h"
@@ -24,6 +25,7 @@ struct RunArgs {
   std::uint64_t seed = 0;
   std::string range = "-1,1";
   std::string out_dir;
+  std::string dump_dir;
   std::string bind = "reference";
   std::vector<std::string> bind_ops;
   int threads = 1;
@@ -71,6 +73,7 @@ int run(const RunArgs& a) {
   validate_inputs(g, inputs, sources);
 
   RunOptions opts;
+  opts.keep_all = !a.dump_dir.empty();
   bool tty = isatty(STDERR_FILENO);
   if (tty)
     opts.progress = [](std::size_t done, std::size_t total) {
@@ -81,6 +84,22 @@ int run(const RunArgs& a) {
   fmt::print("{}: {} nodes, opset {}\n", a.model, g.nodes.size(), g.opset);
   print_plan_summary(g, res.records);
   for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));
+  if (!a.dump_dir.empty()) {
+    // Every value of the run, one file per value, with an index in run order.
+    std::filesystem::create_directories(a.dump_dir);
+    std::ofstream index(std::filesystem::path(a.dump_dir) / "index.txt");
+    for (const auto& rec : res.records)
+      for (const auto& o : g.nodes[rec.node].outputs) {
+        auto it = res.values.find(o);
+        if (o.empty() || it == res.values.end() || it->second.dtype() == DType::BFloat16) continue;
+        std::string file = safe_file_name(o) + ".npy";
+        write_npy((std::filesystem::path(a.dump_dir) / file).string(), it->second);
+        index << g.nodes[rec.node].name << '\t' << g.nodes[rec.node].op_type << '\t' << rec.binding
+              << '\t' << o << '\t' << file << '\n';
+      }
+    fmt::print("wrote every intermediate value into {} (index.txt lists them in run order)\n",
+               a.dump_dir);
+  }
   if (!a.out_dir.empty()) {
     std::filesystem::create_directories(a.out_dir);
     for (const auto& o : g.outputs) {
@@ -107,6 +126,8 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", args->seed, "Seed for random inputs")->capture_default_str();
   cmd->add_option("--range", args->range, "LO,HI range of random inputs")->capture_default_str();
   cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");
+  cmd->add_option("--dump", args->dump_dir,
+                  "Write every intermediate value as .npy into this folder (with index.txt)");
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
