@@ -49,5 +49,18 @@ else
   failed=$((failed + 1)); echo "FAIL output_npy: $WORK/out/log_probs.npy missing or wrong"
 fi
 
+# --dump writes every intermediate value (9 nodes, 9 outputs in the tiny CNN) with an index.
+expect dump 0 "" -- "$METAOP" run "$DATA/tiny_cnn.onnx" --input "image=$DATA/image_ok.npy" --dump "$WORK/dump"
+if [ "$(wc -l < "$WORK/dump/index.txt")" -eq 9 ] && /usr/bin/python3 -c "
+import sys, numpy as np
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1] + '/index.txt')]
+last = np.load(sys.argv[1] + '/' + rows[-1][4])
+out = np.load(sys.argv[2])
+sys.exit(0 if np.array_equal(last, out) else 1)" "$WORK/dump" "$WORK/out/log_probs.npy"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL dump_index: $WORK/dump/index.txt wrong or its last value is not the output"
+fi
+
 echo "cli_errors: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -88,11 +88,13 @@ int run(const RunArgs& a) {
     // Every value of the run, one file per value, with an index in run order.
     std::filesystem::create_directories(a.dump_dir);
     std::ofstream index(std::filesystem::path(a.dump_dir) / "index.txt");
+    std::size_t k = 0;
     for (const auto& rec : res.records)
       for (const auto& o : g.nodes[rec.node].outputs) {
         auto it = res.values.find(o);
         if (o.empty() || it == res.values.end() || it->second.dtype() == DType::BFloat16) continue;
-        std::string file = safe_file_name(o) + ".npy";
+        // Numbered in run order, so that names that differ only in punctuation stay apart.
+        std::string file = fmt::format("{:05}_{}.npy", k++, safe_file_name(o));
         write_npy((std::filesystem::path(a.dump_dir) / file).string(), it->second);
         index << g.nodes[rec.node].name << '\t' << g.nodes[rec.node].op_type << '\t' << rec.binding
               << '\t' << o << '\t' << file << '\n';
