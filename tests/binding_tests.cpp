@@ -118,20 +118,6 @@ Case synthetic(const std::string& op, std::int64_t opset, std::vector<SyntheticI
   return c;
 }
 
-Attribute int_attr(std::int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.i = v;
-  return a;
-}
-
-Attribute ints_attr(std::vector<std::int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-
 std::vector<Case> synthetic_cases() {
   synthetic_count.clear();
   synthetic_seed = 100;
@@ -147,11 +133,12 @@ std::vector<Case> synthetic_cases() {
       {S{x4}, S{{}, DType::Float32, {}, -0.5, -0.5}, S{{}, DType::Float32, {}, 0.5, 0.5}}));
   v.push_back(synthetic("CumSum", 13, {S{{2, 3, 4}}, S{{}, DType::Int64, {1}}}));
   v.push_back(synthetic("Gather", 13, {S{{3, 4, 5}}, S{{2}, DType::Int64, {0, 2}}},
-                        {{"axis", int_attr(1)}}));
+                        {{"axis", Attribute::of_int(1)}}));
   for (const char* op : {"Max", "Min", "Mean", "Sum"})
     v.push_back(synthetic(op, 13, {S{x4}, S{x4}}));
   v.push_back(synthetic("Pow", 13, {S{{2, 3, 4}, DType::Float32, {}, 0.5, 2}, S{{2, 3, 4}}}));
-  v.push_back(synthetic("ReduceLogSumExp", 13, {S{{2, 3, 4}}}, {{"axes", ints_attr({1})}}));
+  v.push_back(
+      synthetic("ReduceLogSumExp", 13, {S{{2, 3, 4}}}, {{"axes", Attribute::of_ints({1})}}));
   v.push_back(synthetic("ReduceSum", 13, {S{{2, 3, 4}}, S{{1}, DType::Int64, {1}}}));
   v.push_back(synthetic("Round", 13, {S{x4}}));
   v.push_back(synthetic("Sign", 13, {S{x4}}));

@@ -44,20 +44,6 @@ Node make_node(const std::string& op, std::vector<std::string> ins, std::vector<
   return n;
 }
 
-Attribute ints_attr(std::vector<std::int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute int_attr(std::int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.i = v;
-  return a;
-}
-
 Tensors run_ref(const Node& n, const Tensors& in, std::int64_t opset = 13) {
   return OpRegistry::instance().find(n.op_type)->reference(KernelContext{n, opset}, in);
 }
@@ -121,10 +107,10 @@ TEST(Ops, ConvMatchesDirectLoop) {
     Tensor w = Tensor::from_f64(random_values(M * Cg * K * K, 2), {M, Cg, K, K}, DType::Float64);
     Tensor b = Tensor::from_f64(random_values(M, 3), {M}, DType::Float64);
     Node n = make_node("Conv", {"x", "w", "b"}, {"y"});
-    n.attrs["strides"] = ints_attr({cs.stride, cs.stride});
-    n.attrs["pads"] = ints_attr({cs.pad, cs.pad, cs.pad, cs.pad});
-    n.attrs["dilations"] = ints_attr({cs.dil, cs.dil});
-    n.attrs["group"] = int_attr(cs.group);
+    n.attrs["strides"] = Attribute::of_ints({cs.stride, cs.stride});
+    n.attrs["pads"] = Attribute::of_ints({cs.pad, cs.pad, cs.pad, cs.pad});
+    n.attrs["dilations"] = Attribute::of_ints({cs.dil, cs.dil});
+    n.attrs["group"] = Attribute::of_int(cs.group);
     Tensor y = run_ref(n, {x, w, b})[0];
     std::int64_t ext = (K - 1) * cs.dil + 1;
     std::int64_t OH = (H + 2 * cs.pad - ext) / cs.stride + 1,

@@ -129,6 +129,7 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
       }
       return s;
     };
+    const double f0 = vjp_at(x64);
     Tensors expect(inputs.size()), actual(inputs.size());
     std::vector<std::string> names;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -143,7 +144,6 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
       auto base = x64[i].to_f64();
       auto g = got[i].to_f64();
       std::vector<double> fd, gb;
-      double f0 = vjp_at(x64);
       for (std::int64_t c : coords) {
         double h = 1e-6 * std::max(1.0, std::fabs(base[c]));
         auto at = [&](double delta) {

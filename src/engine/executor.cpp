@@ -120,7 +120,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     auto t0 = std::chrono::steady_clock::now();
     Tensors outs;
     try {
-      if (!b->supports(node.op_type).forward) throw Unsupported(b->supports(node.op_type).reason);
+      if (Support s = b->supports(node.op_type); !s.forward) throw Unsupported(s.reason);
       outs = b->forward(node, g.opset, ins);
     } catch (const Unsupported& e) {
       if (b == plan.reference()) throw;

@@ -22,6 +22,19 @@ struct Attribute {
   std::vector<double> floats;
   std::vector<std::string> strings;
   std::string unsupported_type;  // e.g. GRAPH, for ops MetaOp does not run
+
+  static Attribute of_int(std::int64_t v) {
+    Attribute a;
+    a.kind = Kind::Int;
+    a.i = v;
+    return a;
+  }
+  static Attribute of_ints(std::vector<std::int64_t> v) {
+    Attribute a;
+    a.kind = Kind::Ints;
+    a.ints = std::move(v);
+    return a;
+  }
 };
 
 struct Node {

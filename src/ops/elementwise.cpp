@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/kernel_util.h"
+#include "ops/params.h"
 
 namespace metaop {
 
@@ -132,6 +133,23 @@ void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool
 }
 
 }  // namespace
+
+ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
+  double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+  if (c.opset < 11) {
+    lo = c.node.attr_f("min", lo);
+    hi = c.node.attr_f("max", hi);
+  } else {
+    if (has_input(in, 1)) lo = in[1].f64_at(0);
+    if (has_input(in, 2)) hi = in[2].f64_at(0);
+  }
+  return {lo, hi};
+}
+
+DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
+  if (c.opset < 12) return {c.node.attr_f("ratio", 0.5), false};
+  return {has_input(in, 1) ? in[1].f64_at(0) : 0.5, has_input(in, 2) && in[2].f64_at(0) != 0};
+}
 
 void register_elementwise_ops(OpRegistry& r) {
   // --- unary math
@@ -298,14 +316,7 @@ void register_elementwise_ops(OpRegistry& r) {
 
   r.add({"Clip", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
-           double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-           if (c.opset < 11) {
-             lo = c.node.attr_f("min", lo);
-             hi = c.node.attr_f("max", hi);
-           } else {
-             if (has_input(in, 1)) lo = in[1].f64_at(0);
-             if (has_input(in, 2)) hi = in[2].f64_at(0);
-           }
+           auto [lo, hi] = clip_bounds(c, in);
            auto v = x.to_f64();
            for (auto& e : v)
              if (!std::isnan(e)) e = std::min(std::max(e, lo), hi);
@@ -327,9 +338,7 @@ void register_elementwise_ops(OpRegistry& r) {
 
   r.add({"Dropout", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
-           double ratio = c.opset < 12 ? c.node.attr_f("ratio", 0.5)
-                                       : (has_input(in, 1) ? in[1].f64_at(0) : 0.5);
-           bool training = c.opset >= 12 && has_input(in, 2) && in[2].f64_at(0) != 0;
+           auto [ratio, training] = dropout_mode(c, in);
            if (training && ratio > 0)
              throw Unsupported(fmt::format(
                  "{}: training-mode dropout with ratio {} draws a random mask; the reference runs "

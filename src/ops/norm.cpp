@@ -3,8 +3,14 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/params.h"
 
 namespace metaop {
+
+bool batch_norm_training(const KernelContext& c) {
+  return c.opset >= 14 ? c.node.attr_i("training_mode", 0) != 0
+                       : (c.opset >= 9 && c.node.outputs.size() > 1);
+}
 
 namespace {
 
@@ -20,8 +26,7 @@ Tensors batch_norm(const KernelContext& c, const Tensors& in) {
   for (auto* v : {&scale, &bias, &mean, &var})
     if (static_cast<std::int64_t>(v->size()) != C)
       fail("{}: scale, B, mean and var need {} elements (channels)", c.node.label(), C);
-  bool training = c.opset >= 14 ? c.node.attr_i("training_mode", 0) != 0
-                                : (c.opset >= 9 && c.node.outputs.size() > 1);
+  bool training = batch_norm_training(c);
   auto vx = x.to_f64();
   std::vector<double> use_mean = mean, use_var = var;
   if (training) {

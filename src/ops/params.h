@@ -22,6 +22,22 @@ struct AxisSplit {
 };
 AxisSplit softmax_split(const KernelContext& c, const Shape& s);
 
+// BatchNormalization: training mode (attribute from opset 14; before, extra outputs mean it).
+bool batch_norm_training(const KernelContext& c);
+
+// Clip: bounds from attributes (before opset 11) or inputs; +-infinity where none is given.
+struct ClipBounds {
+  double lo, hi;
+};
+ClipBounds clip_bounds(const KernelContext& c, const Tensors& in);
+
+// Dropout: ratio (attribute before opset 12, else input) and whether it is in training mode.
+struct DropoutMode {
+  double ratio;
+  bool training;
+};
+DropoutMode dropout_mode(const KernelContext& c, const Tensors& in);
+
 // Squeeze / Unsqueeze (and others): `axes` from input i from `input_from_opset`, else attribute.
 std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
                                    int input_from_opset);

@@ -97,15 +97,8 @@ std::map<std::string, std::function<Eltwise(const Ctx&)>> eltwise_table() {
     return Eltwise{algo::eltwise_elu, static_cast<float>(c.node().attr_f("alpha", 1.0)), 0.f};
   };
   m["Clip"] = [](const Ctx& c) {
-    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-    if (c.k.opset < 11) {
-      lo = static_cast<float>(c.node().attr_f("min", lo));
-      hi = static_cast<float>(c.node().attr_f("max", hi));
-    } else {
-      if (c.has(1)) lo = static_cast<float>(c.in[1].f64_at(0));
-      if (c.has(2)) hi = static_cast<float>(c.in[2].f64_at(0));
-    }
-    return Eltwise{algo::eltwise_clip_v2, lo, hi};
+    auto [lo, hi] = clip_bounds(c.k, c.in);
+    return Eltwise{algo::eltwise_clip_v2, static_cast<float>(lo), static_cast<float>(hi)};
   };
   return m;
 }
@@ -408,18 +401,20 @@ Tensors global_pool_fwd(const Ctx& c) {
 }
 
 // ---- normalization
+// Inference-mode batch normalization: given statistics, scale and shift.
+const auto kBatchNormFlags = dnnl::normalization_flags::use_global_stats |
+                             dnnl::normalization_flags::use_scale |
+                             dnnl::normalization_flags::use_shift;
+
 Tensors batchnorm_fwd(const Ctx& c) {
   const Node& n = c.node();
-  bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0
-                                  : (c.k.opset >= 9 && n.outputs.size() > 1);
-  if (training) c.unsupported("training mode");
+  if (batch_norm_training(c.k)) c.unsupported("training mode");
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
   Tensor y(DType::Float32, x.shape());
-  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-               dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::primitive_desc pd(
-      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), flags}, eng());
+      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), kBatchNormFlags},
+      eng());
   run(dnnl::batch_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                               {DNNL_ARG_SCALE, mem(cd, c.x(1))},
                                               {DNNL_ARG_SHIFT, mem(cd, c.x(2))},
@@ -594,7 +589,6 @@ using Bwd = std::function<Tensors(const Ctx&, const Tensors& outputs, const Tens
 Tensors eltwise_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
   Eltwise e = eltwise_ops().at(c.node().op_type)(c);
-  if (e.a == algo::eltwise_round) c.unsupported("Round has no useful gradient");
   auto d = md(x.shape());
   dnnl::eltwise_forward::primitive_desc hint({prop::forward_training, e.a, d, e.alpha, e.beta},
                                              eng());
@@ -683,12 +677,10 @@ Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
   float eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
-  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-               dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::primitive_desc hint({prop::forward_training, xd, eps, flags},
-                                                         eng());
-  dnnl::batch_normalization_backward::primitive_desc pd({prop::backward, xd, xd, eps, flags}, eng(),
-                                                        hint);
+  dnnl::batch_normalization_forward::primitive_desc hint(
+      {prop::forward_training, xd, eps, kBatchNormFlags}, eng());
+  dnnl::batch_normalization_backward::primitive_desc pd(
+      {prop::backward, xd, xd, eps, kBatchNormFlags}, eng(), hint);
   Tensor gx(DType::Float32, x.shape()), gs(DType::Float32, {x.dim(1)}),
       gb(DType::Float32, {x.dim(1)});
   run(dnnl::batch_normalization_backward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
@@ -707,7 +699,7 @@ const std::map<std::string, Bwd>& backward_ops() {
   static const std::map<std::string, Bwd> m = [] {
     std::map<std::string, Bwd> t;
     for (const auto& [op, f] : eltwise_ops())
-      if (op != "Round") t[op] = eltwise_bwd;
+      if (op != "Round") t[op] = eltwise_bwd;  // Round's gradient is zero almost everywhere
     t["Softmax"] = softmax_bwd;
     t["LogSoftmax"] = softmax_bwd;
     t["Conv"] = conv_bwd;

@@ -165,7 +165,8 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
     if (!data) spec.constants.insert(node.inputs[i]);
   }
   std::string bytes = export_subgraph(g, spec);
-  Graph exported = load_onnx_from_bytes(bytes, node.label(), ".", {false, true, ""});
+  // The exported outputs carry their types and shapes already: no checker or inference again.
+  Graph exported = load_onnx_from_bytes(bytes, node.label(), ".", {false, false, ""});
   try {
     cv::dnn::Net net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
     net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);

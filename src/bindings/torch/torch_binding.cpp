@@ -360,10 +360,6 @@ ATs softmax_like(const Ctx& c, int kind) {
   return {y.reshape(x.sizes())};
 }
 
-at::Scalar scalar_of(const Tensor& t) {
-  return at::Scalar(t.f64_at(0));
-}
-
 ATs unary(const Ctx& c, at::Tensor (*f)(const at::Tensor&)) {
   return {f(c.in(0))};
 }
@@ -506,14 +502,10 @@ std::map<std::string, TorchOp> make_ops() {
       "Mean", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, true);
   m["Where"] = {[](const Ctx& c) { return ATs{at::where(c.in(0), c.in(1), c.in(2))}; }};
   m["Clip"] = {[](const Ctx& c) {
-    c10::optional<at::Scalar> lo, hi;
-    if (c.k.opset < 11) {
-      if (c.node().has_attr("min")) lo = c.node().attr_f("min");
-      if (c.node().has_attr("max")) hi = c.node().attr_f("max");
-    } else {
-      if (c.has(1)) lo = scalar_of(c.raw[1]);
-      if (c.has(2)) hi = scalar_of(c.raw[2]);
-    }
+    auto bounds = clip_bounds(c.k, c.raw);
+    c10::optional<at::Scalar> lo, hi;  // an infinite bound is no bound
+    if (!std::isinf(bounds.lo)) lo = bounds.lo;
+    if (!std::isinf(bounds.hi)) hi = bounds.hi;
     if (!lo && !hi) return ATs{c.in(0).clone()};
     // A double bound promotes integer inputs to float in ATen; the result keeps x's dtype.
     return ATs{at::clamp(c.in(0), lo, hi).to(c.in(0).scalar_type())};
@@ -554,9 +546,7 @@ std::map<std::string, TorchOp> make_ops() {
   m["BatchNormalization"] = {
       [](const Ctx& c) {
         const Node& n = c.node();
-        bool training = c.k.opset >= 14 ? n.attr_i("training_mode", 0) != 0
-                                        : (c.k.opset >= 9 && n.outputs.size() > 1);
-        if (training)
+        if (batch_norm_training(c.k))
           c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
         return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0,
                                   n.attr_f("epsilon", 1e-5), false)};
@@ -583,46 +573,27 @@ std::map<std::string, TorchOp> make_ops() {
   }};
 
   // --- reductions
-  m["ReduceSum"] = {[](const Ctx& c) {
-    return reduce(c,
-                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x, d, k); });
-  }};
-  m["ReduceMean"] = {[](const Ctx& c) {
-    return reduce(c,
-                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::mean(x, d, k); });
-  }};
-  m["ReduceMax"] = {[](const Ctx& c) {
-    return reduce(c,
-                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amax(x, d, k); });
-  }};
-  m["ReduceMin"] = {[](const Ctx& c) {
-    return reduce(c,
-                  [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amin(x, d, k); });
-  }};
-  m["ReduceProd"] = {[](const Ctx& c) { return reduce(c, prod_dims); }};
-  m["ReduceL1"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
-      return at::linalg_vector_norm(x, 1, d, k);
-    });
-  }};
-  m["ReduceL2"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
-      return at::linalg_vector_norm(x, 2, d, k);
-    });
-  }};
-  m["ReduceSumSquare"] = {[](const Ctx& c) {
-    return reduce(
-        c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x * x, d, k); });
-  }};
-  m["ReduceLogSum"] = {[](const Ctx& c) {
-    return reduce(c, [](const at::Tensor& x, at::IntArrayRef d, bool k) {
-      return at::log(at::sum(x, d, k));
-    });
-  }};
-  m["ReduceLogSumExp"] = {[](const Ctx& c) {
-    return reduce(
-        c, [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::logsumexp(x, d, k); });
-  }};
+  using ReduceFn = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, bool);
+  auto R = [&](const char* name, ReduceFn f) {
+    m[name] = {[f](const Ctx& c) { return reduce(c, f); }};
+  };
+  R("ReduceSum", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x, d, k); });
+  R("ReduceMean", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::mean(x, d, k); });
+  R("ReduceMax", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amax(x, d, k); });
+  R("ReduceMin", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amin(x, d, k); });
+  R("ReduceProd", prod_dims);
+  R("ReduceL1", [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+    return at::linalg_vector_norm(x, 1, d, k);
+  });
+  R("ReduceL2", [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+    return at::linalg_vector_norm(x, 2, d, k);
+  });
+  R("ReduceSumSquare",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x * x, d, k); });
+  R("ReduceLogSum",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::log(at::sum(x, d, k)); });
+  R("ReduceLogSumExp",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::logsumexp(x, d, k); });
   auto arg = [](bool is_max) {
     return TorchOp{[is_max](const Ctx& c) {
                      const at::Tensor& x = c.in(0);
@@ -884,9 +855,7 @@ std::map<std::string, TorchOp> make_ops() {
     c.unsupported("mode " + mode);
   }};
   m["Dropout"] = {[](const Ctx& c) {
-    bool training = c.k.opset >= 12 && c.has(2) && c.raw[2].f64_at(0) != 0;
-    double ratio =
-        c.k.opset < 12 ? c.node().attr_f("ratio", 0.5) : (c.has(1) ? c.raw[1].f64_at(0) : 0.5);
+    auto [ratio, training] = dropout_mode(c.k, c.raw);
     if (training && ratio > 0) c.unsupported("training-mode dropout (random mask)");
     return ATs{c.in(0).clone(), at::ones_like(c.in(0), at::kBool)};
   }};
