@@ -1,6 +1,7 @@
 // The float64 reference's time on a torchvision model, and the model run node by node on the
 // torch binding, next to LibTorch's own float32 inference of the same architecture and weights
-// (TorchScript), measured side by side in one process.
+// (TorchScript), measured side by side in one process; and `metaop check --bind torch` (every
+// node scored against the oracle on its own inputs, plus the end-to-end reference run).
 //
 // Usage: bench_reference_vs_torch MODELS_DIR [ARCH] [THREADS] [REPEAT]
 //   MODELS_DIR as written by tests/models/export_torchvision.py (ARCH/opset17.onnx,
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "analysis/check.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "tensor/npy.h"
@@ -63,12 +65,18 @@ int main(int argc, char** argv) {
     ref = run_graph(g, {{"image", x}}, plan);
     ty = module.forward({tx}).toTensor();
     nodes = run_graph(g, {{"image", x}}, torch_plan);
-    std::vector<double> t_ref, t_torch, t_nodes;
+    CheckOptions check_opts;
+    check_opts.bindings = {"torch"};
+    CheckResult checked;
+    std::vector<double> t_ref, t_torch, t_nodes, t_check;
     for (int i = 0; i < repeat; ++i) {
       t_ref.push_back(seconds([&] { ref = run_graph(g, {{"image", x}}, plan); }));
       t_torch.push_back(seconds([&] { ty = module.forward({tx}).toTensor(); }));
       t_nodes.push_back(seconds([&] { nodes = run_graph(g, {{"image", x}}, torch_plan); }));
+      t_check.push_back(seconds([&] { checked = check_model(g, {{{"image", x}}}, check_opts); }));
     }
+    std::size_t defects = 0;
+    for (const auto& f : checked.findings) defects += f.defect();
     int fallbacks = 0;
     for (const auto& rec : nodes.records) fallbacks += rec.binding != "torch";
     // Sanity: both computed the same function.
@@ -90,6 +98,10 @@ int main(int argc, char** argv) {
         nb, fallbacks, nodes.records.size());
     fmt::print("  ratio node-by-node torch / LibTorch     : {:8.2f}x  (goal: under 1.5x)\n",
                nb / t);
+    double c = median(t_check);
+    fmt::print("  metaop check --bind torch               : {:8.3f} s  ({} defect findings)\n", c,
+               defects);
+    fmt::print("  ratio check / LibTorch                  : {:8.2f}x  (goal: under 5x)\n", c / t);
     fmt::print("  outputs agree: normwise relative difference {:.2e}\n", num / den);
     return 0;
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""`metaop ops --json` is a list of {op, binding, forward, backward, dtypes, reason}; every
-binding's claims reach the coverage the project promises, and every "no" carries a reason.
+"""`metaop ops --json` is a list of {op, binding, forward, backward, dtypes, error_model, reason};
+every binding's claims reach the coverage the project promises, every "no" carries a reason, and
+every op has an error model.
 
 Usage: /usr/bin/python3 check_ops_json.py METAOP
 """
@@ -15,8 +16,11 @@ rows = json.loads(subprocess.run([sys.argv[1], "ops", "--json"], check=True, cap
 failed, checks = 0, 0
 for r in rows:
     checks += 1
-    if set(r) != {"op", "binding", "forward", "backward", "dtypes", "reason"}:
+    if set(r) != {"op", "binding", "forward", "backward", "dtypes", "error_model", "reason"}:
         print(f"FAIL row with keys {sorted(r)}")
+        failed += 1
+    if not r.get("error_model"):
+        print(f"FAIL {r['op']}: no error model")
         failed += 1
     if not r["forward"] and not r["reason"]:
         print(f"FAIL {r['binding']} {r['op']}: unsupported without a reason")

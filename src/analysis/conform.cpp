@@ -50,6 +50,18 @@ std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix)
 
 }  // namespace
 
+std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir) {
+  fs::path set = fs::path(dir) / "test_data_set_0";
+  if (!fs::is_directory(set)) fail("{}: no test_data_set_0 folder", dir);
+  auto in_files = sorted_pbs(set, "input_");
+  if (in_files.size() > g.inputs.size())
+    fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(), g.inputs.size());
+  std::map<std::string, Tensor> inputs;
+  for (std::size_t i = 0; i < in_files.size(); ++i)
+    inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
+  return inputs;
+}
+
 ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rtol, double atol) {
   ConformResult r;
   r.test = fs::path(dir).filename().string();

@@ -15,9 +15,24 @@ namespace {
 
 struct OpsArgs {
   bool json = false;
+  bool error_models = false;
 };
 
+// The error models as a Markdown table (docs/error-models.md is this output).
+int print_error_models() {
+  const auto& reg = OpRegistry::instance();
+  fmt::print("| op | family | tolerance of a correct float32 kernel |\n|---|---|---|\n");
+  for (const auto& type : reg.types()) {
+    const MetaOp* op = reg.find(type);
+    std::string doc;
+    for (char ch : op->error.doc) doc += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    fmt::print("| {} | {} | {} |\n", type, op->family, doc);
+  }
+  return 0;
+}
+
 int run(const OpsArgs& a) {
+  if (a.error_models) return print_error_models();
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
   std::vector<std::unique_ptr<Binding>> bindings;
@@ -40,6 +55,7 @@ int run(const OpsArgs& a) {
                      {"forward", s.forward},
                      {"backward", s.backward},
                      {"dtypes", dts},
+                     {"error_model", reg.find(type)->error.doc},
                      {"reason", s.reason}});
       totals[b->name()].first += s.forward;
       totals[b->name()].second += s.backward;
@@ -62,8 +78,11 @@ int run(const OpsArgs& a) {
 void add_ops_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<OpsArgs>();
   auto* cmd = app.add_subcommand("ops", "Coverage matrix: meta operators x bindings");
-  cmd->add_flag("--json", args->json,
-                "Print a JSON list of {op, binding, forward, backward, dtypes, reason}");
+  cmd->add_flag(
+      "--json", args->json,
+      "Print a JSON list of {op, binding, forward, backward, dtypes, error_model, reason}");
+  cmd->add_flag("--error-models", args->error_models,
+                "Print each op's error model (tolerance of a correct float32 kernel) as Markdown");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

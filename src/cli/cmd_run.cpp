@@ -12,6 +12,7 @@
 #include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "report/check_report.h"
 #include "tensor/npy.h"
 
 namespace metaop::cli {
@@ -54,13 +55,6 @@ void print_summary(const std::string& name, const Tensor& t) {
   else
     fmt::print("{:<24} {:<18} {:<8} no finite values  nan {}  inf {}\n", name, shape_str(t.shape()),
                dtype_name(t.dtype()), nan, inf);
-}
-
-std::string safe_file_name(std::string s) {
-  for (auto& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
-      ch = '_';
-  return s;
 }
 
 int run(const RunArgs& a) {

@@ -11,5 +11,7 @@ using Action = std::function<int()>;
 void add_run_command(CLI::App& app, Action& action);
 void add_conform_command(CLI::App& app, Action& action);
 void add_ops_command(CLI::App& app, Action& action);
+void add_check_command(CLI::App& app, Action& action);
+void add_probe_command(CLI::App& app, Action& action);
 
 }  // namespace metaop::cli

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <chrono>
 #include <set>
@@ -117,11 +118,37 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     NodeRecord rec;
     rec.node = order[pos];
     Binding* b = plan.for_node(node);
+    auto heap0 = mallinfo2();
     auto t0 = std::chrono::steady_clock::now();
+    // What is wrong with a binding's outputs: a missing value, or a shape that ONNX shape
+    // inference contradicts (where it knows the static shape).
+    auto output_problem = [&](const Tensors& outs) -> std::string {
+      for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i].empty()) continue;
+        if (i >= outs.size() || !outs[i].defined())
+          return fmt::format("{}: binding '{}' produced no value for output #{} '{}'", node.label(),
+                             b->name(), i, node.outputs[i]);
+        if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
+          const auto& dims = *vi->dims;
+          bool ok = dims.size() == outs[i].shape().size();
+          for (std::size_t d = 0; ok && d < dims.size(); ++d)
+            ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
+          if (!ok)
+            return fmt::format("{}: output '{}' has shape {} but ONNX shape inference says {}",
+                               node.label(), node.outputs[i], shape_str(outs[i].shape()),
+                               shape_str(dims));
+        }
+      }
+      return {};
+    };
     Tensors outs;
     try {
       if (Support s = b->supports(node.op_type); !s.forward) throw Unsupported(s.reason);
       outs = b->forward(node, g.opset, ins);
+      // A framework kernel with a wrong output counts as a crash of that kernel: recorded,
+      // and the node runs on the reference so that the run goes on.
+      if (std::string bad = output_problem(outs); !bad.empty() && b != plan.reference())
+        throw Crash(bad);
     } catch (const Unsupported& e) {
       if (b == plan.reference()) throw;
       rec.fallback_reason = e.what();
@@ -137,27 +164,16 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       outs = b->forward(node, g.opset, ins);
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto heap1 = mallinfo2();
+    rec.heap_delta = static_cast<std::int64_t>(heap1.uordblks + heap1.hblkhd) -
+                     static_cast<std::int64_t>(heap0.uordblks + heap0.hblkhd);
     rec.binding = b->name();
-    std::size_t produced = 0;
+    if (std::string bad = output_problem(outs); !bad.empty()) fail("{}", bad);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i].empty()) continue;
-      if (i >= outs.size() || !outs[i].defined())
-        fail("{}: binding '{}' produced no value for output #{} '{}'", node.label(), b->name(), i,
-             node.outputs[i]);
-      // Cross-check with ONNX shape inference where it knows the static shape.
-      if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
-        const auto& dims = *vi->dims;
-        bool ok = dims.size() == outs[i].shape().size();
-        for (std::size_t d = 0; ok && d < dims.size(); ++d)
-          ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
-        if (!ok)
-          fail("{}: output '{}' has shape {} but ONNX shape inference says {}", node.label(),
-               node.outputs[i], shape_str(outs[i].shape()), shape_str(dims));
-      }
+      rec.output_bytes += outs[i].nbytes();
       env[node.outputs[i]] = outs[i];
-      ++produced;
     }
-    (void)produced;
     result.records.push_back(std::move(rec));
     if (!options.keep_all) {
       for (const auto& in : node.inputs) {

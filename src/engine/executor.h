@@ -37,6 +37,10 @@ struct NodeRecord {
   std::string fallback_reason;  // non-empty when the planned binding could not
   std::string crash;            // non-empty when its kernel crashed
   double seconds = 0;
+  std::size_t output_bytes = 0;  // size of the values it produced
+  // Heap in use after the kernel minus before (glibc mallinfo2: its outputs plus whatever it
+  // kept, e.g. caches); a kernel's transient peak inside the call is not seen.
+  std::int64_t heap_delta = 0;
 };
 
 struct RunOptions {

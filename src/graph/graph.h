@@ -29,6 +29,12 @@ struct Attribute {
     a.i = v;
     return a;
   }
+  static Attribute of_float(double v) {
+    Attribute a;
+    a.kind = Kind::Float;
+    a.f = v;
+    return a;
+  }
   static Attribute of_ints(std::vector<std::int64_t> v) {
     Attribute a;
     a.kind = Kind::Ints;

@@ -201,6 +201,25 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
 void register_conv_ops(OpRegistry& r) {
   r.add({"Conv", "conv", conv});
   r.add({"ConvTranspose", "conv", conv_transpose});
+
+  for (const char* t : {"Conv", "ConvTranspose"}) r.set_domain(t, {{0, 1}, {}});
+  using error_models::accumulation;
+  r.set_error_model("Conv",
+                    accumulation(
+                        [](const KernelContext&, const Tensors& in) {
+                          const Tensor& w = in[1];
+                          return static_cast<double>(w.numel() / w.dim(0) + 1);
+                        },
+                        "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"));
+  r.set_error_model(
+      "ConvTranspose",
+      accumulation(
+          [](const KernelContext& c, const Tensors& in) {
+            const Tensor& w = in[1];
+            auto g = std::max<std::int64_t>(1, c.node.attr_i("group", 1));
+            return static_cast<double>(w.numel() / (w.dim(1) * g) + 1);
+          },
+          "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"));
 }
 
 }  // namespace metaop

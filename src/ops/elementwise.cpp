@@ -20,7 +20,9 @@ void add_unary(OpRegistry& r, const std::string& type, UnaryFactory make, bool f
            if (float_only) require_float(c, x, "input");
            UnaryFn f = make(c);
            auto v = x.to_f64();
-           for (auto& e : v) e = f(e);
+           // NaN in, NaN out, as numpy (ONNX's reference semantics) and IEEE functions do; the
+           // std::max/min and comparisons in piecewise definitions would drop it otherwise.
+           for (auto& e : v) e = std::isnan(e) ? e : f(e);
            return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
          }});
 }
@@ -348,6 +350,124 @@ void register_elementwise_ops(OpRegistry& r) {
            for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = true;
            return Tensors{x, mask};
          }});
+
+  // --- error models
+  using namespace error_models;
+  for (const char* t : {"Neg",
+                        "Abs",
+                        "Sign",
+                        "Floor",
+                        "Ceil",
+                        "Round",
+                        "Relu",
+                        "Identity",
+                        "Not",
+                        "IsNaN",
+                        "IsInf",
+                        "Equal",
+                        "Less",
+                        "LessOrEqual",
+                        "Greater",
+                        "GreaterOrEqual",
+                        "And",
+                        "Or",
+                        "Xor",
+                        "Max",
+                        "Min",
+                        "Where",
+                        "Clip",
+                        "Cast",
+                        "CastLike",
+                        "Dropout",
+                        "ThresholdedRelu",
+                        "Mod"})
+    r.set_error_model(t, exact());
+  // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
+  for (const char* t : {"Add", "Sub", "Mul", "Sqrt", "Reciprocal", "LeakyRelu", "PRelu"})
+    r.set_error_model(t, ulp(1, "1 ulp (correctly rounded)"));
+  r.set_error_model("Div", ulp(2, "2 ulp (correctly rounded, or x * (1/y))"));
+  // Elementary functions: libm and vectorized (SLEEF, oneDNN eltwise) versions are within a few
+  // ULPs; 4 covers the 3.5-ulp variants.
+  for (const char* t :
+       {"Exp",      "Log",      "Erf",  "Sin",   "Cos",   "Tan",   "Asin",    "Acos",
+        "Atan",     "Sinh",     "Cosh", "Asinh", "Acosh", "Atanh", "Sigmoid", "Tanh",
+        "Softplus", "Softsign", "Elu",  "Selu",  "Celu",  "Pow"})
+    r.set_error_model(t, ulp(4, "4 ulp (elementary function)"));
+  // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed.
+  auto affine = [](double alpha, double beta, bool times_x) {
+    return
+        [=](const KernelContext& c, const Tensors& in, const Tensors&, const AccumulationBound&) {
+          double a = c.node.attr_f("alpha", alpha), b = c.node.attr_f("beta", beta);
+          auto x = in[0].to_f64();
+          for (auto& v : x)
+            v = 2 * (std::fabs(a * v) + std::fabs(b)) * (times_x ? std::fabs(v) : 1);
+          return Magnitudes{x};
+        };
+  };
+  r.set_error_model("HardSigmoid", condition(affine(0.2, 0.5, false),
+                                             "2(|alpha*x| + |beta|) (affine step), 2 ulp", 2));
+  r.set_error_model("HardSwish", condition(affine(1.0 / 6, 0.5, true),
+                                           "2|x|(|x/6| + 1/2) (affine step), 2 ulp", 2));
+  r.set_error_model("Shrink", condition(
+                                  [](const KernelContext& c, const Tensors& in, const Tensors&,
+                                     const AccumulationBound&) {
+                                    double b = c.node.attr_f("bias", 0);
+                                    auto x = in[0].to_f64();
+                                    for (auto& v : x) v = std::fabs(v) + std::fabs(b);
+                                    return Magnitudes{x};
+                                  },
+                                  "|x| + |bias| (x -+ bias), 1 ulp", 1));
+  auto count_inputs = [](const KernelContext&, const Tensors& in) {
+    return static_cast<double>(in.size());
+  };
+  r.set_error_model("Sum", accumulation(count_inputs, "kappa(#inputs) * sum|x_k|", 1));
+
+  // --- domains: data inputs and critical points
+  for (const char* t : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "Equal", "Less",
+                        "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "Sum", "Mean"})
+    r.set_domain(t, {{0, 1, 2}, [t](const Node&) {
+                       std::string op = t;
+                       if (op == "Div" || op == "Mod") return std::vector<double>{0, 1, -1};
+                       if (op == "Pow") return std::vector<double>{0, 1, -1, 0.5, 2};
+                       return std::vector<double>{0};
+                     }});
+  r.set_domain("Where", {{1, 2}, {}});
+  auto points = [](std::vector<double> v) { return [v](const Node&) { return v; }; };
+  const double pi = 3.14159265358979323846;
+  // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
+  r.set_domain("Exp", {{0}, points({0, 88.7228, -87.3365, -103.97})});
+  r.set_domain("Log", {{0}, points({0, 1})});
+  r.set_domain("Sqrt", {{0}, points({0})});
+  r.set_domain("Reciprocal", {{0}, points({0})});
+  r.set_domain("Asin", {{0}, points({-1, 1, 0})});
+  r.set_domain("Acos", {{0}, points({-1, 1, 0})});
+  r.set_domain("Atanh", {{0}, points({-1, 1, 0})});
+  r.set_domain("Acosh", {{0}, points({1})});
+  r.set_domain("Tan", {{0}, points({pi / 2, -pi / 2, 0})});
+  r.set_domain("Sin", {{0}, points({pi, 0, 1e5})});
+  r.set_domain("Cos", {{0}, points({pi / 2, 0, 1e5})});
+  for (const char* t : {"Sinh", "Cosh"}) r.set_domain(t, {{0}, points({0, 89.4159, -89.4159})});
+  for (const char* t : {"Sigmoid", "Tanh", "Erf", "Softsign", "Atan", "Asinh"})
+    r.set_domain(t, {{0}, points({0, 9, -9, 20, -20, 88.7228, -88.7228})});
+  r.set_domain("Softplus", {{0}, points({0, 20, -20, 88.7228, -103.97})});
+  for (const char* t :
+       {"Relu", "Sign", "Abs", "Neg", "LeakyRelu", "Elu", "Selu", "Celu", "Floor", "Ceil"})
+    r.set_domain(t, {{0}, points({0, 1, -1})});
+  r.set_domain("Round", {{0}, points({0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5})});
+  r.set_domain("HardSigmoid",
+               {{0}, [](const Node& n) {
+                  double a = n.attr_f("alpha", 0.2), b = n.attr_f("beta", 0.5);
+                  return a != 0 ? std::vector<double>{-b / a, (1 - b) / a} : std::vector<double>{};
+                }});
+  r.set_domain("HardSwish", {{0}, points({-3, 3, 0})});
+  r.set_domain("ThresholdedRelu",
+               {{0}, [](const Node& n) { return std::vector<double>{n.attr_f("alpha", 1.0)}; }});
+  r.set_domain("Shrink", {{0}, [](const Node& n) {
+                            double l = n.attr_f("lambd", 0.5);
+                            return std::vector<double>{l, -l};
+                          }});
+  r.set_domain("Clip", {{0}, points({0, 6, -1, 1})});
+  r.set_error_model("Mean", accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2));
 }
 
 }  // namespace metaop

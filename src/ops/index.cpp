@@ -148,6 +148,10 @@ void register_index_ops(OpRegistry& r) {
   r.add({"ScatterElements", "index", scatter_elements});
   r.add({"Scatter", "index", scatter_elements});
   r.add({"ScatterND", "index", scatter_nd});
+
+  for (const char* t :
+       {"Gather", "GatherElements", "GatherND", "ScatterElements", "Scatter", "ScatterND"})
+    r.set_error_model(t, error_models::data_movement());
 }
 
 }  // namespace metaop

@@ -8,11 +8,43 @@
 
 namespace metaop {
 
+namespace {
+thread_local std::optional<DType> low_precision_accumulation;
+
+double round_to(double x, DType t) {
+  if (t == DType::Float16) return half_bits_to_f64(f64_to_half_bits(x));
+  if (t == DType::Float32) return static_cast<float>(x);
+  return Tensor::from_f64({x}, {1}, t).to_f64()[0];
+}
+}  // namespace
+
+ScopedLowPrecisionAccumulation::ScopedLowPrecisionAccumulation(DType dtype)
+    : previous_(low_precision_accumulation) {
+  low_precision_accumulation = dtype;
+}
+
+ScopedLowPrecisionAccumulation::~ScopedLowPrecisionAccumulation() {
+  low_precision_accumulation = previous_;
+}
+
 void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
               const double* a, const double* b, double beta, double* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::int64_t i = 0; i < m * n; ++i) c[i] *= beta;
+    return;
+  }
+  if (low_precision_accumulation) {
+    DType t = *low_precision_accumulation;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          double av = ta ? a[p * m + i] : a[i * k + p], bv = tb ? b[j * k + p] : b[p * n + j];
+          acc = round_to(acc + av * bv, t);
+        }
+        c[i * n + j] = round_to(alpha * acc + beta * c[i * n + j], t);
+      }
     return;
   }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -167,6 +199,49 @@ void register_linear_ops(OpRegistry& r) {
   r.add({"MatMul", "linear", matmul});
   r.add({"Gemm", "linear", gemm});
   r.add({"Einsum", "linear", einsum});
+
+  for (const char* t : {"MatMul", "Gemm", "Einsum"}) r.set_domain(t, {{0, 1}, {}});
+  using error_models::accumulation;
+  r.set_error_model("MatMul", accumulation(
+                                  [](const KernelContext&, const Tensors& in) {
+                                    const Tensor& a = in[0];
+                                    return static_cast<double>(a.rank() ? a.shape().back() : 1);
+                                  },
+                                  "kappa(K) * (|A| @ |B|), 2 ulp"));
+  r.set_error_model("Gemm", accumulation(
+                                [](const KernelContext& c, const Tensors& in) {
+                                  const Tensor& a = in[0];
+                                  bool ta = c.node.attr_i("transA", 0) != 0;
+                                  return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
+                                },
+                                "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"));
+  r.set_error_model("Einsum",
+                    accumulation(
+                        [](const KernelContext& c, const Tensors& in) {
+                          // Terms per output element: product of the sizes of contracted labels.
+                          std::string eq = c.node.attr_s("equation");
+                          std::map<char, std::int64_t> dims;
+                          std::size_t operand = 0, d = 0;
+                          for (std::size_t i = 0; i < eq.size() && eq[i] != '-'; ++i) {
+                            char ch = eq[i];
+                            if (ch == ',') {
+                              ++operand;
+                              d = 0;
+                            } else if (std::isalpha(static_cast<unsigned char>(ch)) &&
+                                       operand < in.size() &&
+                                       static_cast<std::int64_t>(d) < in[operand].rank()) {
+                              dims[ch] = in[operand].shape()[d++];
+                            }
+                          }
+                          auto arrow = eq.find("->");
+                          std::string out = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+                          double n = 1;
+                          for (auto [ch, size] : dims)
+                            if (arrow != std::string::npos && out.find(ch) == std::string::npos)
+                              n *= static_cast<double>(size);
+                          return n;
+                        },
+                        "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"));
 }
 
 }  // namespace metaop

@@ -75,6 +75,39 @@ Tensors softmax_ce(const KernelContext& c, const Tensors& in) {
 void register_loss_ops(OpRegistry& r) {
   r.add({"NegativeLogLikelihoodLoss", "loss", nll_loss});
   r.add({"SoftmaxCrossEntropyLoss", "loss", softmax_ce});
+
+  auto samples = [](const KernelContext&, const Tensors& in) {
+    return static_cast<double>(std::max<std::int64_t>(1, in[1].numel()));
+  };
+  r.set_error_model(
+      "NegativeLogLikelihoodLoss",
+      error_models::accumulation(samples, "kappa(#samples) * nll(|x|, |w|), 4 ulp", 4));
+  // Coarse: log-softmax over C classes, then a weighted mean over the samples.
+  r.set_error_model(
+      "SoftmaxCrossEntropyLoss",
+      error_models::condition(
+          [samples](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                    const AccumulationBound& bound) {
+            const Tensor& x = in[0];
+            double classes = static_cast<double>(x.dim(1));
+            double mx = 0, mw = 1;
+            for (double v : x.to_f64()) mx = std::max(mx, std::fabs(v));
+            if (has_input(in, 2))
+              for (double v : in[2].to_f64()) mw = std::max(mw, std::fabs(v));
+            double k = bound.kappa(classes) + bound.kappa(samples(c, in)) + 8;
+            Magnitudes m;
+            for (const auto& r : ref) {
+              if (!r.defined()) {
+                m.emplace_back();
+                continue;
+              }
+              auto y = r.to_f64();
+              for (auto& v : y) v = k * mw * (4 * mx + 2 * std::fabs(v));
+              m.push_back(std::move(y));
+            }
+            return m;
+          },
+          "coarse: (kappa(C) + kappa(#samples) + 8) * max|w| * (4 max|x| + 2|y|), 4 ulp"));
 }
 
 }  // namespace metaop

@@ -177,6 +177,181 @@ Tensors mvn(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
 
+// First-order rounding-error magnitude of y = gamma * (x - mu) / sqrt(var + eps) + beta with
+// mu and var over n elements of each group (given statistics: n = 0): the mean's error
+// kappa(n)*mean|x| and the difference's u*|x - mu| scale by gamma/sigma; the variance's
+// relative error kappa(n) scales |x_hat|; a few more roundings for the affine step, including
+// implementations that fold it into x*a + b (hence |mu|).
+struct NormGroups {
+  std::vector<std::int64_t> group;  // element -> group
+  std::vector<double> gamma, beta;  // per element
+  std::vector<double> mean, var;    // per group (computed here when not given)
+  double eps = 0;
+  double n = 0;  // elements reduced per group (0: statistics are inputs)
+};
+
+std::vector<double> norm_magnitude(const std::vector<double>& x, NormGroups g,
+                                   const AccumulationBound& bound) {
+  std::size_t groups = 0;
+  for (auto k : g.group) groups = std::max<std::size_t>(groups, static_cast<std::size_t>(k) + 1);
+  std::vector<double> mean_abs(groups, 0.0), count(groups, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mean_abs[g.group[i]] += std::fabs(x[i]);
+    count[g.group[i]] += 1;
+  }
+  if (g.n > 0) {
+    g.mean.assign(groups, 0.0);
+    g.var.assign(groups, 0.0);
+    for (std::size_t i = 0; i < x.size(); ++i) g.mean[g.group[i]] += x[i];
+    for (std::size_t k = 0; k < groups; ++k) g.mean[k] /= std::max(count[k], 1.0);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      double d = x[i] - g.mean[g.group[i]];
+      g.var[g.group[i]] += d * d;
+    }
+    for (std::size_t k = 0; k < groups; ++k) g.var[k] /= std::max(count[k], 1.0);
+  }
+  for (std::size_t k = 0; k < groups; ++k) mean_abs[k] /= std::max(count[k], 1.0);
+  double kappa = g.n > 0 ? bound.kappa(g.n) : 0;
+  std::vector<double> c(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto k = g.group[i];
+    double sigma = std::sqrt(std::max(g.var[k], 0.0) + g.eps);
+    double mu = g.mean[k], xhat = (x[i] - mu) / sigma;
+    double scaled =
+        (std::fabs(x[i]) + std::fabs(mu) + (kappa > 0 ? kappa * mean_abs[k] : 0)) / sigma +
+        std::fabs(xhat) * (kappa + 4);
+    c[i] = std::fabs(g.gamma[i]) * scaled + 2 * std::fabs(g.beta[i]);
+  }
+  return c;
+}
+
+// Per-element values of a per-channel vector for an [N, C, ...] tensor.
+std::vector<double> per_channel(const std::vector<double>& v, const Shape& s) {
+  std::int64_t N = s[0], C = s[1], S = shape_numel(s) / std::max<std::int64_t>(N * C, 1);
+  std::vector<double> out(static_cast<std::size_t>(N * C * S));
+  for (std::int64_t i = 0; i < N * C * S; ++i) out[i] = v[(i / S) % C];
+  return out;
+}
+
+Magnitudes batch_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  NormGroups g;
+  g.group.resize(x.numel());
+  for (std::int64_t i = 0; i < x.numel(); ++i) g.group[i] = (i / S) % C;
+  g.gamma = per_channel(in[1].to_f64(), x.shape());
+  g.beta = per_channel(in[2].to_f64(), x.shape());
+  g.eps = c.node.attr_f("epsilon", 1e-5);
+  bool training = batch_norm_training(c);
+  if (training) {
+    g.n = static_cast<double>(N * S);
+  } else {
+    g.mean = in[3].to_f64();
+    g.var = in[4].to_f64();
+  }
+  auto vx = x.to_f64();
+  Magnitudes m{norm_magnitude(vx, g, bound)};
+  // Running statistics: a blend of the old value and a batch statistic over N*S elements.
+  double kappa = bound.kappa(static_cast<double>(N * S));
+  for (std::size_t o = 1; o < ref.size(); ++o) {
+    if (!ref[o].defined()) continue;
+    auto r = ref[o].to_f64();
+    std::vector<double> mag_x(C, 0.0);
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      mag_x[(i / S) % C] += (o == 1 ? std::fabs(vx[i]) : vx[i] * vx[i]) / (N * S);
+    std::vector<double> cm(r.size());
+    for (std::size_t k = 0; k < r.size(); ++k) cm[k] = 4 * std::fabs(r[k]) + kappa * mag_x[k];
+    m.push_back(std::move(cm));
+  }
+  return m;
+}
+
+Magnitudes instance_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                                   const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  NormGroups g;
+  g.group.resize(x.numel());
+  for (std::int64_t i = 0; i < x.numel(); ++i) g.group[i] = i / S;
+  g.gamma = per_channel(in[1].to_f64(), x.shape());
+  g.beta = per_channel(in[2].to_f64(), x.shape());
+  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.n = static_cast<double>(S);
+  return {norm_magnitude(x.to_f64(), g, bound)};
+}
+
+Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t inner = 1;
+  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  auto sc = in[1].to_f64();
+  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  std::vector<double> b;
+  std::vector<std::int64_t> bmap;
+  if (has_input(in, 2)) {
+    b = in[2].to_f64();
+    bmap = broadcast_map(in[2].shape(), norm_shape);
+  }
+  NormGroups g;
+  g.group.resize(x.numel());
+  g.gamma.resize(x.numel());
+  g.beta.assign(x.numel(), 0.0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    g.group[i] = i / inner;
+    g.gamma[i] = sc[smap[i % inner]];
+    if (!b.empty()) g.beta[i] = b[bmap[i % inner]];
+  }
+  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.n = static_cast<double>(inner);
+  auto vx = x.to_f64();
+  Magnitudes m{norm_magnitude(vx, g, bound)};
+  // Mean: an n-term sum; InvStdDev: relative error of the variance.
+  double kappa = bound.kappa(g.n);
+  for (std::size_t o = 1; o < ref.size(); ++o) {
+    if (!ref[o].defined()) {
+      m.emplace_back();
+      continue;
+    }
+    auto r = ref[o].to_f64();
+    std::vector<double> cm(r.size());
+    for (std::size_t k = 0; k < r.size(); ++k) {
+      double mean_abs = 0;
+      for (std::int64_t j = 0; j < inner; ++j) mean_abs += std::fabs(vx[k * inner + j]);
+      mean_abs /= static_cast<double>(inner);
+      cm[k] = o == 1 ? kappa * mean_abs + 2 * std::fabs(r[k]) : (kappa + 4) * std::fabs(r[k]);
+    }
+    m.push_back(std::move(cm));
+  }
+  return m;
+}
+
+Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                         const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  NormGroups g;
+  g.group = broadcast_map(kept, x.shape());
+  g.gamma.assign(x.numel(), 1.0);
+  g.beta.assign(x.numel(), 0.0);
+  g.n = static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept));
+  return {norm_magnitude(x.to_f64(), g, bound)};
+}
+
+Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& ref,
+                         const AccumulationBound& bound) {
+  double beta = c.node.attr_f("beta", 0.75);
+  double kappa = bound.kappa(static_cast<double>(c.node.attr_i("size")));
+  auto y = ref[0].to_f64();
+  for (auto& v : y) v = std::fabs(v) * (4 + std::fabs(beta) * (kappa + 4));
+  return {y};
+}
+
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
@@ -185,6 +360,24 @@ void register_norm_ops(OpRegistry& r) {
   r.add({"LayerNormalization", "norm", layer_norm});
   r.add({"LRN", "norm", lrn});
   r.add({"MeanVarianceNormalization", "norm", mvn});
+
+  using error_models::condition;
+  const char* norm_doc =
+      "first-order: gamma*(|x|+|mu|+kappa(n)*mean|x|)/sigma + (kappa(n)+4)*|x_hat|*|gamma| + "
+      "2|beta|, 4 ulp";
+  r.set_error_model(
+      "BatchNormalization",
+      condition(batch_norm_magnitude, std::string(norm_doc) +
+                                          " (inference: given statistics, n = 0); running stats: "
+                                          "4|r| + kappa(N*S)*mean of |x| or x^2"));
+  r.set_error_model("InstanceNormalization", condition(instance_norm_magnitude, norm_doc));
+  r.set_error_model(
+      "LayerNormalization",
+      condition(layer_norm_magnitude,
+                std::string(norm_doc) + "; Mean: kappa(n)*mean|x|; InvStdDev: (kappa(n)+4)*|r|"));
+  r.set_error_model("MeanVarianceNormalization",
+                    condition(mvn_magnitude, std::string(norm_doc) + " (gamma = 1, beta = 0)"));
+  r.set_error_model("LRN", condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
 }
 
 }  // namespace metaop

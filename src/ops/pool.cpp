@@ -48,8 +48,9 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
                 std::int64_t flat = (i[0] * w.in[1] + i[1]) * w.in[2] + i[2];
                 double v = xc[flat];
                 if (kind == PoolKind::Max) {
-                  if (std::isnan(v)) nan = true;
-                  if (v > acc || arg < 0) {
+                  // The first NaN of the window gives the index (numpy's argmax).
+                  if (std::isnan(v) ? !nan : (!nan && (v > acc || arg < 0))) {
+                    nan = nan || std::isnan(v);
                     acc = v;
                     arg = flat;
                   }
@@ -136,6 +137,36 @@ void register_pool_ops(OpRegistry& r) {
   r.add({"GlobalLpPool", "pool", [](const KernelContext& c, const Tensors& in) {
            return global_pool(c, in, PoolKind::Lp);
          }});
+
+  using namespace error_models;
+  r.set_error_model("MaxPool", exact());
+  r.set_error_model("GlobalMaxPool", exact());
+  auto window = [](const KernelContext& c, const Tensors&) {
+    double n = 1;
+    for (auto k : c.node.attr_ints("kernel_shape", {})) n *= static_cast<double>(k);
+    return n;
+  };
+  auto spatial = [](const KernelContext&, const Tensors& in) {
+    const Tensor& x = in[0];
+    return static_cast<double>(x.numel()) /
+           static_cast<double>(std::max<std::int64_t>(1, x.dim(0) * x.dim(1)));
+  };
+  r.set_error_model("AveragePool", accumulation(window, "kappa(prod(kernel)) * avg(|x|), 2 ulp"));
+  r.set_error_model("GlobalAveragePool",
+                    accumulation(spatial, "kappa(spatial size) * mean(|x|), 2 ulp"));
+  // (sum |x|^p)^(1/p): positive terms, so the sum's relative error carries to |y| (/p), plus
+  // the powers' few ULPs.
+  auto lp = [](TermCount terms) {
+    return [terms](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                   const AccumulationBound& bound) {
+      double k = bound.kappa(terms(c, in)) + 8;
+      auto y = ref[0].to_f64();
+      for (auto& v : y) v = k * std::fabs(v);
+      return Magnitudes{y};
+    };
+  };
+  r.set_error_model("LpPool", condition(lp(window), "(kappa(prod(kernel)) + 8) * |y|, 4 ulp"));
+  r.set_error_model("GlobalLpPool", condition(lp(spatial), "(kappa(spatial) + 8) * |y|, 4 ulp"));
 }
 
 }  // namespace metaop

@@ -116,7 +116,11 @@ Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
       std::int64_t best = 0;
       for (std::int64_t j = 1; j < v.n; ++j) {
         double a = vx[v.at(o, j, i)], b = vx[v.at(o, best, i)];
-        bool better = is_max ? (a > b || (last && a == b)) : (a < b || (last && a == b));
+        // numpy's argmax/argmin (ONNX's reference): NaN wins over any number, the first NaN
+        // (the last one with select_last_index).
+        bool better = std::isnan(a) || std::isnan(b)
+                          ? std::isnan(a) && (!std::isnan(b) || last)
+                          : (is_max ? (a > b || (last && a == b)) : (a < b || (last && a == b)));
         if (better) best = j;
       }
       out[o * v.inner + i] = best;
@@ -194,8 +198,8 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
       auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
       double m = -kInf;
       std::int64_t arg = 0;
-      for (std::int64_t j = 0; j < n; ++j)
-        if (vx[at(j)] > m) {
+      for (std::int64_t j = 0; j < n; ++j)  // numpy's argmax: the first NaN wins
+        if (std::isnan(vx[at(j)]) ? !std::isnan(m) : vx[at(j)] > m) {
           m = vx[at(j)];
           arg = j;
         }
@@ -210,6 +214,39 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
                                                 : vx[at(j)] - m - std::log(s);
     }
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+// First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
+// scales p_i relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
+// division a few more roundings.
+std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x, const Tensor& ref,
+                                      const AccumulationBound& bound, SoftmaxKind kind) {
+  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+  (void)axis;
+  auto vx = x.to_f64();
+  std::vector<double> mag(vx.size());
+  double k = bound.kappa(static_cast<double>(n));
+  (void)ref;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
+      double m = -kInf;
+      for (std::int64_t j = 0; j < n; ++j) m = std::max(m, vx[at(j)]);
+      if (!std::isfinite(m)) m = 0;
+      double s = 0, wsum = 0;
+      for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
+      for (std::int64_t j = 0; j < n; ++j)
+        if (double p = std::exp(vx[at(j)] - m) / s; p > 0)
+          wsum += p * (std::fabs(vx[at(j)]) + std::fabs(m));
+      for (std::int64_t j = 0; j < n; ++j) {
+        double p = std::exp(vx[at(j)] - m) / s;
+        double common = std::fabs(vx[at(j)]) + std::fabs(m) + wsum + k;
+        mag[at(j)] = kind == SoftmaxKind::Softmax
+                         ? p * (common + 4)
+                         : common + 2 * std::fabs(std::log(s)) + 2 * std::fabs(vx[at(j)] - m);
+      }
+    }
+  return mag;
 }
 
 }  // namespace
@@ -271,6 +308,98 @@ void register_reduce_ops(OpRegistry& r) {
   r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) {
            return softmax(c, in, SoftmaxKind::Hardmax);
          }});
+
+  using namespace error_models;
+  for (const char* t : {"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "Hardmax"})
+    r.set_error_model(t, exact());
+  // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
+  for (const char* t : {"Softmax", "LogSoftmax", "ReduceLogSumExp"})
+    r.set_domain(t, {{0}, [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; }});
+  r.set_domain("ReduceLogSum", {{0}, [](const Node&) { return std::vector<double>{0, 1}; }});
+  auto reduced = [](const KernelContext& c, const Tensors& in) {
+    const Tensor& x = in[0];
+    if (reduce_axes(c, in, x.rank()).noop) return 1.0;
+    double n = 1;
+    for (auto a : reduce_axes(c, in, x.rank()).axes) n *= static_cast<double>(x.shape()[a]);
+    return n;
+  };
+  r.set_error_model("ReduceSum", accumulation(reduced, "kappa(n) * sum|x|, 1 ulp", 1));
+  r.set_error_model("ReduceMean", accumulation(reduced, "kappa(n) * mean|x|, 2 ulp"));
+  r.set_error_model("ReduceL1", accumulation(reduced, "kappa(n) * |y|, 1 ulp", 1));
+  r.set_error_model("ReduceSumSquare", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
+  r.set_error_model("ReduceL2", accumulation(reduced, "kappa(n) * |y|, 4 ulp", 4));
+  r.set_error_model("ReduceProd", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
+  r.set_error_model(
+      "ReduceLogSum",
+      condition(
+          [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                    const AccumulationBound& bound) {
+            // log of an n-term sum: absolute error kappa(n) * sum|x| / |sum x|.
+            Tensors abs_in = in;
+            auto v = in[0].to_f64();
+            for (auto& x : v) x = std::fabs(x);
+            abs_in[0] = Tensor::from_f64(v, in[0].shape(), DType::Float64);
+            auto sum_abs =
+                OpRegistry::instance().find("ReduceSum")->reference(c, abs_in)[0].to_f64();
+            auto y = ref[0].to_f64();
+            double k = bound.kappa(reduced(c, in));
+            for (std::size_t i = 0; i < y.size(); ++i)
+              y[i] = k * sum_abs[i] / std::exp(y[i]) + 2 * std::fabs(y[i]);
+            return Magnitudes{y};
+          },
+          "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"));
+  r.set_error_model("CumSum", accumulation(
+                                  [](const KernelContext& c, const Tensors& in) {
+                                    const Tensor& x = in[0];
+                                    auto axis = in[1].to_f64().at(0);
+                                    auto a =
+                                        norm_axis(c, static_cast<std::int64_t>(axis), x.rank());
+                                    return static_cast<double>(x.shape()[a]);
+                                  },
+                                  "kappa(axis length) * cumsum(|x|), 1 ulp", 1));
+  r.set_error_model("Softmax", condition(
+                                   [](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                      const AccumulationBound& bound) {
+                                     return Magnitudes{softmax_magnitude(c, in[0], ref[0], bound,
+                                                                         SoftmaxKind::Softmax)};
+                                   },
+                                   "p_i * (|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 4)"
+                                   " with m = max x, 4 ulp"));
+  r.set_error_model(
+      "LogSoftmax",
+      condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors& ref,
+             const AccumulationBound& bound) {
+            return Magnitudes{softmax_magnitude(c, in[0], ref[0], bound, SoftmaxKind::LogSoftmax)};
+          },
+          "|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2 |log S| + 2 |y_i|, 4 ulp"));
+  r.set_error_model("ReduceLogSumExp",
+                    condition(
+                        [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                  const AccumulationBound& bound) {
+                          // m + log(sum exp(x - m)): the same terms as LogSoftmax, per reduced
+                          // group.
+                          const Tensor& x = in[0];
+                          auto axes = reduce_axes(c, in, x.rank()).axes;
+                          Shape kept = x.shape();
+                          for (auto a : axes) kept[a] = 1;
+                          auto map = broadcast_map(kept, x.shape());
+                          auto vx = x.to_f64();
+                          auto y = ref[0].to_f64();
+                          std::vector<double> m(y.size(), -kInf), wsum(y.size(), 0.0);
+                          for (std::int64_t i = 0; i < x.numel(); ++i)
+                            m[map[i]] = std::max(m[map[i]], vx[i]);
+                          for (std::int64_t i = 0; i < x.numel(); ++i) {
+                            double p = std::isfinite(y[map[i]]) ? std::exp(vx[i] - y[map[i]]) : 0;
+                            if (p > 0)
+                              wsum[map[i]] += p * (std::fabs(vx[i]) + std::fabs(m[map[i]]));
+                          }
+                          double k = bound.kappa(reduced(c, in));
+                          for (std::size_t g = 0; g < y.size(); ++g)
+                            y[g] = std::fabs(m[g]) + wsum[g] + k + 2 * std::fabs(y[g]);
+                          return Magnitudes{y};
+                        },
+                        "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"));
 }
 
 }  // namespace metaop

@@ -37,4 +37,16 @@ void OpRegistry::add(MetaOp op) {
   ops_.emplace(std::move(t), std::move(op));
 }
 
+void OpRegistry::set_error_model(const std::string& type, ErrorModel model) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: error model for unknown meta op {}", type);
+  it->second.error = std::move(model);
+}
+
+void OpRegistry::set_domain(const std::string& type, Domain domain) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: domain for unknown meta op {}", type);
+  it->second.domain = std::move(domain);
+}
+
 }  // namespace metaop

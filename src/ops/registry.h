@@ -1,30 +1,27 @@
 #pragma once
 // The meta-operator registry: one row per ONNX operator. Each concern attaches to the row
-// separately (reference forward now; gradient, error model and input domain as they arrive), so
+// separately (reference forward, error model; gradient and input domain as they arrive), so
 // adding an op means adding its entry in one family file.
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "tensor/tensor.h"
+#include "ops/error_model.h"
 
 namespace metaop {
 
-struct KernelContext {
-  const Node& node;
-  std::int64_t opset;
-};
-
-using Tensors = std::vector<Tensor>;
 using ReferenceForward = std::function<Tensors(const KernelContext&, const Tensors&)>;
 
 struct MetaOp {
+  MetaOp(std::string t, std::string f, ReferenceForward r)
+      : type(std::move(t)), family(std::move(f)), reference(std::move(r)) {}
   std::string type;
   std::string family;  // elementwise, linear, conv, pool, norm, reduce, shape, index, loss
   // Inputs as given (any dtype); computes in float64 and rounds once to the output dtype.
   ReferenceForward reference;
+  ErrorModel error;  // attached after registration, in the same family file
+  Domain domain;     // likewise (defaults: input 0 is data, no critical points)
 };
 
 class OpRegistry {
@@ -33,6 +30,9 @@ class OpRegistry {
   const MetaOp* find(const std::string& type) const;
   std::vector<std::string> types() const;
   void add(MetaOp op);
+  // Declares the error model of an op already added.
+  void set_error_model(const std::string& type, ErrorModel model);
+  void set_domain(const std::string& type, Domain domain);
 
  private:
   OpRegistry() = default;

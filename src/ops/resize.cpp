@@ -186,6 +186,31 @@ Tensors resize(const KernelContext& c, const Tensors& in) {
 void register_resize_ops(OpRegistry& r) {
   r.add({"Resize", "shape", resize});
   r.add({"Upsample", "shape", resize});
+
+  // Interpolation sums 2^d (linear) or 4^d (cubic) taps; cubic weights can be negative (x2),
+  // and coordinates computed in the output precision move the taps' weights by about u times
+  // the largest dimension L.
+  auto model = error_models::condition(
+      [](const KernelContext& c, const Tensors& in, const Tensors& ref,
+         const AccumulationBound& bound) -> Magnitudes {
+        std::string mode = c.node.attr_s("mode", "nearest");
+        if (mode == "nearest" || !ref[0].defined()) return {{}};
+        const Tensor& x = in[0];
+        double taps = 1, L = 1;
+        for (std::int64_t d = 0; d < x.rank(); ++d) {
+          auto a = x.shape()[d], b = ref[0].shape()[d];
+          if (a != b) taps *= mode == "cubic" ? 4 : 2;
+          L = std::max<double>(L, static_cast<double>(std::max(a, b)));
+        }
+        double mx = 0;
+        for (double v : x.to_f64()) mx = std::max(mx, std::fabs(v));
+        double k = 2 * bound.kappa(taps) + 4 * L;
+        std::vector<double> m(static_cast<std::size_t>(ref[0].numel()), k * mx);
+        return {m};
+      },
+      "nearest: exact; linear/cubic: (2 kappa(taps) + 4 L) * max|x|, 4 ulp");
+  r.set_error_model("Resize", model);
+  r.set_error_model("Upsample", model);
 }
 
 }  // namespace metaop

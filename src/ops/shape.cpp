@@ -499,6 +499,30 @@ void register_shape_ops(OpRegistry& r) {
   r.add({"EyeLike", "shape", eye_like});
   r.add({"OneHot", "shape", one_hot});
   r.add({"Trilu", "shape", trilu});
+
+  for (const char* t : {"Reshape",  "Flatten",         "Transpose",    "Squeeze", "Unsqueeze",
+                        "Concat",   "Split",           "Slice",        "Expand",  "Tile",
+                        "Pad",      "DepthToSpace",    "SpaceToDepth", "Shape",   "Size",
+                        "Constant", "ConstantOfShape", "EyeLike",      "OneHot",  "Trilu"})
+    r.set_error_model(t, error_models::data_movement());
+  // No data input to probe: their inputs are shapes, sizes or a value to repeat.
+  for (const char* t :
+       {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "OneHot"})
+    r.set_domain(t, {{}, {}});
+  r.set_domain("Concat", {{0, 1, 2}, {}});
+  // start + i * delta: implementations that accumulate delta may drift by i roundings.
+  r.set_error_model("Range", error_models::condition(
+                                 [](const KernelContext&, const Tensors& in, const Tensors& ref,
+                                    const AccumulationBound&) {
+                                   double start = std::fabs(in[0].to_f64().at(0));
+                                   double delta = std::fabs(in[2].to_f64().at(0));
+                                   std::vector<double> m(static_cast<std::size_t>(ref[0].numel()));
+                                   for (std::size_t i = 0; i < m.size(); ++i)
+                                     m[i] = 2 * (start + static_cast<double>(i) * delta) *
+                                            static_cast<double>(i + 1);
+                                   return Magnitudes{m};
+                                 },
+                                 "2(i+1)(|start| + i|delta|) for element i, 1 ulp", 1));
 }
 
 }  // namespace metaop

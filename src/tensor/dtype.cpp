@@ -125,4 +125,13 @@ std::string shape_str(const Shape& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
+std::string index_str(const Shape& s, std::int64_t flat) {
+  std::vector<std::int64_t> idx(s.size());
+  for (std::size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] ? flat % s[d] : 0;
+    flat = s[d] ? flat / s[d] : 0;
+  }
+  return shape_str(idx);
+}
+
 }  // namespace metaop

@@ -31,5 +31,7 @@ std::string onnx_type_name(int onnx_type);
 using Shape = std::vector<std::int64_t>;
 std::int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);
+// Multi-index of a flat row-major index, "[0, 3, 1, 2]".
+std::string index_str(const Shape& s, std::int64_t flat);
 
 }  // namespace metaop

@@ -624,8 +624,14 @@ std::map<std::string, TorchOp> make_ops() {
     bool exclusive = c.node().attr_i("exclusive", 0) != 0,
          reverse = c.node().attr_i("reverse", 0) != 0;
     at::Tensor xi = reverse ? x.flip({axis}) : x;
+    // Exclusive: the sum of the elements before, i.e. cumsum of the input shifted by one (not
+    // cumsum - x, which cancels catastrophically next to a large element).
+    if (exclusive && xi.size(axis) > 0) {
+      std::vector<std::int64_t> pad(2 * static_cast<std::size_t>(xi.dim() - axis), 0);
+      pad[pad.size() - 2] = 1;  // one zero before, along `axis`
+      xi = at::constant_pad_nd(xi, pad).narrow(axis, 0, xi.size(axis));
+    }
     at::Tensor y = at::cumsum(xi, axis);
-    if (exclusive) y = y - xi;
     return ATs{reverse ? y.flip({axis}) : y};
   }};
   m["Softmax"] = {[](const Ctx& c) { return softmax_like(c, 0); }};

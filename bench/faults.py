@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""Fault-injection benchmark of `metaop check` (detection, localization, verification).
+
+For each model, every applicable (op type, fault) pair is injected on a seeded sample of the
+nodes of that type, one node at a time, under one framework binding (torch and onednn in turn;
+a node the binding lacks runs on the reference, so the binding that has it is used). A run
+counts as
+  - detected:  the injected node is among the defect findings for that binding;
+  - localized: it is the top-ranked defect finding;
+  - verified:  that finding is verified by replacement.
+Faults that did not change the kernel's result (e.g. dropping a bias that is all zeros) are
+"masked" and left out of the rates; faults whose change stays within the error model's
+tolerance (a correct float32 kernel could differ that much) are listed as "benign", with their
+size, and also left out; both are reported.
+
+Usage: bench/faults.py METAOP MODELS_DIR [--models a,b] [--nodes N] [--seed S] [--json OUT]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import onnx
+
+FAULTS = {
+    "bias": None, "nan": None, "swap": None,
+    "eps": {"BatchNormalization", "InstanceNormalization", "LayerNormalization"},
+    "nomax": {"Softmax", "LogSoftmax", "ReduceLogSumExp"},
+    "half_acc": {"Conv", "ConvTranspose", "Gemm", "MatMul"},
+    "offbyone": {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Slice", "Gather",
+                 "GatherElements", "Resize", "Pad"},
+    "drop_bias": {"Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization",
+                  "LayerNormalization"},
+}
+# Ops whose outputs are not floating point or that compute nothing (shape bookkeeping): the
+# generic faults (bias, nan, swap) are not meaningful there.
+SKIP_GENERIC = {"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Concat",
+                "Reshape", "Identity", "Flatten", "Cast", "Range", "Equal", "Where", "Expand",
+                "Slice", "Transpose", "Split"}
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0",
+          "densenet121", "shufflenet_v2_x0_5", "efficientnet_b0", "regnet_y_400mf", "googlenet",
+          "convnext_tiny", "vit_b_16"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("metaop")
+    ap.add_argument("models_dir")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--nodes", type=int, default=1, help="nodes sampled per (op type, fault)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    work = tempfile.mkdtemp(prefix="metaop-faults-")
+    rows = []
+    t0 = time.time()
+    for model in a.models.split(","):
+        path = os.path.join(a.models_dir, model, "opset17.onnx")
+        graph = onnx.load(path, load_external_data=False).graph
+        by_type = {}
+        for n in graph.node:
+            by_type.setdefault(n.op_type, []).append(n.name)
+        k = 0
+        for fault, ops in FAULTS.items():
+            for op_type, names in sorted(by_type.items()):
+                if ops is None and op_type in SKIP_GENERIC:
+                    continue
+                if ops is not None and op_type not in ops:
+                    continue
+                for node in rng.sample(names, min(a.nodes, len(names))):
+                    binding = ["torch", "onednn"][k % 2]
+                    k += 1
+                    rows.append(run_one(a.metaop, path, model, node, op_type, fault, binding, work))
+                    r = rows[-1]
+                    print(f"[{time.time() - t0:6.0f}s] {model:<18} {fault:<9} {op_type:<18} "
+                          f"{binding:<7} {r['status']:<10} {r.get('note', '')[:60]}", flush=True)
+    report(rows, a.json)
+
+
+def run_one(metaop, path, model, node, op_type, fault, binding, work):
+    out = os.path.join(work, "f.json")
+    spec = f"{node}:{fault}@{binding}"
+    row = {"model": model, "node": node, "op_type": op_type, "fault": fault, "binding": binding}
+    bindings = binding
+    p = subprocess.run([metaop, "check", path, "--bind", bindings, "--inject", spec, "--json", out,
+                        "--repro", os.path.join(work, "repro")], capture_output=True, text=True)
+    if p.returncode == 2:
+        row.update(status="error", note=(p.stderr or p.stdout).strip()[-200:])
+        return row
+    doc = json.load(open(out))
+    note = doc.get("injected", {}).get(f"{binding}/{node}")
+    ran_on = [n["ran_on"] for r in doc["runs"] if r["binding"] == binding for n in r["nodes"]
+              if n["node"] == node]
+    if not note and ran_on and ran_on[0] == "reference":
+        # The binding lacks this node's op: inject into the other binding instead.
+        other = "onednn" if binding == "torch" else "torch"
+        if not row.get("retried"):
+            r = run_one(metaop, path, model, node, op_type, fault, other, work)
+            r["retried"] = True
+            return r
+    row["note"] = note or "not reached"
+    defects = [f for f in doc["findings"] if f["kind"] not in ("unsupported",) and
+               f["binding"] == binding]
+    mine = [f for f in defects if f["node"] == node]
+    m = re.search(r"changed (\d+) elements", note or "")
+    if note is None or note.startswith("not applied"):
+        row["status"] = "n/a"
+    elif m and int(m.group(1)) == 0:
+        row["status"] = "masked"
+    elif not mine:
+        row["status"] = "benign"
+    else:
+        row["status"] = "detected"
+        row["localized"] = defects[0]["node"] == node
+        row["verified"] = bool(mine[0]["verified"])
+        row["score"] = mine[0]["score"]
+        row["verification"] = mine[0]["verification"]
+    row["false"] = [f["node"] for f in defects if f["node"] != node]
+    return row
+
+
+def report(rows, json_path):
+    eff = [r for r in rows if r["status"] in ("detected", "benign")]
+    det = [r for r in eff if r["status"] == "detected"]
+    loc = [r for r in det if r.get("localized")]
+    ver = [r for r in det if r.get("verified")]
+    pct = lambda a, b: f"{100.0 * len(a) / len(b):.1f}% ({len(a)}/{len(b)})" if b else "n/a"
+    print()
+    print(f"injections: {len(rows)}; not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
+          f"masked (result unchanged) {sum(r['status'] == 'masked' for r in rows)}, "
+          f"errors {sum(r['status'] == 'error' for r in rows)}")
+    print(f"effective faults: {len(eff)}; within tolerance (benign): {len(eff) - len(det)}")
+    print(f"detection    {pct(det, eff)}")
+    print(f"localization {pct(loc, det)} of detected, {pct(loc, eff)} of effective")
+    print(f"verification {pct(ver, det)} of detected")
+    for r in eff:
+        if r["status"] == "benign" or not r.get("localized") or not r.get("verified"):
+            print(f"  {r['model']} {r['node']} {r['fault']}@{r['binding']}: {r['status']}"
+                  f" localized={r.get('localized')} verified={r.get('verified')} {r['note'][:90]}"
+                  f" {r.get('verification', '')[:90]} others={r['false'][:3]}")
+    for r in rows:
+        if r["status"] == "error":
+            print(f"  error {r['model']} {r['node']} {r['fault']}: {r['note']}")
+    if json_path:
+        json.dump(rows, open(json_path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+#include "analysis/accuracy.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace metaop {
+
+Score score_outputs(const Tensors& got, const Tensors& ref,
+                    const std::vector<std::vector<double>>& tol) {
+  Score s;
+  double worst_key = -1;  // non-finite mismatches rank above any finite score
+  for (std::size_t o = 0; o < ref.size() && o < got.size(); ++o) {
+    if (!ref[o].defined() || !got[o].defined()) continue;
+    if (got[o].shape() != ref[o].shape() || got[o].dtype() != ref[o].dtype()) {
+      s.mismatch = fmt::format("output #{}: {} {} but the reference has {} {}", o,
+                               dtype_name(got[o].dtype()), shape_str(got[o].shape()),
+                               dtype_name(ref[o].dtype()), shape_str(ref[o].shape()));
+      s.score = INFINITY;
+      continue;
+    }
+    auto g = got[o].to_f64(), r = ref[o].to_f64();
+    const std::vector<double>* t = o < tol.size() && tol[o].size() == r.size() ? &tol[o] : nullptr;
+    bool floating = is_floating(ref[o].dtype());
+    s.elements += static_cast<std::int64_t>(r.size());
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      double key;
+      bool rf = std::isfinite(r[i]), gf = std::isfinite(g[i]);
+      if (!rf || !gf) {
+        bool same = (std::isnan(r[i]) && std::isnan(g[i])) || r[i] == g[i];
+        if (same) continue;
+        // An exact result at a singularity (a pole, inf - inf) where the op's condition is
+        // infinite: rounding may land on any non-finite value.
+        if (!rf && !gf && t && std::isinf((*t)[i])) continue;
+        ++s.nonfinite;
+        if (rf) ++s.new_nonfinite;
+        s.score = INFINITY;
+        key = INFINITY;
+      } else {
+        double err = std::fabs(g[i] - r[i]);
+        if (err == 0) continue;
+        s.max_abs_err = std::max(s.max_abs_err, err);
+        if (floating) s.max_ulp_err = std::max(s.max_ulp_err, err / ulp_of(r[i], ref[o].dtype()));
+        double bound = t ? (*t)[i] : 0;
+        double sc = bound > 0 ? err / bound : INFINITY;
+        if (sc > 1) ++s.over;
+        s.score = std::max(s.score, sc);
+        key = sc;
+      }
+      if (key > worst_key) {
+        worst_key = key;
+        s.worst_output = o;
+        s.worst_index = static_cast<std::int64_t>(i);
+        s.worst_ref = r[i];
+        s.worst_got = g[i];
+        s.worst_tol = t ? (*t)[i] : 0;
+      }
+    }
+  }
+  return s;
+}
+
+LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inputs,
+                       const Tensors& got, const AccumulationBound& bound) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op) throw Unsupported(node.label() + ": no meta operator");
+  KernelContext ctx{node, opset};
+  LocalCheck c;
+  c.reference = op->reference(ctx, inputs);
+  c.score = score_outputs(got, c.reference, tolerances(*op, ctx, inputs, c.reference, bound));
+  return c;
+}
+
+Drift drift(const Tensor& got, const Tensor& ref) {
+  Drift d;
+  if (!got.defined() || !ref.defined() || got.shape() != ref.shape()) {
+    d.max_abs_err = d.rel = INFINITY;
+    return d;
+  }
+  auto g = got.to_f64(), r = ref.to_f64();
+  double scale = 0;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    bool rf = std::isfinite(r[i]), gf = std::isfinite(g[i]);
+    if (!rf || !gf) {
+      if (!((std::isnan(r[i]) && std::isnan(g[i])) || r[i] == g[i])) ++d.nonfinite;
+      continue;
+    }
+    scale = std::max(scale, std::fabs(r[i]));
+    d.max_abs_err = std::max(d.max_abs_err, std::fabs(g[i] - r[i]));
+  }
+  d.rel = scale > 0 ? d.max_abs_err / scale : (d.max_abs_err > 0 ? INFINITY : 0);
+  return d;
+}
+
+}  // namespace metaop

@@ -1,0 +1,48 @@
+#pragma once
+// Scoring against the float64 oracle with the ops' error models (src/ops/error_model.h):
+// per output element, error / tolerance; per node, the worst element and how many are over.
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace metaop {
+
+struct Score {
+  double max_abs_err = 0;
+  double max_ulp_err = 0;  // in ULPs of the output dtype at the reference value
+  double score = 0;        // max over elements of error / tolerance (> 1: outside the model)
+  std::int64_t elements = 0;
+  std::int64_t over = 0;           // elements with error > tolerance
+  std::int64_t nonfinite = 0;      // NaN/INF where the reference is finite, or the reverse
+  std::int64_t new_nonfinite = 0;  // of those: non-finite here, finite in the reference
+  std::string mismatch;            // shape or dtype differs (then score is infinite)
+  // The worst element (largest score; a non-finite mismatch beats any finite one).
+  std::size_t worst_output = 0;
+  std::int64_t worst_index = -1;
+  double worst_ref = 0, worst_got = 0, worst_tol = 0;
+  bool bad() const { return score > 1 || nonfinite > 0 || !mismatch.empty(); }
+};
+
+// Scores `got` against `ref` with per-element tolerances `tol` (from tolerances(); an empty
+// vector for an output means exact comparison).
+Score score_outputs(const Tensors& got, const Tensors& ref,
+                    const std::vector<std::vector<double>>& tol);
+
+// Local check of one node: the reference on the same `inputs`, the op's error model, the score.
+struct LocalCheck {
+  Tensors reference;
+  Score score;
+};
+LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inputs,
+                       const Tensors& got, const AccumulationBound& bound = {});
+
+// Propagated error of a value against the end-to-end reference run: no tolerance, just size.
+struct Drift {
+  double max_abs_err = 0;
+  double rel = 0;              // max_abs_err / max |reference| (finite elements)
+  std::int64_t nonfinite = 0;  // non-finite mismatches
+};
+Drift drift(const Tensor& got, const Tensor& ref);
+
+}  // namespace metaop

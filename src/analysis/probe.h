@@ -1,0 +1,50 @@
+#pragma once
+// `metaop probe`: an op-level sweep. For each op, the ONNX node tests of that op (their attribute
+// settings and shapes) are run with data inputs replaced by edge values -- zeros, signed
+// subnormals, tiny and huge magnitudes up to overflow, NaN and infinities, and the op's own
+// critical points (from its meta operator's Domain) exactly and one ULP on either side -- and
+// every binding is judged against the reference with the op's error model, as `check` does.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/accuracy.h"
+
+namespace metaop {
+
+struct ProbeOptions {
+  std::vector<std::string> ops;       // empty: every op with a data input
+  std::vector<std::string> bindings;  // framework bindings to judge
+  std::vector<DType> dtypes;          // empty: any; else the data inputs' dtype must be one
+  std::string testdata;               // folder of ONNX node tests (.../data/node)
+  AccumulationBound bound;
+  std::function<void(const std::string&)> progress;
+};
+
+struct ProbeFinding {
+  std::string op_type, binding, kind;  // kind: accuracy, nonfinite, crash
+  std::string test, pattern;           // node test and input pattern
+  double score = 0;
+  std::string detail;
+  int cases = 0;  // cases of this (op, binding, kind) that failed
+  // The worst case, for the reproducer: its one-node graph and values.
+  Graph graph;
+  Tensors inputs, reference_outputs, binding_outputs;
+};
+
+struct ProbeResult {
+  int cases = 0;  // (test, pattern) pairs run
+  std::map<std::string, std::map<std::string, std::map<std::string, int>>>
+      counts;                          // op -> binding -> {ok, finding, unsupported} -> count
+  std::vector<ProbeFinding> findings;  // one per (op, binding, kind), the worst; ranked
+};
+
+// Input patterns: the values each data input cycles through (input k takes element
+// (i / P^k) mod P of a pattern of P values, so pairs of inputs meet every combination).
+std::vector<std::pair<std::string, std::vector<double>>> probe_patterns(
+    const std::vector<double>& critical);
+
+ProbeResult probe(const ProbeOptions& options);
+
+}  // namespace metaop

@@ -1,0 +1,295 @@
+#include "bindings/fault_injection.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "bindings/isolate.h"
+#include "ops/kernel_util.h"
+#include "ops/linear_util.h"
+#include "ops/params.h"
+
+namespace metaop {
+
+const std::vector<FaultInfo>& fault_catalog() {
+  static const std::vector<FaultInfo> catalog = {
+      {"bias", "relative error 1e-3 on the output element of largest magnitude", {}},
+      {"eps",
+       "epsilon raised to max(100 eps, 1e-3)",
+       {"BatchNormalization", "InstanceNormalization", "LayerNormalization"}},
+      {"nomax",
+       "exp without subtracting the max, in float32",
+       {"Softmax", "LogSoftmax", "ReduceLogSumExp"}},
+      {"half_acc",
+       "dot products accumulated sequentially in float16",
+       {"Conv", "ConvTranspose", "Gemm", "MatMul"}},
+      {"offbyone",
+       "window or index shifted by one (input rolled by one along its last axis)",
+       {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Slice", "Gather",
+        "GatherElements", "Resize", "Pad"}},
+      {"drop_bias",
+       "bias input ignored",
+       {"Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization",
+        "LayerNormalization"}},
+      {"nan", "NaN in the output element of largest magnitude", {}},
+      {"swap", "two output dims transposed (data only; the shape is kept)", {}},
+      {"abort", "the kernel aborts (SIGABRT, in a child process)", {}},
+  };
+  return catalog;
+}
+
+bool fault_applies(const std::string& fault, const std::string& op_type) {
+  for (const auto& f : fault_catalog())
+    if (f.name == fault)
+      return f.op_types.empty() ||
+             std::find(f.op_types.begin(), f.op_types.end(), op_type) != f.op_types.end();
+  return false;
+}
+
+FaultSpec parse_fault(const std::string& spec) {
+  FaultSpec f;
+  auto colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0)
+    fail("--inject '{}': expected OPTYPE_OR_NODE:FAULT[@BINDING]", spec);
+  f.target = spec.substr(0, colon);
+  std::string rest = spec.substr(colon + 1);
+  if (auto at = rest.find('@'); at != std::string::npos) {
+    f.binding = rest.substr(at + 1);
+    rest = rest.substr(0, at);
+  }
+  f.fault = rest;
+  std::vector<std::string> names;
+  for (const auto& c : fault_catalog()) names.push_back(c.name);
+  if (std::find(names.begin(), names.end(), f.fault) == names.end())
+    fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
+  if (!f.binding.empty()) {
+    auto known = binding_names();
+    if (std::find(known.begin(), known.end(), f.binding) == known.end() || f.binding == "reference")
+      fail("--inject '{}': '{}' is not a framework binding (known: {})", spec, f.binding,
+           fmt::join(known, ", "));
+  }
+  return f;
+}
+
+FaultyBinding::FaultyBinding(std::unique_ptr<Binding> inner, std::vector<FaultSpec> faults)
+    : inner_(std::move(inner)), faults_(std::move(faults)) {}
+
+Support FaultyBinding::supports(const std::string& op_type) const {
+  return inner_->supports(op_type);
+}
+
+const FaultSpec* FaultyBinding::match(const Node& node) const {
+  for (const auto& f : faults_)
+    if (f.target == node.name || f.target == node.op_type) return &f;
+  return nullptr;
+}
+
+namespace {
+
+std::int64_t argmax_abs(const std::vector<double>& v) {
+  std::int64_t best = -1;
+  double m = -1;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::isfinite(v[i]) && std::fabs(v[i]) > m) {
+      m = std::fabs(v[i]);
+      best = static_cast<std::int64_t>(i);
+    }
+  return best;
+}
+
+// x[..., j] <- x[..., (j + 1) % n] along the last axis with more than one element.
+Tensor roll_last_axis(const Tensor& x, std::string& where) {
+  std::int64_t axis = -1;
+  for (std::int64_t d = x.rank(); d-- > 0;)
+    if (x.shape()[d] > 1) {
+      axis = d;
+      break;
+    }
+  if (axis < 0) return Tensor();
+  where = fmt::format("input rolled by one along axis {}", axis);
+  Shape s = x.shape();
+  return take_mapped(
+      x, s, [&](std::int64_t d, std::int64_t i) { return d == axis ? (i + 1) % s[d] : i; });
+}
+
+// Softmax / LogSoftmax / ReduceLogSumExp the naive way: float32 exp of the raw inputs.
+Tensors no_max(const Node& node, std::int64_t opset, const Tensors& in) {
+  KernelContext c{node, opset};
+  const Tensor& x = in[0];
+  auto v = x.to_f64();
+  if (node.op_type == "ReduceLogSumExp") {
+    auto axes = reduce_axes(c, in, x.rank());
+    Shape kept = x.shape();
+    for (auto a : axes.axes) kept[a] = 1;
+    auto map = broadcast_map(kept, x.shape());
+    std::vector<float> s(static_cast<std::size_t>(shape_numel(kept)), 0.0f);
+    for (std::int64_t i = 0; i < x.numel(); ++i) s[map[i]] += std::exp(static_cast<float>(v[i]));
+    std::vector<double> y(s.begin(), s.end());
+    for (auto& e : y) e = std::log(static_cast<float>(e));
+    Shape out;
+    for (std::int64_t d = 0; d < x.rank(); ++d)
+      if (axes.keepdims || kept[d] == x.shape()[d] || axes.noop) out.push_back(kept[d]);
+    return {Tensor::from_f64(y, out, x.dtype())};
+  }
+  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+  (void)axis;
+  std::vector<double> y(v.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
+      float s = 0;
+      for (std::int64_t j = 0; j < n; ++j) s += std::exp(static_cast<float>(v[at(j)]));
+      for (std::int64_t j = 0; j < n; ++j) {
+        float e = std::exp(static_cast<float>(v[at(j)]));
+        y[at(j)] = node.op_type == "Softmax" ? e / s : std::log(e / s);
+      }
+    }
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+// Transposes the contents of the last two dims with more than one element; keeps the shape.
+bool swap_dims(Tensor& y, std::string& where) {
+  std::vector<std::int64_t> dims;
+  for (std::int64_t d = y.rank(); d-- > 0 && dims.size() < 2;)
+    if (y.shape()[d] > 1) dims.push_back(d);
+  if (dims.size() < 2) return false;
+  std::int64_t a = dims[1], b = dims[0];
+  Shape t = y.shape();
+  std::swap(t[a], t[b]);
+  // Element at multi-index i of the transposed view comes from i with a and b exchanged.
+  auto src_strides = strides_of(y.shape());
+  auto n = y.numel();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  IndexIter it(t);
+  for (std::int64_t i = 0; i < n; ++i, it.next()) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < y.rank(); ++d) {
+      std::int64_t src_d = d == a ? b : d == b ? a : d;
+      off += it.idx()[d] * src_strides[src_d];
+    }
+    idx[i] = off;
+  }
+  y = take(y, y.shape(), idx);
+  where = fmt::format("dims {} and {} transposed", a, b);
+  return true;
+}
+
+}  // namespace
+
+Tensors FaultyBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  const FaultSpec* f = match(node);
+  if (!f) return inner_->forward(node, opset, inputs);
+  std::string note;
+  Tensors out;
+  try {
+    out = faulty_forward(*f, node, opset, inputs, note);
+  } catch (...) {
+    if (!note.empty()) log_[node.name] = note;
+    throw;
+  }
+  log_[node.name] = note;
+  if (f->fault == "abort" || note.rfind("not applied", 0) == 0) return out;
+  // How much the fault changed the clean kernel's result (faults can be masked: a zero bias
+  // dropped, a softmax whose inputs never overflow).
+  Tensors clean = inner_->forward(node, opset, inputs);
+  std::int64_t changed = 0;
+  double worst = 0;
+  for (std::size_t o = 0; o < out.size() && o < clean.size(); ++o) {
+    if (!out[o].defined() || !clean[o].defined() || out[o].shape() != clean[o].shape()) continue;
+    auto a = out[o].to_f64(), b = clean[o].to_f64();
+    double scale = 0;
+    for (double v : b)
+      if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
+      ++changed;
+      double d = std::fabs(a[i] - b[i]) / (scale > 0 ? scale : 1);
+      worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+    }
+  }
+  log_[node.name] = note + fmt::format(
+                               "; changed {} elements of the clean result, by up to {:.3g} of its "
+                               "largest",
+                               changed, worst);
+  return out;
+}
+
+Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, std::int64_t opset,
+                                      const Tensors& inputs, std::string& note) {
+  const std::string& fault = spec.fault;
+  if (!fault_applies(fault, node.op_type)) {
+    note = fmt::format("not applied: {} does not apply to {}", fault, node.op_type);
+    return inner_->forward(node, opset, inputs);
+  }
+  if (fault == "abort") {
+    note = "kernel aborted";
+    return run_isolated(node.label() + ": " + name(), []() -> Tensors { std::abort(); });
+  }
+  if (fault == "eps") {
+    Node faulty = node;
+    double eps = node.attr_f("epsilon", 1e-5), bad = std::max(100 * eps, 1e-3);
+    faulty.attrs["epsilon"] = Attribute::of_float(bad);
+    note = fmt::format("epsilon {:g} -> {:g}", eps, bad);
+    return inner_->forward(faulty, opset, inputs);
+  }
+  if (fault == "nomax") {
+    note = "softmax without max subtraction";
+    return no_max(node, opset, inputs);
+  }
+  if (fault == "half_acc") {
+    ScopedLowPrecisionAccumulation acc(DType::Float16);
+    note = "float16 accumulation";
+    const MetaOp* op = OpRegistry::instance().find(node.op_type);
+    return op->reference(KernelContext{node, opset}, inputs);
+  }
+  if (fault == "offbyone") {
+    if (!is_floating(inputs[0].dtype())) {
+      // Rolling shapes or indices would break the graph, not model a kernel bug.
+      note = "not applied: input 0 is not floating point";
+      return inner_->forward(node, opset, inputs);
+    }
+    Tensors in = inputs;
+    Tensor rolled = roll_last_axis(inputs[0], note);
+    if (!rolled.defined()) {
+      note = "not applied: input has no axis longer than 1";
+      return inner_->forward(node, opset, inputs);
+    }
+    in[0] = rolled;
+    return inner_->forward(node, opset, in);
+  }
+  if (fault == "drop_bias") {
+    if (!has_input(inputs, 2)) {
+      note = "not applied: no bias input";
+      return inner_->forward(node, opset, inputs);
+    }
+    Tensors in = inputs;
+    in[2] = Tensor::from_f64(std::vector<double>(inputs[2].numel(), 0.0), inputs[2].shape(),
+                             inputs[2].dtype());
+    note = "bias input replaced by zeros";
+    return inner_->forward(node, opset, in);
+  }
+  Tensors out = inner_->forward(node, opset, inputs);
+  if (out.empty() || !out[0].defined() || !is_floating(out[0].dtype())) {
+    note = "not applied: no floating output";
+    return out;
+  }
+  Tensor& y = out[0];
+  if (fault == "swap") {
+    if (!swap_dims(y, note)) note = "not applied: output has fewer than two dims longer than 1";
+    return out;
+  }
+  auto v = y.to_f64();
+  auto i = argmax_abs(v);
+  if (i < 0 || v[i] == 0) {
+    note = "not applied: output is zero";
+    return out;
+  }
+  if (fault == "bias") v[i] *= 1 + 1e-3;
+  if (fault == "nan") v[i] = NAN;
+  note = fmt::format("{} at {}", fault, index_str(y.shape(), i));
+  y = Tensor::from_f64(v, y.shape(), y.dtype());
+  return out;
+}
+
+}  // namespace metaop

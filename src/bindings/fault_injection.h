@@ -1,0 +1,53 @@
+#pragma once
+// Fault injection for evaluating the checks: a binding wrapped so that chosen nodes (by name or
+// op type) run a known-faulty kernel. `--inject OPTYPE_OR_NODE:FAULT[@BINDING]`.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings/binding.h"
+
+namespace metaop {
+
+struct FaultSpec {
+  std::string target;   // node name or op type
+  std::string fault;    // one of fault_names()
+  std::string binding;  // empty: every binding under test
+};
+
+// Parses OPTYPE_OR_NODE:FAULT[@BINDING]; fails naming the spec and the known faults.
+FaultSpec parse_fault(const std::string& spec);
+
+struct FaultInfo {
+  std::string name;
+  std::string what;
+  std::vector<std::string> op_types;  // empty: any op with a floating output
+};
+const std::vector<FaultInfo>& fault_catalog();
+// Whether `fault` can be applied to a node of this op type.
+bool fault_applies(const std::string& fault, const std::string& op_type);
+
+class FaultyBinding : public Binding {
+ public:
+  FaultyBinding(std::unique_ptr<Binding> inner, std::vector<FaultSpec> faults);
+  std::string name() const override { return inner_->name(); }
+  Support supports(const std::string& op_type) const override;
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
+  Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                   const Tensors& outputs, const Tensors& output_grads) override {
+    return inner_->backward(node, opset, inputs, outputs, output_grads);
+  }
+  // Node name -> what was done to it ("bias at [0, 3, 1, 1]"), or why it was not applied.
+  const std::map<std::string, std::string>& log() const { return log_; }
+
+ private:
+  const FaultSpec* match(const Node& node) const;
+  Tensors faulty_forward(const FaultSpec& spec, const Node& node, std::int64_t opset,
+                         const Tensors& inputs, std::string& note);
+  std::unique_ptr<Binding> inner_;
+  std::vector<FaultSpec> faults_;
+  std::map<std::string, std::string> log_;
+};
+
+}  // namespace metaop

@@ -1,0 +1,145 @@
+// metaop check: op-by-op differential testing of inference against the float64 oracle, with
+// localization, verification by replacement, reproducers and per-node time.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/check.h"
+#include "bindings/torch/torch_binding.h"
+#include "cli/commands.h"
+#include "cli/inputs.h"
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "report/check_report.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct CheckArgs {
+  std::string model;
+  std::string bind = "torch,onednn,opencv";
+  std::vector<std::string> inputs;
+  int samples = 1;
+  std::uint64_t seed = 0;
+  std::string range = "-1,1";
+  std::string json_file;
+  std::string report_dir;
+  std::string repro_dir;
+  std::vector<std::string> inject;
+  std::string bound = "probabilistic";
+  int threads = 1;
+  bool no_verify = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto comma = s.find(',', start);
+    std::string item = s.substr(start, comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+int run(const CheckArgs& a) {
+  Graph g = load_onnx(a.model);
+  CheckOptions opt;
+  auto known = binding_names();
+  for (const auto& b : split_list(a.bind)) {
+    if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
+      fail("--bind {}: '{}' is not a framework binding (known: {})", a.bind, b,
+           fmt::join(known.begin() + 1, known.end(), ", "));
+    opt.bindings.push_back(b);
+  }
+  if (opt.bindings.empty()) fail("--bind '{}': no binding named", a.bind);
+  if (a.samples < 1) fail("--samples {}: must be at least 1", a.samples);
+  if (a.threads < 1) fail("--threads {}: must be at least 1", a.threads);
+  if (a.bound != "probabilistic" && a.bound != "rigorous")
+    fail("--bound {}: expected probabilistic or rigorous", a.bound);
+  opt.bound.kind =
+      a.bound == "rigorous" ? AccumulationBound::Rigorous : AccumulationBound::Probabilistic;
+  TorchBinding::set_threads(a.threads);
+  std::string inject_args;
+  for (const auto& s : a.inject) {
+    opt.faults.push_back(parse_fault(s));
+    inject_args += " --inject '" + s + "'";
+  }
+  opt.verify = !a.no_verify;
+  Plan reference_only;
+  check_supported(g, reference_only);
+
+  // Samples: the given files (one sample), else seeded random inputs per sample.
+  std::vector<Inputs> samples;
+  for (int s = 0; s < (a.inputs.empty() ? a.samples : 1); ++s) {
+    InputSpec spec{a.inputs, a.inputs.empty(), a.seed + static_cast<std::uint64_t>(s),
+                   parse_range(a.range)};
+    auto [inputs, sources] = gather_inputs(g, spec);
+    validate_inputs(g, inputs, sources);
+    samples.push_back(std::move(inputs));
+  }
+  if (!a.inputs.empty() && a.samples > 1)
+    fmt::print(stderr, "note: --input given, so --samples {} is ignored (one sample)\n", a.samples);
+
+  if (isatty(STDERR_FILENO))
+    opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  CheckResult r = check_model(g, samples, opt);
+  if (opt.progress) fmt::print(stderr, "\r\033[K");
+
+  std::string repro_root = !a.repro_dir.empty()    ? a.repro_dir
+                           : !a.report_dir.empty() ? a.report_dir + "/repro"
+                                                   : "metaop-repro";
+  for (auto& f : r.findings)
+    if (f.verified && (f.kind == "accuracy" || f.kind == "nonfinite" || f.kind == "crash"))
+      f.repro = write_reproducer(g, f, repro_root, inject_args);
+  print_check_summary(stdout, g, r);
+  if (!a.json_file.empty()) {
+    std::ofstream(a.json_file) << check_to_json(g, r).dump(1) << '\n';
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  if (!a.report_dir.empty()) {
+    write_html_report(g, r, a.report_dir);
+    fmt::print("wrote {}/index.html\n", a.report_dir);
+  }
+  return r.defects() ? 1 : 0;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<CheckArgs>();
+  auto* cmd = app.add_subcommand(
+      "check",
+      "Run a model under framework bindings op by op against the float64 oracle: find, localize "
+      "and verify numerical defects (exit 0 clean, 1 defects, 2 bad input)");
+  cmd->add_option("model", a->model, "ONNX model")->required();
+  cmd->add_option("--bind", a->bind, "Comma-separated framework bindings to check")
+      ->capture_default_str();
+  cmd->add_option("--input", a->inputs,
+                  "Input file (.npy or .pb) as FILE or NAME=FILE; default: seeded random inputs");
+  cmd->add_option("--samples", a->samples, "Random input samples (seeds seed, seed+1, ...)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the first random sample")->capture_default_str();
+  cmd->add_option("--range", a->range, "LO,HI range of random inputs")->capture_default_str();
+  cmd->add_option("--json", a->json_file, "Write the findings and per-node errors as JSON");
+  cmd->add_option("--report", a->report_dir, "Write an HTML report (index.html) into this folder");
+  cmd->add_option("--repro", a->repro_dir,
+                  "Folder for reproducers (default: REPORT/repro, else ./metaop-repro)");
+  cmd->add_option("--inject", a->inject,
+                  "Inject a fault: OPTYPE_OR_NODE:FAULT[@BINDING]; faults: bias, eps, nomax, "
+                  "half_acc, offbyone, drop_bias, nan, swap, abort");
+  cmd->add_option("--bound", a->bound,
+                  "Accumulation error bound: probabilistic (lambda sqrt(n) u) or rigorous (n u)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Intra-op threads of the framework bindings")
+      ->capture_default_str();
+  cmd->add_flag("--no-verify", a->no_verify, "Skip verification by replacement");
+  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+}
+
+}  // namespace metaop::cli

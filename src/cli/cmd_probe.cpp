@@ -1,0 +1,132 @@
+// metaop probe: op-level sweep of edge values over the ONNX node tests' attribute settings.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/probe.h"
+#include "bindings/binding.h"
+#include "cli/commands.h"
+#include "report/check_report.h"
+
+#ifndef METAOP_ONNX_NODE_TESTS
+#define METAOP_ONNX_NODE_TESTS "/usr/share/libonnx-testdata/data/node"
+#endif
+
+namespace metaop::cli {
+
+namespace {
+
+struct ProbeArgs {
+  std::vector<std::string> ops;
+  std::string bind = "torch,onednn,opencv";
+  std::vector<std::string> dtypes;
+  std::string json_file;
+  std::string out_dir = "metaop-probe";
+  std::string testdata = METAOP_ONNX_NODE_TESTS;
+};
+
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+int run(const ProbeArgs& a) {
+  ProbeOptions opt;
+  opt.testdata = a.testdata;
+  if (!std::filesystem::is_directory(a.testdata))
+    fail("--testdata {}: no such folder (ONNX node tests, from libonnx-testdata)", a.testdata);
+  auto known = binding_names();
+  for (std::size_t start = 0; start <= a.bind.size();) {
+    auto comma = a.bind.find(',', start);
+    std::string b = a.bind.substr(start, comma - start);
+    if (!b.empty()) {
+      if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
+        fail("--bind {}: '{}' is not a framework binding", a.bind, b);
+      opt.bindings.push_back(b);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const auto& op : a.ops)
+    if (!OpRegistry::instance().find(op)) fail("--op {}: no such meta operator", op);
+  opt.ops = a.ops;
+  for (const auto& d : a.dtypes) {
+    bool found = false;
+    for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+      if (dtype_name(t) == d) {
+        opt.dtypes.push_back(t);
+        found = true;
+      }
+    if (!found) fail("--dtype {}: expected float32, float64, float16 or bfloat16", d);
+  }
+  if (isatty(STDERR_FILENO))
+    opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  ProbeResult r = probe(opt);
+  if (opt.progress) fmt::print(stderr, "\r\033[K");
+
+  fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
+             r.counts.size(), fmt::join(opt.bindings, ", "));
+  nlohmann::json j;
+  j["schema"] = "metaop-probe/1";
+  j["cases"] = r.cases;
+  j["counts"] = r.counts;
+  nlohmann::json fs = nlohmann::json::array();
+  for (auto& f : r.findings) {
+    Finding fin;
+    fin.node = 0;
+    fin.node_name = f.graph.nodes[0].name;
+    fin.op_type = f.op_type;
+    fin.binding = f.binding;
+    fin.kind = f.kind;
+    fin.score = f.score;
+    fin.detail = f.detail;
+    fin.verification = fmt::format("probe: test {}, pattern {}", f.test, f.pattern);
+    fin.inputs = f.inputs;
+    fin.reference_outputs = f.reference_outputs;
+    fin.binding_outputs = f.binding_outputs;
+    std::string repro = write_reproducer(f.graph, fin, a.out_dir);
+    fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
+               f.op_type, f.binding, f.kind, f.cases, f.test, f.pattern,
+               std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.detail, repro);
+    fs.push_back({{"op_type", f.op_type},
+                  {"binding", f.binding},
+                  {"kind", f.kind},
+                  {"phase", "forward"},
+                  {"cases", f.cases},
+                  {"test", f.test},
+                  {"pattern", f.pattern},
+                  {"score", num(f.score)},
+                  {"detail", f.detail},
+                  {"repro", repro}});
+  }
+  j["findings"] = fs;
+  fmt::print("{} finding(s) (op x binding x kind); reproducers in {}\n", r.findings.size(),
+             a.out_dir);
+  if (!a.json_file.empty()) {
+    std::ofstream(a.json_file) << j.dump(1) << '\n';
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  return r.findings.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_probe_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<ProbeArgs>();
+  auto* cmd = app.add_subcommand(
+      "probe",
+      "Sweep ops with edge-value inputs (zeros, subnormals, tiny/huge, NaN/INF, each op's "
+      "critical points) over the ONNX node tests' attribute settings, judging every binding "
+      "against the reference (exit 0 clean, 1 findings, 2 bad input)");
+  cmd->add_option("--op", a->ops, "Op type to probe (repeatable; default: every op)");
+  cmd->add_option("--bind", a->bind, "Comma-separated framework bindings")->capture_default_str();
+  cmd->add_option("--dtype", a->dtypes, "Only tests whose data inputs have this dtype");
+  cmd->add_option("--json", a->json_file, "Write the findings and per-op counts as JSON");
+  cmd->add_option("--out", a->out_dir, "Folder for reproducers")->capture_default_str();
+  cmd->add_option("--testdata", a->testdata, "ONNX node tests folder")->capture_default_str();
+  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+}
+
+}  // namespace metaop::cli

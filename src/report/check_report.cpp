@@ -1,0 +1,413 @@
+#include "report/check_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "graph/onnx_io.h"
+#include "tensor/npy.h"
+
+namespace metaop {
+
+namespace fs = std::filesystem;
+
+std::string safe_file_name(std::string s) {
+  for (auto& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+      ch = '_';
+  return s;
+}
+
+namespace {
+
+// JSON has no infinity: non-finite numbers become strings ("inf", "nan").
+nlohmann::json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+std::string fmt_score(double s) {
+  return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Per binding, per node: the worst local score and propagated drift over the samples.
+struct NodeSeries {
+  std::vector<std::size_t> order;         // nodes in run order
+  std::map<std::size_t, double> score;    // node -> worst local score
+  std::map<std::size_t, double> drift;    // node -> worst relative propagated error
+  std::map<std::size_t, double> seconds;  // node -> mean time
+  std::map<std::size_t, std::string> ran_on;
+};
+
+std::map<std::string, NodeSeries> series(const CheckResult& r) {
+  std::map<std::string, NodeSeries> s;
+  std::map<std::string, int> runs;
+  for (const auto& run : r.runs) {
+    auto& ns = s[run.binding];
+    ++runs[run.binding];
+    for (const auto& n : run.nodes) {
+      if (!ns.score.count(n.node)) ns.order.push_back(n.node);
+      ns.score[n.node] = std::max(ns.score[n.node], n.local.score);
+      double d = n.propagated.nonfinite ? INFINITY : n.propagated.rel;
+      ns.drift[n.node] = std::max(ns.drift[n.node], d);
+      ns.seconds[n.node] += n.seconds;
+      ns.ran_on[n.node] = n.ran_on;
+    }
+  }
+  for (auto& [b, ns] : s)
+    for (auto& [n, t] : ns.seconds) t /= runs[b];
+  return s;
+}
+
+}  // namespace
+
+void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
+  auto ser = series(r);
+  fmt::print(out, "{}: {} nodes, opset {}; {} sample(s); bindings: {}\n", r.model, g.nodes.size(),
+             g.opset, r.samples, fmt::join(r.bindings, ", "));
+  fmt::print(out, "\n{:<10} {:>6} {:>9} {:>12} {:>14} {:>10} {:>8}\n", "binding", "nodes",
+             "fallback", "worst local", "output drift", "time [ms]", "x ref");
+  double ref_time = 0;
+  for (const auto& [n, t] : ser["reference"].seconds) ref_time += t;
+  for (const auto& b : std::vector<std::string>{"reference"}) (void)b;
+  std::vector<std::string> names{"reference"};
+  names.insert(names.end(), r.bindings.begin(), r.bindings.end());
+  for (const auto& b : names) {
+    const auto& ns = ser[b];
+    std::size_t fallback = 0;
+    double worst = 0, total = 0, out_drift = 0;
+    for (auto n : ns.order) {
+      fallback += ns.ran_on.at(n) != b;
+      worst = std::max(worst, ns.score.at(n));
+      total += ns.seconds.at(n);
+    }
+    for (const auto& run : r.runs)
+      if (run.binding == b)
+        out_drift = std::max(out_drift, run.output.nonfinite ? INFINITY : run.output.rel);
+    fmt::print(out, "{:<10} {:>6} {:>9} {:>12} {:>14} {:>10.2f} {:>8.2f}\n", b, ns.order.size(),
+               b == "reference" ? 0 : fallback, b == "reference" ? "-" : fmt_score(worst),
+               b == "reference" ? "-" : fmt::format("{:.3g}", out_drift), total * 1e3,
+               ref_time > 0 ? total / ref_time : 0.0);
+  }
+  std::size_t defects = 0;
+  for (const auto& f : r.findings) defects += f.defect();
+  fmt::print(out, "\n{} finding(s), {} defect(s)", r.findings.size(), defects);
+  if (r.findings.empty()) fmt::print(out, ": every kernel within its error model\n");
+  fmt::print(out, "\n");
+  // Defects one by one; ops a binding lacks, counted per binding and op type.
+  std::map<std::string, std::map<std::string, int>> unsupported;
+  std::size_t shown = 0;
+  for (const auto& f : r.findings) {
+    if (!f.defect()) {
+      ++unsupported[f.binding][f.op_type];
+      continue;
+    }
+    if (++shown > 30) {
+      fmt::print(out, "  ... {} more defects (see --json / --report)\n", defects - 30);
+      break;
+    }
+    fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding, f.node_name,
+               f.op_type, fmt_score(f.score), f.verified ? "  verified" : "  not verified");
+    fmt::print(out, "      {}\n", f.detail);
+    if (!f.verification.empty() && f.kind != "hazard" && f.kind != "crash")
+      fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n", f.verification,
+                 f.model_error_before, f.model_error_after);
+    if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", f.repro);
+  }
+  for (const auto& [b, ops] : unsupported) {
+    std::vector<std::string> items;
+    for (const auto& [op, n] : ops) items.push_back(fmt::format("{} x{}", op, n));
+    fmt::print(out, "  unsupported under {} (ran on the reference): {}\n", b,
+               fmt::join(items, ", "));
+  }
+  for (const auto& [where, what] : r.fault_log) fmt::print(out, "  injected {}: {}\n", where, what);
+  // Slowest nodes per framework binding, with the reference's time for scale.
+  for (const auto& b : r.bindings) {
+    const auto& ns = ser[b];
+    std::vector<std::size_t> nodes = ns.order;
+    std::sort(nodes.begin(), nodes.end(),
+              [&](auto x, auto y) { return ns.seconds.at(x) > ns.seconds.at(y); });
+    nodes.resize(std::min<std::size_t>(nodes.size(), 5));
+    fmt::print(out, "\nslowest nodes under {}:\n", b);
+    for (auto n : nodes) {
+      double ref = ser["reference"].seconds.count(n) ? ser["reference"].seconds.at(n) : 0;
+      fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  (reference {:.3f} ms)\n", g.nodes[n].name,
+                 g.nodes[n].op_type, ns.seconds.at(n) * 1e3, ref * 1e3);
+    }
+  }
+}
+
+nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
+  using nlohmann::json;
+  json j;
+  j["schema"] = "metaop-check/1";
+  j["model"] = r.model;
+  j["opset"] = g.opset;
+  j["samples"] = r.samples;
+  j["bindings"] = r.bindings;
+  json nodes = json::array();
+  for (const auto& n : g.nodes) nodes.push_back({{"name", n.name}, {"op_type", n.op_type}});
+  j["nodes"] = nodes;
+  json findings = json::array();
+  for (const auto& f : r.findings) {
+    json o = {{"node", f.node_name},
+              {"op_type", f.op_type},
+              {"binding", f.binding},
+              {"phase", f.phase},
+              {"kind", f.kind},
+              {"score", num(f.score)},
+              {"verified", f.verified},
+              {"verification", f.verification},
+              {"sample", f.sample},
+              {"detail", f.detail},
+              {"repro", f.repro.empty() ? json(nullptr) : json(f.repro)}};
+    if (!f.output.empty()) {
+      o["output"] = f.output;
+      o["index"] = f.index;
+      o["reference_value"] = num(f.reference_value);
+      o["binding_value"] = num(f.binding_value);
+      o["tolerance"] = num(f.tolerance);
+    }
+    if (f.kind == "accuracy" || f.kind == "nonfinite") {
+      o["model_error_before"] = num(f.model_error_before);
+      o["model_error_after"] = num(f.model_error_after);
+    }
+    findings.push_back(o);
+  }
+  j["findings"] = findings;
+  json runs = json::array();
+  for (const auto& run : r.runs) {
+    json rn = {{"binding", run.binding},
+               {"sample", run.sample},
+               {"seconds", run.seconds},
+               {"output_error", num(run.output.rel)},
+               {"output_nonfinite", run.output.nonfinite}};
+    json ns = json::array();
+    for (const auto& n : run.nodes) {
+      json e = {{"node", g.nodes[n.node].name},
+                {"ran_on", n.ran_on},
+                {"seconds", n.seconds},
+                {"output_bytes", n.output_bytes},
+                {"heap_delta", n.heap_delta}};
+      if (run.binding != "reference") {
+        e["local"] = {{"score", num(n.local.score)},
+                      {"max_abs_err", num(n.local.max_abs_err)},
+                      {"max_ulp_err", num(n.local.max_ulp_err)},
+                      {"over", n.local.over},
+                      {"nonfinite", n.local.nonfinite}};
+        e["propagated"] = {{"max_abs_err", num(n.propagated.max_abs_err)},
+                           {"rel", num(n.propagated.rel)},
+                           {"nonfinite", n.propagated.nonfinite}};
+      }
+      if (!n.fallback.empty()) e["fallback"] = n.fallback;
+      if (!n.crash.empty()) e["crash"] = n.crash;
+      ns.push_back(e);
+    }
+    rn["nodes"] = ns;
+    runs.push_back(rn);
+  }
+  j["runs"] = runs;
+  if (!r.fault_log.empty()) j["injected"] = r.fault_log;
+  return j;
+}
+
+namespace {
+
+// One SVG line chart: x = node position in run order, y = log10 of the value, clamped.
+std::string svg_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
+                     const std::vector<std::string>& colors, double lo, double hi, double threshold,
+                     const std::string& ylabel) {
+  const double W = 900, H = 220, L = 50, B = 25;
+  std::size_t n = 0;
+  for (const auto& [name, v] : lines) n = std::max(n, v.size());
+  auto X = [&](std::size_t i) { return L + (W - L - 10) * (n > 1 ? double(i) / (n - 1) : 0.5); };
+  auto Y = [&](double v) {
+    double l = v > 0 ? std::log10(v) : lo;
+    if (!std::isfinite(l)) l = hi;
+    l = std::clamp(l, lo, hi);
+    return (H - B) - (H - B - 10) * (l - lo) / (hi - lo);
+  };
+  std::string s = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='plot'>"
+      "<rect x='{}' y='0' width='{}' height='{}' fill='#fafafa' stroke='#ccc'/>",
+      W, H, L, W - L - 10, H - B);
+  for (double e = lo; e <= hi; e += 2)
+    s += fmt::format(
+        "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/>"
+        "<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>1e{:g}</text>",
+        L, W - 10, Y(std::pow(10, e)), Y(std::pow(10, e)), L - 4, Y(std::pow(10, e)) + 3, e);
+  if (threshold > 0)
+    s += fmt::format(
+        "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#d33' stroke-dasharray='4 3'/>", L,
+        W - 10, Y(threshold), Y(threshold));
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    std::string pts;
+    for (std::size_t i = 0; i < lines[k].second.size(); ++i)
+      pts += fmt::format("{:.1f},{:.1f} ", X(i), Y(lines[k].second[i]));
+    s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.2' points='{}'/>",
+                     colors[k % colors.size()], pts);
+    s += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", L + 8 + 110 * k, 14,
+                     colors[k % colors.size()], html_escape(lines[k].first));
+  }
+  s += fmt::format(
+      "<text x='{}' y='{}' font-size='11' text-anchor='middle'>node (run order)</text>"
+      "<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' "
+      "text-anchor='middle'>{}</text></svg>",
+      (W + L) / 2, H - 6, H / 2, H / 2, html_escape(ylabel));
+  return s;
+}
+
+}  // namespace
+
+void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir) {
+  fs::create_directories(dir);
+  auto ser = series(r);
+  std::string h = fmt::format(
+      "<!doctype html><html><head><meta charset='utf-8'><title>metaop check: {}</title><style>"
+      "body{{font-family:sans-serif;margin:2em;max-width:1100px}} table{{border-collapse:"
+      "collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+      "vertical-align:top}} th{{background:#eee}} .bad{{color:#b00}} .ok{{color:#070}} "
+      "code{{font-size:12px}}</style></head><body>",
+      html_escape(r.model));
+  h += fmt::format(
+      "<h1>metaop check</h1><p><b>{}</b>: {} nodes, opset {}, {} sample(s), "
+      "bindings {}.</p>",
+      html_escape(r.model), g.nodes.size(), g.opset, r.samples,
+      html_escape(fmt::format("{}", fmt::join(r.bindings, ", "))));
+  std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"};
+  std::vector<std::pair<std::string, std::vector<double>>> local, drift;
+  for (const auto& b : r.bindings) {
+    const auto& ns = ser[b];
+    std::vector<double> l, d;
+    for (auto n : ns.order) {
+      l.push_back(ns.score.at(n));
+      d.push_back(ns.drift.at(n));
+    }
+    local.emplace_back(b, l);
+    drift.emplace_back(b, d);
+  }
+  h += "<h2>Error along the model</h2><p>Local score: each kernel against the float64 reference "
+       "on its own inputs, as a multiple of its error model's tolerance (above the red line: a "
+       "finding). Propagated error: each value against the end-to-end reference run, relative "
+       "to its largest magnitude.</p>";
+  h += svg_plot(local, colors, -6, 4, 1, "local score");
+  h += svg_plot(drift, colors, -10, 0, 0, "propagated rel. error");
+
+  h += fmt::format("<h2>Findings ({})</h2>", r.findings.size());
+  if (r.findings.empty())
+    h += "<p class='ok'>Every kernel is within its error model.</p>";
+  else {
+    h += "<table><tr><th>kind</th><th>binding</th><th>node</th><th>op</th><th>score</th>"
+         "<th>verified</th><th>detail</th><th>reproducer</th></tr>";
+    for (const auto& f : r.findings)
+      h += fmt::format(
+          "<tr><td class='{}'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}<br><i>{}</i></td><td><code>{}</code></td></tr>",
+          f.defect() ? "bad" : "", f.kind, f.binding, html_escape(f.node_name), f.op_type,
+          fmt_score(f.score), f.kind == "unsupported" ? "-" : (f.verified ? "yes" : "no"),
+          html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
+    h += "</table>";
+  }
+  h += "<h2>Time per node</h2><p>Mean over samples; the slowest 25 nodes by the reference's "
+       "time.</p><table><tr><th>node</th><th>op</th><th>reference [ms]</th>";
+  for (const auto& b : r.bindings) h += fmt::format("<th>{} [ms]</th>", b);
+  h += "</tr>";
+  auto order = ser["reference"].order;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) {
+    return ser["reference"].seconds.at(a) > ser["reference"].seconds.at(b);
+  });
+  order.resize(std::min<std::size_t>(order.size(), 25));
+  for (auto n : order) {
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3f}</td>", html_escape(g.nodes[n].name),
+                     g.nodes[n].op_type, ser["reference"].seconds.at(n) * 1e3);
+    for (const auto& b : r.bindings) {
+      auto& s = ser[b].seconds;
+      h += s.count(n) ? fmt::format("<td>{:.3f}{}</td>", s.at(n) * 1e3,
+                                    ser[b].ran_on.at(n) != b ? " (fallback)" : "")
+                      : "<td>-</td>";
+    }
+    h += "</tr>";
+  }
+  h += "</table></body></html>\n";
+  std::ofstream(fs::path(dir) / "index.html") << h;
+}
+
+std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
+                             const std::string& extra_args) {
+  const Node& node = g.nodes[f.node];
+  fs::path dir = fs::path(root) / safe_file_name(f.binding + "_" + f.kind + "_" + node.name);
+  fs::create_directories(dir);
+  SubgraphSpec spec;
+  spec.nodes = {f.node};
+  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
+    if (!node.inputs[i].empty() && f.inputs[i].defined()) spec.values[node.inputs[i]] = f.inputs[i];
+  for (std::size_t i = 0; i < node.outputs.size() && i < f.reference_outputs.size(); ++i)
+    if (!node.outputs[i].empty() && f.reference_outputs[i].defined())
+      spec.values[node.outputs[i]] = f.reference_outputs[i];
+  write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
+  std::string input_args;
+  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i) {
+    if (node.inputs[i].empty() || !f.inputs[i].defined() || g.initializers.count(node.inputs[i]))
+      continue;
+    std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
+    write_npy((dir / file).string(), f.inputs[i]);
+    input_args += " --input " + shell_quote(node.inputs[i] + "=" + file);
+  }
+  input_args += extra_args;
+  auto save = [&](const Tensors& ts, const std::string& who) {
+    for (std::size_t i = 0; i < ts.size() && i < node.outputs.size(); ++i)
+      if (ts[i].defined() && ts[i].dtype() != DType::BFloat16)
+        write_npy(
+            (dir / fmt::format("{}_{}_{}.npy", who, i, safe_file_name(node.outputs[i]))).string(),
+            ts[i]);
+  };
+  save(f.reference_outputs, "reference");
+  save(f.binding_outputs, f.binding);
+  std::ofstream readme(dir / "README.txt");
+  readme << fmt::format(
+      "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
+      "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
+      "files. reference_*.npy are the float64 reference's outputs on these inputs (rounded\n"
+      "once), {}_*.npy the binding's.\n\nShow it:\n"
+      "  metaop check model.onnx{} --bind {}\n"
+      "  metaop run model.onnx{} --bind {} --out out-{}\n"
+      "  metaop run model.onnx{} --bind reference --out out-reference\n",
+      f.kind, f.binding, node.name, node.op_type, g.path, f.detail, f.verification, f.binding,
+      input_args, f.binding, input_args, f.binding, f.binding, input_args);
+  return dir.string();
+}
+
+}  // namespace metaop

@@ -1,0 +1,25 @@
+#pragma once
+// What `metaop check` hands to people: the console summary, the JSON document (schema in
+// docs/check.md), the offline HTML report, and one reproducer folder per verified finding.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "analysis/check.h"
+
+namespace metaop {
+
+// A value or node name made safe as a file name (punctuation becomes '_').
+std::string safe_file_name(std::string s);
+
+void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r);
+nlohmann::json check_to_json(const Graph& g, const CheckResult& r);
+// Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
+void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir);
+// Writes the one-node model, its inputs, the reference's and the binding's outputs and a
+// README with the commands that show the discrepancy into a new folder under `root`; returns it.
+// `extra_args` go on each command (e.g. the --inject flags of an evaluation run).
+std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
+                             const std::string& extra_args = "");
+
+}  // namespace metaop
