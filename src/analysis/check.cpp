@@ -25,9 +25,8 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
-Tensors node_values(const Node& n, const std::vector<std::string>& names,
+Tensors node_values(const std::vector<std::string>& names,
                     const std::map<std::string, Tensor>& values) {
-  (void)n;
   Tensors out;
   for (const auto& name : names) {
     auto it = name.empty() ? values.end() : values.find(name);
@@ -75,7 +74,7 @@ Finding make_finding(const Graph& g, std::size_t n, const std::string& binding,
 }
 
 void describe_worst(Finding& f, const Node& node, const Score& s, const Tensors& in,
-                    const Tensors& ref, const Tensors& got) {
+                    const Tensors& ref) {
   if (!s.mismatch.empty()) {
     f.detail = s.mismatch;
     return;
@@ -94,7 +93,6 @@ void describe_worst(Finding& f, const Node& node, const Score& s, const Tensors&
       s.worst_tol, s.over, s.elements,
       s.nonfinite ? fmt::format(", {} non-finite mismatches", s.nonfinite) : "",
       describe_inputs(node, in, out, s.worst_index));
-  (void)got;
 }
 
 // Values that depend on node n: its outputs and everything computed from them.
@@ -191,8 +189,8 @@ class Checker {
       run.seconds += rec.seconds;
       run.nodes.push_back(nc);
       const Node& node = g_.nodes[rec.node];
-      Tensors in = node_values(node, node.inputs, smp.reference.values);
-      Tensors out = node_values(node, node.outputs, smp.reference.values);
+      Tensors in = node_values(node.inputs, smp.reference.values);
+      Tensors out = node_values(node.outputs, smp.reference.values);
       bool in_ok = std::all_of(in.begin(), in.end(), all_finite);
       bool out_ok = std::all_of(out.begin(), out.end(), all_finite);
       if (in_ok && !out_ok && !hazard_nodes_.count(rec.node)) {
@@ -247,8 +245,8 @@ class Checker {
       nc.output_bytes = rec.output_bytes;
       nc.heap_delta = rec.heap_delta;
       br.seconds += rec.seconds;
-      Tensors in = node_values(node, node.inputs, run.values);
-      Tensors out = node_values(node, node.outputs, run.values);
+      Tensors in = node_values(node.inputs, run.values);
+      Tensors out = node_values(node.outputs, run.values);
       for (std::size_t o = 0; o < node.outputs.size(); ++o) {
         if (node.outputs[o].empty()) continue;
         Drift d = drift(out[o], smp.reference.values.at(node.outputs[o]));
@@ -275,7 +273,7 @@ class Checker {
           Finding f = make_finding(g_, rec.node, binding,
                                    lc.score.nonfinite ? "nonfinite" : "accuracy", smp.index);
           f.score = lc.score.score;
-          describe_worst(f, node, lc.score, in, lc.reference, out);
+          describe_worst(f, node, lc.score, in, lc.reference);
           f.inputs = in;
           f.reference_outputs = lc.reference;
           f.binding_outputs = out;

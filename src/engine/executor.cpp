@@ -155,10 +155,14 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       b = plan.reference();
       t0 = std::chrono::steady_clock::now();
       outs = b->forward(node, g.opset, ins);
-    } catch (const Crash& e) {
-      // The framework's kernel crashed on this node: recorded, and the run goes on.
-      rec.crash = e.what();
-      rec.fallback_reason = e.what();
+    } catch (const std::exception& e) {
+      // The framework's kernel crashed or threw on this node: recorded, and the run goes on
+      // on the reference (whose own errors are the model's, and propagate).
+      if (b == plan.reference()) throw;
+      bool crash = dynamic_cast<const Crash*>(&e) != nullptr;
+      rec.crash =
+          crash ? e.what() : fmt::format("{}: {} threw: {}", node.label(), b->name(), e.what());
+      rec.fallback_reason = rec.crash;
       b = plan.reference();
       t0 = std::chrono::steady_clock::now();
       outs = b->forward(node, g.opset, ins);

@@ -219,14 +219,13 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
 // First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
 // scales p_i relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
 // division a few more roundings.
-std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x, const Tensor& ref,
+std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x,
                                       const AccumulationBound& bound, SoftmaxKind kind) {
   auto [axis, outer, n, inner] = softmax_split(c, x.shape());
   (void)axis;
   auto vx = x.to_f64();
   std::vector<double> mag(vx.size());
   double k = bound.kappa(static_cast<double>(n));
-  (void)ref;
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
@@ -357,20 +356,20 @@ void register_reduce_ops(OpRegistry& r) {
                                     return static_cast<double>(x.shape()[a]);
                                   },
                                   "kappa(axis length) * cumsum(|x|), 1 ulp", 1));
-  r.set_error_model("Softmax", condition(
-                                   [](const KernelContext& c, const Tensors& in, const Tensors& ref,
-                                      const AccumulationBound& bound) {
-                                     return Magnitudes{softmax_magnitude(c, in[0], ref[0], bound,
-                                                                         SoftmaxKind::Softmax)};
-                                   },
-                                   "p_i * (|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 4)"
-                                   " with m = max x, 4 ulp"));
+  r.set_error_model(
+      "Softmax", condition(
+                     [](const KernelContext& c, const Tensors& in, const Tensors&,
+                        const AccumulationBound& bound) {
+                       return Magnitudes{softmax_magnitude(c, in[0], bound, SoftmaxKind::Softmax)};
+                     },
+                     "p_i * (|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 4)"
+                     " with m = max x, 4 ulp"));
   r.set_error_model(
       "LogSoftmax",
       condition(
-          [](const KernelContext& c, const Tensors& in, const Tensors& ref,
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
-            return Magnitudes{softmax_magnitude(c, in[0], ref[0], bound, SoftmaxKind::LogSoftmax)};
+            return Magnitudes{softmax_magnitude(c, in[0], bound, SoftmaxKind::LogSoftmax)};
           },
           "|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2 |log S| + 2 |y_i|, 4 ulp"));
   r.set_error_model("ReduceLogSumExp",

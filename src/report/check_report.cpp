@@ -102,7 +102,6 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
              "fallback", "worst local", "output drift", "time [ms]", "x ref");
   double ref_time = 0;
   for (const auto& [n, t] : ser["reference"].seconds) ref_time += t;
-  for (const auto& b : std::vector<std::string>{"reference"}) (void)b;
   std::vector<std::string> names{"reference"};
   names.insert(names.end(), r.bindings.begin(), r.bindings.end());
   for (const auto& b : names) {
