@@ -12,6 +12,7 @@
 #include "cli/inputs.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "ops/linear_util.h"
 #include "report/check_report.h"
 
 namespace metaop::cli {
@@ -65,6 +66,7 @@ int run(const CheckArgs& a) {
   opt.bound.kind =
       a.bound == "rigorous" ? AccumulationBound::Rigorous : AccumulationBound::Probabilistic;
   TorchBinding::set_threads(a.threads);
+  set_reference_threads(a.threads);
   std::string inject_args;
   for (const auto& s : a.inject) {
     opt.faults.push_back(parse_fault(s));

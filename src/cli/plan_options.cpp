@@ -5,6 +5,7 @@
 #include <map>
 
 #include "bindings/torch/torch_binding.h"
+#include "ops/linear_util.h"
 
 namespace metaop::cli {
 
@@ -33,6 +34,7 @@ void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::
     plan.bind_op(spec.substr(0, eq), spec.substr(eq + 1));
   }
   TorchBinding::set_threads(threads);
+  set_reference_threads(threads);
 }
 
 void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) {

@@ -18,6 +18,10 @@ double round_to(double x, DType t) {
 }
 }  // namespace
 
+void set_reference_threads(int n) {
+  openblas_set_num_threads(n);
+}
+
 ScopedLowPrecisionAccumulation::ScopedLowPrecisionAccumulation(DType dtype)
     : previous_(low_precision_accumulation) {
   low_precision_accumulation = dtype;
