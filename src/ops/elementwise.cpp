@@ -6,6 +6,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -132,6 +133,136 @@ void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool
              return mean ? acc / static_cast<double>(n) : acc;
            })};
          }});
+}
+
+// --- gradients
+
+// dy/dx of a unary op at x (with y = f(x) at hand), for the node's attributes.
+using UnaryDeriv = std::function<double(double x, double y)>;
+
+void unary_vjp(OpRegistry& r, const std::string& type,
+               std::function<UnaryDeriv(const KernelContext&)> make) {
+  r.set_vjp(type, [make](const KernelContext& c, const Tensors& in, const Tensors& out,
+                         const Tensors& grads) {
+    if (!is_floating(in[0].dtype())) return Tensors(in.size());
+    UnaryDeriv d = make(c);
+    auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] == 0 ? 0 : g[i] * d(x[i], y[i]);
+    Tensors r(in.size());
+    r[0] = grad_like(g, in[0]);
+    return r;
+  });
+}
+
+void unary_vjp(OpRegistry& r, const std::string& type, UnaryDeriv d) {
+  unary_vjp(r, type, [d](const KernelContext&) { return d; });
+}
+
+// (dy/da, dy/db) of a broadcasting binary op at (a, b), y = f(a, b).
+using BinaryDeriv = std::function<std::pair<double, double>(double a, double b, double y)>;
+
+void binary_vjp(OpRegistry& r, const std::string& type, BinaryDeriv d) {
+  r.set_vjp(type, [d](const KernelContext& c, const Tensors& in, const Tensors& out,
+                      const Tensors& grads) {
+    if (c.opset < 7)
+      throw Unsupported(c.node.label() + ": no reference VJP for legacy broadcasting (opset < 7)");
+    const Tensor &a = in[0], &b = in[1];
+    const Shape& os = out[0].shape();
+    auto va = a.to_f64(), vb = b.to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+    auto ma = broadcast_map(a.shape(), os), mb = broadcast_map(b.shape(), os);
+    std::vector<double> ga(g.size()), gb(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      auto [da, db] = d(va[ma[i]], vb[mb[i]], y[i]);
+      ga[i] = g[i] == 0 ? 0 : g[i] * da;
+      gb[i] = g[i] == 0 ? 0 : g[i] * db;
+    }
+    Tensors r(in.size());
+    if (is_floating(a.dtype())) r[0] = grad_like(unbroadcast(ga, os, a.shape()), a);
+    if (is_floating(b.dtype())) r[1] = grad_like(unbroadcast(gb, os, b.shape()), b);
+    return r;
+  });
+}
+
+double sign_of(double x) {
+  return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+}
+
+void register_elementwise_vjps(OpRegistry& r) {
+  const double two_over_sqrt_pi = 1.1283791670955126;
+  unary_vjp(r, "Neg", [](double, double) { return -1.0; });
+  unary_vjp(r, "Abs", [](double x, double) { return sign_of(x); });
+  unary_vjp(r, "Identity", [](double, double) { return 1.0; });
+  unary_vjp(r, "Exp", [](double, double y) { return y; });
+  unary_vjp(r, "Log", [](double x, double) { return 1 / x; });
+  unary_vjp(r, "Sqrt", [](double, double y) { return 0.5 / y; });
+  unary_vjp(r, "Reciprocal", [](double, double y) { return -y * y; });
+  unary_vjp(r, "Erf",
+            [two_over_sqrt_pi](double x, double) { return two_over_sqrt_pi * std::exp(-x * x); });
+  unary_vjp(r, "Sin", [](double x, double) { return std::cos(x); });
+  unary_vjp(r, "Cos", [](double x, double) { return -std::sin(x); });
+  unary_vjp(r, "Tan", [](double, double y) { return 1 + y * y; });
+  unary_vjp(r, "Asin", [](double x, double) { return 1 / std::sqrt(1 - x * x); });
+  unary_vjp(r, "Acos", [](double x, double) { return -1 / std::sqrt(1 - x * x); });
+  unary_vjp(r, "Atan", [](double x, double) { return 1 / (1 + x * x); });
+  unary_vjp(r, "Sinh", [](double x, double) { return std::cosh(x); });
+  unary_vjp(r, "Cosh", [](double x, double) { return std::sinh(x); });
+  unary_vjp(r, "Asinh", [](double x, double) { return 1 / std::sqrt(x * x + 1); });
+  unary_vjp(r, "Acosh", [](double x, double) { return 1 / std::sqrt(x * x - 1); });
+  unary_vjp(r, "Atanh", [](double x, double) { return 1 / (1 - x * x); });
+  unary_vjp(r, "Relu", [](double x, double) { return x > 0 ? 1.0 : 0.0; });
+  unary_vjp(r, "Sigmoid", [](double, double y) { return y * (1 - y); });
+  unary_vjp(r, "Tanh", [](double, double y) { return 1 - y * y; });
+  unary_vjp(r, "Softplus", [](double x, double) { return sigmoid(x); });
+  unary_vjp(r, "Softsign",
+            [](double x, double) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); });
+  unary_vjp(r, "HardSwish",
+            [](double x, double) { return x < -3 ? 0.0 : (x > 3 ? 1.0 : (2 * x + 3) / 6); });
+  unary_vjp(r, "LeakyRelu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 0.01);
+    return UnaryDeriv([a](double x, double) { return x < 0 ? a : 1.0; });
+  });
+  unary_vjp(r, "Elu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryDeriv([a](double x, double) { return x < 0 ? a * std::exp(x) : 1.0; });
+  });
+  unary_vjp(r, "Selu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.67326319217681884765625),
+           gm = c.node.attr_f("gamma", 1.05070102214813232421875);
+    return UnaryDeriv([a, gm](double x, double) { return x <= 0 ? gm * a * std::exp(x) : gm; });
+  });
+  unary_vjp(r, "Celu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryDeriv([a](double x, double) { return x < 0 ? std::exp(x / a) : 1.0; });
+  });
+  unary_vjp(r, "HardSigmoid", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 0.2), b = c.node.attr_f("beta", 0.5);
+    return UnaryDeriv([a, b](double x, double) {
+      double t = a * x + b;
+      return t > 0 && t < 1 ? a : 0.0;
+    });
+  });
+  unary_vjp(r, "ThresholdedRelu", [](const KernelContext& c) {
+    double a = c.node.attr_f("alpha", 1.0);
+    return UnaryDeriv([a](double x, double) { return x > a ? 1.0 : 0.0; });
+  });
+  unary_vjp(r, "Shrink", [](const KernelContext& c) {
+    double l = c.node.attr_f("lambd", 0.5);
+    return UnaryDeriv([l](double x, double) { return x < -l || x > l ? 1.0 : 0.0; });
+  });
+  // Piecewise constant: zero gradient wherever it exists.
+  for (const char* t : {"Floor", "Ceil", "Round", "Sign"})
+    unary_vjp(r, t, [](double, double) { return 0.0; });
+
+  binary_vjp(r, "Add", [](double, double, double) { return std::pair{1.0, 1.0}; });
+  binary_vjp(r, "Sub", [](double, double, double) { return std::pair{1.0, -1.0}; });
+  binary_vjp(r, "Mul", [](double a, double b, double) { return std::pair{b, a}; });
+  binary_vjp(r, "Div", [](double a, double b, double) { return std::pair{1 / b, -a / (b * b)}; });
+  binary_vjp(r, "Pow", [](double a, double b, double y) {
+    return std::pair{b == 0 ? 0.0 : b * std::pow(a, b - 1), a > 0 ? std::log(a) * y : 0.0};
+  });
+  binary_vjp(r, "PRelu", [](double x, double s, double) {
+    return x < 0 ? std::pair{s, x} : std::pair{1.0, 0.0};
+  });
 }
 
 }  // namespace
@@ -350,6 +481,8 @@ void register_elementwise_ops(OpRegistry& r) {
            for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = true;
            return Tensors{x, mask};
          }});
+
+  register_elementwise_vjps(r);
 
   // --- error models
   using namespace error_models;

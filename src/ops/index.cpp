@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -152,6 +153,16 @@ void register_index_ops(OpRegistry& r) {
   for (const char* t :
        {"Gather", "GatherElements", "GatherND", "ScatterElements", "Scatter", "ScatterND"})
     r.set_error_model(t, error_models::data_movement());
+  for (const char* t : {"Gather", "GatherElements", "GatherND"})
+    r.set_vjp(t, data_movement_vjp({0}));
+  // Data and updates: positions overwritten by an update pass their gradient to the update.
+  for (const char* t : {"ScatterElements", "Scatter", "ScatterND"})
+    r.set_vjp(t, [movement = data_movement_vjp({0, 2})](const KernelContext& c, const Tensors& in,
+                                                        const Tensors& out, const Tensors& g) {
+      if (c.node.attr_s("reduction", "none") != "none")
+        throw Unsupported(c.node.label() + ": no reference VJP for scatter with reduction");
+      return movement(c, in, out, g);
+    });
 }
 
 }  // namespace metaop

@@ -43,6 +43,12 @@ void OpRegistry::set_error_model(const std::string& type, ErrorModel model) {
   it->second.error = std::move(model);
 }
 
+void OpRegistry::set_vjp(const std::string& type, ReferenceVjp vjp) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: VJP for unknown meta op {}", type);
+  it->second.vjp = std::move(vjp);
+}
+
 void OpRegistry::set_domain(const std::string& type, Domain domain) {
   auto it = ops_.find(type);
   if (it == ops_.end()) fail("internal: domain for unknown meta op {}", type);

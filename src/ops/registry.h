@@ -12,6 +12,11 @@
 namespace metaop {
 
 using ReferenceForward = std::function<Tensors(const KernelContext&, const Tensors&)>;
+// Vector-Jacobian product in float64: the gradients of the inputs (an undefined tensor for an
+// input that is not differentiable) given the inputs, the forward outputs and the outputs'
+// gradients (undefined for outputs that receive none), each rounded once to its input's dtype.
+using ReferenceVjp = std::function<Tensors(const KernelContext&, const Tensors& inputs,
+                                           const Tensors& outputs, const Tensors& output_grads)>;
 
 struct MetaOp {
   MetaOp(std::string t, std::string f, ReferenceForward r)
@@ -22,6 +27,7 @@ struct MetaOp {
   ReferenceForward reference;
   ErrorModel error;  // attached after registration, in the same family file
   Domain domain;     // likewise (defaults: input 0 is data, no critical points)
+  ReferenceVjp vjp;  // likewise; empty: not differentiable (integer, boolean, shape ops)
 };
 
 class OpRegistry {
@@ -33,6 +39,7 @@ class OpRegistry {
   // Declares the error model of an op already added.
   void set_error_model(const std::string& type, ErrorModel model);
   void set_domain(const std::string& type, Domain domain);
+  void set_vjp(const std::string& type, ReferenceVjp vjp);
 
  private:
   OpRegistry() = default;

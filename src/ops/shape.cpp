@@ -6,6 +6,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
+#include "ops/vjp_util.h"
 
 // GCC 12 at -O2 reports a false -Wfree-nonheap-object on std::vector<int64_t> locals here
 // (GCC bug 108088); the vectors are ordinary heap allocations.
@@ -505,6 +506,14 @@ void register_shape_ops(OpRegistry& r) {
                         "Pad",      "DepthToSpace",    "SpaceToDepth", "Shape",   "Size",
                         "Constant", "ConstantOfShape", "EyeLike",      "OneHot",  "Trilu"})
     r.set_error_model(t, error_models::data_movement());
+  // Gradients: these only move elements (Pad's constant input fills, set to 0 for the probe).
+  std::vector<int> all_inputs;
+  for (int k = 0; k < 64; ++k) all_inputs.push_back(k);
+  for (const char* t : {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice",
+                        "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu"})
+    r.set_vjp(t, data_movement_vjp({0}));
+  r.set_vjp("Concat", data_movement_vjp(all_inputs));
+  r.set_vjp("Pad", data_movement_vjp({0}, {2}));
   // No data input to probe: their inputs are shapes, sizes or a value to repeat.
   for (const char* t :
        {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "OneHot"})

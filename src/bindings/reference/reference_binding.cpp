@@ -6,8 +6,9 @@ namespace metaop {
 
 Support ReferenceBinding::supports(const std::string& op_type) const {
   Support s;
-  if (OpRegistry::instance().find(op_type)) {
+  if (const MetaOp* op = OpRegistry::instance().find(op_type)) {
     s.forward = true;
+    s.backward = static_cast<bool>(op->vjp);
     s.dtypes = {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16};
   } else {
     s.reason = "no meta operator " + op_type;
@@ -21,6 +22,13 @@ Tensors ReferenceBinding::forward(const Node& node, std::int64_t opset, const Te
   if (!node.domain.empty() && node.domain != "ai.onnx")
     throw Unsupported(node.label() + ": domain '" + node.domain + "'");
   return op->reference(KernelContext{node, opset}, inputs);
+}
+
+Tensors ReferenceBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                   const Tensors& outputs, const Tensors& output_grads) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->vjp) throw Unsupported(node.label() + ": no reference VJP for " + node.op_type);
+  return op->vjp(KernelContext{node, opset}, inputs, outputs, output_grads);
 }
 
 }  // namespace metaop

@@ -1,0 +1,72 @@
+#include "ops/vjp_util.h"
+
+#include <cmath>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+std::vector<double> grad_of(const Tensors& grads, const Tensors& outputs, std::size_t o) {
+  if (o < grads.size() && grads[o].defined()) return grads[o].to_f64();
+  return std::vector<double>(static_cast<std::size_t>(outputs.at(o).numel()), 0.0);
+}
+
+std::vector<double> unbroadcast(const std::vector<double>& g, const Shape& out, const Shape& in) {
+  if (out == in) return g;
+  auto map = broadcast_map(in, out);
+  std::vector<double> r(static_cast<std::size_t>(shape_numel(in)), 0.0);
+  for (std::size_t i = 0; i < g.size(); ++i) r[map[i]] += g[i];
+  return r;
+}
+
+Tensor grad_like(const std::vector<double>& g, const Tensor& like) {
+  return Tensor::from_f64(g, like.shape(), like.dtype());
+}
+
+ReferenceVjp data_movement_vjp(std::vector<int> data_inputs, std::vector<int> zero_fill) {
+  return [data_inputs, zero_fill](const KernelContext& c, const Tensors& in, const Tensors& out,
+                                  const Tensors& grads) {
+    const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
+    Tensors probe = in;
+    std::vector<std::int64_t> base(in.size(), -1);
+    std::int64_t next = 1;  // element numbers start at 1: 0 is what fills look like
+    for (int k : data_inputs) {
+      if (k >= static_cast<int>(in.size()) || !in[k].defined() || !is_floating(in[k].dtype()))
+        continue;
+      std::vector<double> ids(static_cast<std::size_t>(in[k].numel()));
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<double>(next + i);
+      base[k] = next;
+      next += in[k].numel();
+      probe[k] = Tensor::from_f64(ids, in[k].shape(), DType::Float64);
+    }
+    for (int k : zero_fill)
+      if (k < static_cast<int>(in.size()) && in[k].defined())
+        probe[k] = Tensor::from_f64(std::vector<double>(in[k].numel(), 0.0), in[k].shape(),
+                                    DType::Float64);
+    Tensors moved = op->reference(c, probe);
+    std::vector<std::vector<double>> gin(in.size());
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (base[k] >= 0) gin[k].assign(static_cast<std::size_t>(in[k].numel()), 0.0);
+    for (std::size_t o = 0; o < moved.size() && o < out.size(); ++o) {
+      if (o >= grads.size() || !grads[o].defined() || !is_floating(moved[o].dtype())) continue;
+      auto ids = moved[o].to_f64();
+      auto g = grads[o].to_f64();
+      for (std::size_t j = 0; j < ids.size(); ++j) {
+        double id = ids[j];
+        if (!(id >= 1) || id != std::floor(id)) continue;  // a fill
+        auto n = static_cast<std::int64_t>(id);
+        for (std::size_t k = 0; k < in.size(); ++k)
+          if (base[k] >= 0 && n >= base[k] && n < base[k] + in[k].numel()) {
+            gin[k][static_cast<std::size_t>(n - base[k])] += g[j];
+            break;
+          }
+      }
+    }
+    Tensors r(in.size());
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (base[k] >= 0) r[k] = grad_like(gin[k], in[k]);
+    return r;
+  };
+}
+
+}  // namespace metaop

@@ -1,0 +1,25 @@
+#pragma once
+// Helpers shared by the reference VJPs (the gradient of each op lives next to it, in its family
+// file, attached with OpRegistry::set_vjp).
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace metaop {
+
+// Gradient of output o as float64 values (zeros when the output receives no gradient).
+std::vector<double> grad_of(const Tensors& grads, const Tensors& outputs, std::size_t o);
+// Sums a gradient of broadcast shape `out` back to the shape `in` it was broadcast from.
+std::vector<double> unbroadcast(const std::vector<double>& g, const Shape& out, const Shape& in);
+// A gradient for input `like`: its shape and dtype, rounded once.
+Tensor grad_like(const std::vector<double>& g, const Tensor& like);
+
+// The adjoint of an op that only moves elements of its `data` inputs (reshape, transpose,
+// slice, gather, concat, pad ...): the forward is run once on element numbers instead of values
+// (exact in float64), so each output element names the input element it came from, and the
+// gradient flows back along the same map (summed where an element was copied more than once).
+// Positions the op fills with a constant get none. `zero_fill` lists float inputs that hold such
+// a constant, set to 0 for the probe.
+ReferenceVjp data_movement_vjp(std::vector<int> data_inputs = {0}, std::vector<int> zero_fill = {});
+
+}  // namespace metaop
