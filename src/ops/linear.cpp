@@ -5,6 +5,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -197,12 +198,69 @@ Tensors einsum(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
 }
 
+// --- gradients
+
+// MatMul: dA = g @ B^T, dB = A^T @ g per batch entry, summed over broadcast batch dims.
+Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  const Tensor &a = in[0], &b = in[1];
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Shape batch = broadcast_shapes(c, {ba, bb});
+  std::int64_t nb = shape_numel(batch);
+  auto map_a = broadcast_map(ba, batch), map_b = broadcast_map(bb, batch);
+  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const double* gi = g.data() + i * m * n;
+    gemm_f64(false, true, m, k, n, 1.0, gi, vb.data() + map_b[i] * k * n, 1.0,
+             ga.data() + map_a[i] * m * k);
+    gemm_f64(true, false, k, n, m, 1.0, va.data() + map_a[i] * m * k, gi, 1.0,
+             gb.data() + map_b[i] * k * n);
+  }
+  return {grad_like(ga, a), grad_like(gb, b)};
+}
+
+// Gemm: Y = alpha op(A) op(B) + beta C.
+Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                 const Tensors& grads) {
+  const Tensor &a = in[0], &b = in[1];
+  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
+  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
+  std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  std::int64_t n = tb ? b.dim(0) : b.dim(1);
+  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
+  // d op(A) = alpha g op(B)^T; stored transposed when transA.
+  if (!ta)
+    gemm_f64(false, !tb, m, k, n, alpha, g.data(), vb.data(), 0.0, ga.data());
+  else
+    gemm_f64(tb, true, k, m, n, alpha, vb.data(), g.data(), 0.0, ga.data());
+  // d op(B) = alpha op(A)^T g; stored transposed when transB.
+  if (!tb)
+    gemm_f64(!ta, false, k, n, m, alpha, va.data(), g.data(), 0.0, gb.data());
+  else
+    gemm_f64(true, ta, n, k, m, alpha, g.data(), va.data(), 0.0, gb.data());
+  Tensors r{grad_like(ga, a), grad_like(gb, b)};
+  if (has_input(in, 2)) {
+    auto gc = unbroadcast(g, {m, n}, in[2].shape());
+    for (auto& v : gc) v *= beta;
+    r.push_back(grad_like(gc, in[2]));
+  }
+  return r;
+}
+
 }  // namespace
 
 void register_linear_ops(OpRegistry& r) {
   r.add({"MatMul", "linear", matmul});
   r.add({"Gemm", "linear", gemm});
   r.add({"Einsum", "linear", einsum});
+  r.set_vjp("MatMul", matmul_vjp);
+  r.set_vjp("Gemm", gemm_vjp);
 
   for (const char* t : {"MatMul", "Gemm", "Einsum"}) r.set_domain(t, {{0, 1}, {}});
   using error_models::accumulation;

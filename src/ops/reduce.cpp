@@ -7,6 +7,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -248,6 +249,148 @@ std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x,
   return mag;
 }
 
+// --- gradients
+
+// A reduction's gradient, element by element: d(element) gets g[group] * dy/dx, where the
+// derivative sees the element, its group's result y and the group's element count.
+using ReduceDeriv = std::function<double(double x, double y, double n)>;
+
+ReferenceVjp reduce_vjp(ReduceDeriv d) {
+  return [d](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+    const Tensor& x = in[0];
+    Tensors r(in.size());
+    auto ra = reduce_axes(c, in, x.rank());
+    auto g = grad_of(grads, out, 0), vx = x.to_f64(), y = out[0].to_f64();
+    if (ra.noop) {
+      r[0] = grad_like(g, x);
+      return r;
+    }
+    Shape kept = x.shape();
+    for (auto a : ra.axes) kept[a] = 1;
+    auto map = broadcast_map(kept, x.shape());
+    double n = static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept));
+    std::vector<double> gx(vx.size());
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      double gg = g[map[i]];
+      gx[i] = gg == 0 ? 0 : gg * d(vx[i], y[map[i]], n);
+    }
+    r[0] = grad_like(gx, x);
+    return r;
+  };
+}
+
+// Max/Min: the gradient goes to the first element equal to the result in each group.
+ReferenceVjp reduce_select_vjp() {
+  return [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+    const Tensor& x = in[0];
+    Tensors r(in.size());
+    auto ra = reduce_axes(c, in, x.rank());
+    auto g = grad_of(grads, out, 0), vx = x.to_f64(), y = out[0].to_f64();
+    if (ra.noop) {
+      r[0] = grad_like(g, x);
+      return r;
+    }
+    Shape kept = x.shape();
+    for (auto a : ra.axes) kept[a] = 1;
+    auto map = broadcast_map(kept, x.shape());
+    std::vector<double> gx(vx.size(), 0.0);
+    std::vector<bool> taken(y.size(), false);
+    for (std::size_t i = 0; i < vx.size(); ++i)
+      if (!taken[map[i]] && (vx[i] == y[map[i]] || (std::isnan(vx[i]) && std::isnan(y[map[i]])))) {
+        taken[map[i]] = true;
+        gx[i] = g[map[i]];
+      }
+    r[0] = grad_like(gx, x);
+    return r;
+  };
+}
+
+// ReduceProd: the product of the other elements (exact with zeros in the group).
+Tensors reduce_prod_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                        const Tensors& grads) {
+  const Tensor& x = in[0];
+  Tensors r(in.size());
+  auto ra = reduce_axes(c, in, x.rank());
+  auto g = grad_of(grads, out, 0), vx = x.to_f64();
+  if (ra.noop) {
+    r[0] = grad_like(g, x);
+    return r;
+  }
+  Shape kept = x.shape();
+  for (auto a : ra.axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  std::vector<double> nonzero(g.size(), 1.0), zeros(g.size(), 0.0);
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    if (vx[i] == 0)
+      zeros[map[i]] += 1;
+    else
+      nonzero[map[i]] *= vx[i];
+  }
+  std::vector<double> gx(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = map[i];
+    double others = zeros[k] == 0 ? nonzero[k] / vx[i]
+                                  : (zeros[k] == 1 && vx[i] == 0 ? nonzero[k] : 0.0);
+    gx[i] = g[k] * others;
+  }
+  r[0] = grad_like(gx, x);
+  return r;
+}
+
+// Softmax: dx = y (g - sum(g y)); LogSoftmax: dx = g - exp(y) sum(g).
+ReferenceVjp softmax_vjp(SoftmaxKind kind) {
+  return [kind](const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+    const Tensor& x = in[0];
+    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+    (void)axis;
+    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+    std::vector<double> gx(g.size());
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
+        double s = 0;
+        for (std::int64_t j = 0; j < n; ++j)
+          s += kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
+        for (std::int64_t j = 0; j < n; ++j)
+          gx[at(j)] = kind == SoftmaxKind::Softmax ? y[at(j)] * (g[at(j)] - s)
+                                                   : g[at(j)] - std::exp(y[at(j)]) * s;
+      }
+    Tensors r(in.size());
+    r[0] = grad_like(gx, x);
+    return r;
+  };
+}
+
+void register_reduce_vjps(OpRegistry& r) {
+  r.set_vjp("ReduceSum", reduce_vjp([](double, double, double) { return 1.0; }));
+  r.set_vjp("ReduceMean", reduce_vjp([](double, double, double n) { return 1 / n; }));
+  r.set_vjp("ReduceL1", reduce_vjp([](double x, double, double) {
+              return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+            }));
+  r.set_vjp("ReduceL2", reduce_vjp([](double x, double y, double) { return y > 0 ? x / y : 0.0; }));
+  r.set_vjp("ReduceSumSquare", reduce_vjp([](double x, double, double) { return 2 * x; }));
+  r.set_vjp("ReduceLogSum", reduce_vjp([](double, double y, double) { return std::exp(-y); }));
+  r.set_vjp("ReduceLogSumExp",
+            reduce_vjp([](double x, double y, double) { return std::exp(x - y); }));
+  r.set_vjp("ReduceMax", reduce_select_vjp());
+  r.set_vjp("ReduceMin", reduce_select_vjp());
+  r.set_vjp("ReduceProd", reduce_prod_vjp);
+  r.set_vjp("Softmax", softmax_vjp(SoftmaxKind::Softmax));
+  r.set_vjp("LogSoftmax", softmax_vjp(SoftmaxKind::LogSoftmax));
+  // CumSum is linear; its adjoint is the cumulative sum the other way.
+  r.set_vjp("CumSum",
+            [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+              Node flipped = c.node;
+              flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
+              Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
+              auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
+              Tensors r(in.size());
+              r[0] = grad_like(gx, in[0]);
+              return r;
+            });
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
@@ -307,6 +450,8 @@ void register_reduce_ops(OpRegistry& r) {
   r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) {
            return softmax(c, in, SoftmaxKind::Hardmax);
          }});
+
+  register_reduce_vjps(r);
 
   using namespace error_models;
   for (const char* t : {"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "Hardmax"})
