@@ -143,6 +143,11 @@ std::vector<Case> synthetic_cases() {
   v.push_back(synthetic("Round", 13, {S{x4}}));
   v.push_back(synthetic("Sign", 13, {S{x4}}));
   v.push_back(synthetic("Squeeze", 13, {S{{2, 1, 4, 1}}, S{{1}, DType::Int64, {1}}}));
+  // No node test has these.
+  v.push_back(
+      synthetic("LpPool", 13, {S{x4}},
+                {{"kernel_shape", Attribute::of_ints({2, 2})}, {"p", Attribute::of_int(3)}}));
+  v.push_back(synthetic("GlobalLpPool", 13, {S{x4}}, {{"p", Attribute::of_int(2)}}));
   return v;
 }
 

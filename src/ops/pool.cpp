@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/vjp_util.h"
 #include "ops/window.h"
 
 namespace metaop {
@@ -10,7 +11,11 @@ namespace {
 
 enum class PoolKind { Max, Avg, Lp };
 
-Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
+// With `gout`, also accumulates the VJP into `gin` (the input's gradient): Max sends each
+// output's gradient to the element it took, Avg spreads it over the window's counted elements,
+// Lp weights it by |x|^(p-1) sign(x) / y^(p-1).
+Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
+             const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr) {
   const Tensor& x = input(c, in, 0);
   const Node& node = c.node;
   auto kernel = node.attr_ints("kernel_shape");
@@ -31,6 +36,7 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
           double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
           std::int64_t arg = -1, valid = 0, padded = 0;
           bool nan = false;
+          std::vector<std::int64_t> taps;  // the window's elements inside the input
           for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
             for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
               for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
@@ -46,6 +52,7 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
                 if (!inside) continue;
                 ++valid;
                 std::int64_t flat = (i[0] * w.in[1] + i[1]) * w.in[2] + i[2];
+                if (gout) taps.push_back(flat);
                 double v = xc[flat];
                 if (kind == PoolKind::Max) {
                   // The first NaN of the window gives the index (numpy's argmax).
@@ -83,6 +90,19 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
           } else {
             out[o] = std::pow(acc, 1.0 / p);
           }
+          if (gout) {
+            double g = (*gout)[o];
+            double* gi = gin->data() + nc * w.in_size();
+            if (kind == PoolKind::Max) {
+              if (arg >= 0) gi[arg] += g;
+            } else if (kind == PoolKind::Avg) {
+              for (auto t : taps) gi[t] += g / static_cast<double>(include_pad ? padded : valid);
+            } else if (out[o] > 0) {
+              for (auto t : taps)
+                gi[t] += g * std::pow(std::fabs(xc[t]), p - 1) * (xc[t] < 0 ? -1 : 1) /
+                         std::pow(out[o], p - 1);
+            }
+          }
         }
   }
   Shape os = w.out_shape(N, C);
@@ -91,7 +111,8 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
   return res;
 }
 
-Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
+Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
+                    const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr) {
   const Tensor& x = input(c, in, 0);
   if (x.rank() < 3)
     fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
@@ -113,10 +134,40 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind) {
     out[i] = kind == PoolKind::Avg  ? acc / static_cast<double>(S)
              : kind == PoolKind::Lp ? std::pow(acc, 1.0 / p)
                                     : acc;
+    if (gout) {
+      double g = (*gout)[i];
+      double* gi = gin->data() + i * S;
+      bool taken = false;
+      for (std::int64_t j = 0; j < S; ++j) {
+        if (kind == PoolKind::Avg) {
+          gi[j] += g / static_cast<double>(S);
+        } else if (kind == PoolKind::Max) {
+          bool hit = xc[j] == out[i] || (std::isnan(xc[j]) && std::isnan(out[i]));
+          if (hit && !taken) gi[j] += g;
+          taken = taken || hit;
+        } else if (out[i] > 0) {
+          gi[j] += g * std::pow(std::fabs(xc[j]), p - 1) * (xc[j] < 0 ? -1 : 1) /
+                   std::pow(out[i], p - 1);
+        }
+      }
+    }
   }
   Shape os(x.shape().begin(), x.shape().begin() + 2);
   os.resize(x.shape().size(), 1);
   return {Tensor::from_f64(out, os, x.dtype())};
+}
+
+template <typename F>
+ReferenceVjp pool_vjp(F run) {
+  return
+      [run](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        std::vector<double> gout = grad_of(grads, out, 0);
+        std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+        run(c, in, &gout, &gin);
+        Tensors r(in.size());
+        r[0] = grad_like(gin, in[0]);
+        return r;
+      };
 }
 
 }  // namespace
@@ -137,6 +188,22 @@ void register_pool_ops(OpRegistry& r) {
   r.add({"GlobalLpPool", "pool", [](const KernelContext& c, const Tensors& in) {
            return global_pool(c, in, PoolKind::Lp);
          }});
+
+  for (auto [type, kind] :
+       {std::pair{"MaxPool", PoolKind::Max}, std::pair{"AveragePool", PoolKind::Avg},
+        std::pair{"LpPool", PoolKind::Lp}}) {
+    r.set_vjp(type, pool_vjp([kind](const KernelContext& c, const Tensors& in,
+                                    const std::vector<double>* g,
+                                    std::vector<double>* gi) { return pool(c, in, kind, g, gi); }));
+  }
+  for (auto [type, kind] :
+       {std::pair{"GlobalMaxPool", PoolKind::Max}, std::pair{"GlobalAveragePool", PoolKind::Avg},
+        std::pair{"GlobalLpPool", PoolKind::Lp}}) {
+    r.set_vjp(type, pool_vjp([kind](const KernelContext& c, const Tensors& in,
+                                    const std::vector<double>* g, std::vector<double>* gi) {
+                return global_pool(c, in, kind, g, gi);
+              }));
+  }
 
   using namespace error_models;
   r.set_error_model("MaxPool", exact());

@@ -329,8 +329,8 @@ Tensors reduce_prod_vjp(const KernelContext& c, const Tensors& in, const Tensors
   std::vector<double> gx(vx.size());
   for (std::size_t i = 0; i < vx.size(); ++i) {
     auto k = map[i];
-    double others = zeros[k] == 0 ? nonzero[k] / vx[i]
-                                  : (zeros[k] == 1 && vx[i] == 0 ? nonzero[k] : 0.0);
+    double others =
+        zeros[k] == 0 ? nonzero[k] / vx[i] : (zeros[k] == 1 && vx[i] == 0 ? nonzero[k] : 0.0);
     gx[i] = g[k] * others;
   }
   r[0] = grad_like(gx, x);
@@ -339,27 +339,27 @@ Tensors reduce_prod_vjp(const KernelContext& c, const Tensors& in, const Tensors
 
 // Softmax: dx = y (g - sum(g y)); LogSoftmax: dx = g - exp(y) sum(g).
 ReferenceVjp softmax_vjp(SoftmaxKind kind) {
-  return [kind](const KernelContext& c, const Tensors& in, const Tensors& out,
-                const Tensors& grads) {
-    const Tensor& x = in[0];
-    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-    (void)axis;
-    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-    std::vector<double> gx(g.size());
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
-        double s = 0;
-        for (std::int64_t j = 0; j < n; ++j)
-          s += kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
-        for (std::int64_t j = 0; j < n; ++j)
-          gx[at(j)] = kind == SoftmaxKind::Softmax ? y[at(j)] * (g[at(j)] - s)
-                                                   : g[at(j)] - std::exp(y[at(j)]) * s;
-      }
-    Tensors r(in.size());
-    r[0] = grad_like(gx, x);
-    return r;
-  };
+  return
+      [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        const Tensor& x = in[0];
+        auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+        (void)axis;
+        auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+        std::vector<double> gx(g.size());
+        for (std::int64_t o = 0; o < outer; ++o)
+          for (std::int64_t i = 0; i < inner; ++i) {
+            auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
+            double s = 0;
+            for (std::int64_t j = 0; j < n; ++j)
+              s += kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
+            for (std::int64_t j = 0; j < n; ++j)
+              gx[at(j)] = kind == SoftmaxKind::Softmax ? y[at(j)] * (g[at(j)] - s)
+                                                       : g[at(j)] - std::exp(y[at(j)]) * s;
+          }
+        Tensors r(in.size());
+        r[0] = grad_like(gx, x);
+        return r;
+      };
 }
 
 void register_reduce_vjps(OpRegistry& r) {
@@ -379,16 +379,16 @@ void register_reduce_vjps(OpRegistry& r) {
   r.set_vjp("Softmax", softmax_vjp(SoftmaxKind::Softmax));
   r.set_vjp("LogSoftmax", softmax_vjp(SoftmaxKind::LogSoftmax));
   // CumSum is linear; its adjoint is the cumulative sum the other way.
-  r.set_vjp("CumSum",
-            [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-              Node flipped = c.node;
-              flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
-              Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
-              auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
-              Tensors r(in.size());
-              r[0] = grad_like(gx, in[0]);
-              return r;
-            });
+  r.set_vjp("CumSum", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                         const Tensors& grads) {
+    Node flipped = c.node;
+    flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
+    Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
+    auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
+    Tensors r(in.size());
+    r[0] = grad_like(gx, in[0]);
+    return r;
+  });
 }
 
 }  // namespace
