@@ -148,6 +148,9 @@ std::vector<Case> synthetic_cases() {
       synthetic("LpPool", 13, {S{x4}},
                 {{"kernel_shape", Attribute::of_ints({2, 2})}, {"p", Attribute::of_int(3)}}));
   v.push_back(synthetic("GlobalLpPool", 13, {S{x4}}, {{"p", Attribute::of_int(2)}}));
+  // Mean and InvStdDev in float64 (stash_type 11), so that their gradients are checked too.
+  v.push_back(synthetic("LayerNormalization", 17, {S{{2, 3, 8}}, S{{8}}, S{{8}}},
+                        {{"stash_type", Attribute::of_int(11)}}, 3));
   return v;
 }
 

@@ -4,6 +4,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -352,6 +353,183 @@ Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& 
   return {y};
 }
 
+// --- gradients
+
+// y = gamma * (x - mu) / sigma + beta, with mu and sigma^2 + eps the mean and variance over
+// each group: dx = (dxh - mean(dxh) - xh * mean(dxh * xh)) / sigma with dxh = g * gamma, and per
+// element the terms of dgamma (g * xh) and dbeta (g), which the caller sums into its parameters.
+struct NormGrad {
+  std::vector<double> dx, dgamma, dbeta, mean, var;
+};
+
+NormGrad normalize_vjp(const std::vector<double>& x, const std::vector<std::int64_t>& group,
+                       std::size_t groups, const std::vector<double>& gamma, double eps,
+                       const std::vector<double>& g) {
+  NormGrad r;
+  std::vector<double> count(groups, 0.0);
+  r.mean.assign(groups, 0.0);
+  r.var.assign(groups, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    r.mean[group[i]] += x[i];
+    count[group[i]] += 1;
+  }
+  for (std::size_t k = 0; k < groups; ++k) r.mean[k] /= std::max(count[k], 1.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double d = x[i] - r.mean[group[i]];
+    r.var[group[i]] += d * d;
+  }
+  for (std::size_t k = 0; k < groups; ++k) r.var[k] /= std::max(count[k], 1.0);
+  std::vector<double> s1(groups, 0.0), s2(groups, 0.0), xh(x.size()), dxh(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto k = group[i];
+    xh[i] = (x[i] - r.mean[k]) / std::sqrt(r.var[k] + eps);
+    dxh[i] = g[i] * gamma[i];
+    s1[k] += dxh[i];
+    s2[k] += dxh[i] * xh[i];
+  }
+  r.dx.resize(x.size());
+  r.dgamma.resize(x.size());
+  r.dbeta = g;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto k = group[i];
+    double n = std::max(count[k], 1.0);
+    r.dx[i] = (dxh[i] - s1[k] / n - xh[i] * s2[k] / n) / std::sqrt(r.var[k] + eps);
+    r.dgamma[i] = g[i] * xh[i];
+  }
+  return r;
+}
+
+// Sums per-element values into a parameter of shape `ps` broadcast over `xs` (per channel, or
+// over LayerNormalization's normalized dims).
+std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std::int64_t>& map,
+                             std::size_t size) {
+  std::vector<double> r(size, 0.0);
+  for (std::size_t i = 0; i < v.size(); ++i) r[map[i]] += v[i];
+  return r;
+}
+
+std::vector<std::int64_t> channel_map(const Shape& s) {
+  std::int64_t N = s[0], C = s[1], S = shape_numel(s) / std::max<std::int64_t>(N * C, 1);
+  std::vector<std::int64_t> m(static_cast<std::size_t>(N * C * S));
+  for (std::int64_t i = 0; i < N * C * S; ++i) m[i] = (i / S) % C;
+  return m;
+}
+
+Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+  const Tensor& x = in[0];
+  auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
+  double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
+  auto cmap = channel_map(x.shape());
+  std::size_t C = scale.size();
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  auto g = grad_of(grads, out, 0);
+  Tensors r(in.size());
+  if (!batch_norm_training(c)) {
+    // Given statistics: y = gamma (x - mean) / sqrt(var + eps) + beta, element-wise per channel.
+    std::vector<double> dx(vx.size()), dscale(C, 0.0), dbias(C, 0.0), dmean(C, 0.0), dvar(C, 0.0);
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = cmap[i];
+      double is = 1 / std::sqrt(var[k] + eps), d = vx[i] - mean[k];
+      dx[i] = g[i] * scale[k] * is;
+      dscale[k] += g[i] * d * is;
+      dbias[k] += g[i];
+      dmean[k] -= g[i] * scale[k] * is;
+      dvar[k] -= 0.5 * g[i] * scale[k] * d * is * is * is;
+    }
+    r[0] = grad_like(dx, x);
+    r[1] = grad_like(dscale, in[1]);
+    r[2] = grad_like(dbias, in[2]);
+    r[3] = grad_like(dmean, in[3]);
+    r[4] = grad_like(dvar, in[4]);
+    return r;
+  }
+  NormGrad ng = normalize_vjp(vx, cmap, C, gamma, eps, g);
+  // Running statistics: mean * momentum + batch_mean * (1 - momentum), likewise the variance
+  // (population variance of the batch).
+  double n = static_cast<double>(vx.size()) / static_cast<double>(C);
+  std::vector<double> dmean_in(C, 0.0), dvar_in(C, 0.0);
+  if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
+    auto grm = grads[1].to_f64();
+    for (std::size_t k = 0; k < C; ++k) dmean_in[k] = momentum * grm[k];
+    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] += (1 - momentum) * grm[cmap[i]] / n;
+  }
+  if (out.size() > 2 && grads.size() > 2 && grads[2].defined()) {
+    auto grv = grads[2].to_f64();
+    for (std::size_t k = 0; k < C; ++k) dvar_in[k] = momentum * grv[k];
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = cmap[i];
+      ng.dx[i] += (1 - momentum) * grv[k] * 2 * (vx[i] - ng.mean[k]) / n;
+    }
+  }
+  r[0] = grad_like(ng.dx, x);
+  r[1] = grad_like(sum_into(ng.dgamma, cmap, C), in[1]);
+  r[2] = grad_like(sum_into(ng.dbeta, cmap, C), in[2]);
+  r[3] = grad_like(dmean_in, in[3]);
+  r[4] = grad_like(dvar_in, in[4]);
+  return r;
+}
+
+Tensors instance_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                          const Tensors& grads) {
+  const Tensor& x = in[0];
+  auto vx = x.to_f64(), scale = in[1].to_f64();
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  std::vector<std::int64_t> group(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) group[i] = static_cast<std::int64_t>(i) / S;
+  auto cmap = channel_map(x.shape());
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  NormGrad ng = normalize_vjp(vx, group, static_cast<std::size_t>(N * C), gamma,
+                              c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0));
+  return {grad_like(ng.dx, x), grad_like(sum_into(ng.dgamma, cmap, C), in[1]),
+          grad_like(sum_into(ng.dbeta, cmap, C), in[2])};
+}
+
+Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+  const Tensor& x = in[0];
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t inner = 1;
+  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  auto vx = x.to_f64(), sc = in[1].to_f64();
+  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  std::vector<std::int64_t> group(vx.size()), pmap(vx.size());
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    group[i] = static_cast<std::int64_t>(i) / inner;
+    pmap[i] = static_cast<std::int64_t>(i) % inner;
+    gamma[i] = sc[smap[pmap[i]]];
+  }
+  std::size_t outer = vx.size() / static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
+  double eps = c.node.attr_f("epsilon", 1e-5);
+  NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
+  // Mean and InvStdDev outputs, when they receive gradients.
+  if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
+    auto gm = grads[1].to_f64();
+    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] += gm[group[i]] / inner;
+  }
+  if (out.size() > 2 && grads.size() > 2 && grads[2].defined()) {
+    auto gi = grads[2].to_f64();
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = group[i];
+      double is = 1 / std::sqrt(ng.var[k] + eps);
+      ng.dx[i] -= gi[k] * is * is * is * (vx[i] - ng.mean[k]) / inner;
+    }
+  }
+  Tensors r(in.size());
+  r[0] = grad_like(ng.dx, x);
+  auto per_param = [&](const std::vector<double>& v, const Tensor& p) {
+    auto full = sum_into(v, pmap, static_cast<std::size_t>(inner));
+    return grad_like(unbroadcast(full, norm_shape, p.shape()), p);
+  };
+  r[1] = per_param(ng.dgamma, in[1]);
+  if (has_input(in, 2)) r[2] = per_param(ng.dbeta, in[2]);
+  return r;
+}
+
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
@@ -360,6 +538,9 @@ void register_norm_ops(OpRegistry& r) {
   r.add({"LayerNormalization", "norm", layer_norm});
   r.add({"LRN", "norm", lrn});
   r.add({"MeanVarianceNormalization", "norm", mvn});
+  r.set_vjp("BatchNormalization", batch_norm_vjp);
+  r.set_vjp("InstanceNormalization", instance_norm_vjp);
+  r.set_vjp("LayerNormalization", layer_norm_vjp);
 
   using error_models::condition;
   const char* norm_doc =
