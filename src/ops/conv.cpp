@@ -1,5 +1,6 @@
 // Convolution meta operators: Conv (im2col + float64 GEMM) and ConvTranspose (GEMM + col2im).
 #include "ops/linear_util.h"
+#include "ops/vjp_util.h"
 #include "ops/window.h"
 
 namespace metaop {
@@ -83,6 +84,62 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
       gemm_f64(false, false, Mg, P, K, 1.0, vw.data() + g * Mg * K, cols, 1.0, og);
     }
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
+}
+
+// --- gradients
+
+// The adjoint of im2col: each column entry is added back to the input element it was read from.
+void col2im(const double* col, std::int64_t channels, const Window& w, double* x) {
+  std::int64_t P = w.out_size();
+  for (std::int64_t ch = 0; ch < channels; ++ch) {
+    double* xc = x + ch * w.in_size();
+    for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
+      for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
+        for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+          const double* row = col + ((ch * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * P;
+          for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+            std::int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
+            if (i0 < 0 || i0 >= w.in[0]) continue;
+            for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+              std::int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
+              if (i1 < 0 || i1 >= w.in[1]) continue;
+              const double* r = row + (o0 * w.out[1] + o1) * w.out[2];
+              double* xr = xc + (i0 * w.in[1] + i1) * w.in[2];
+              for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+                std::int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
+                if (i2 >= 0 && i2 < w.in[2]) xr[i2] += r[o2];
+              }
+            }
+          }
+        }
+  }
+}
+
+// Conv: out_g = W_g col(x_g) + b, so dW_g = g col^T, dx_g = col2im(W_g^T g), db = sum g.
+Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                 const Tensors& grads) {
+  const Tensor &x = in[0], &wt = in[1];
+  std::int64_t group = c.node.attr_i("group", 1);
+  Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
+  std::int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0);
+  std::int64_t Cg = C / group, Mg = M / group, K = Cg * w.k_size(), P = w.out_size();
+  auto vx = x.to_f64(), vw = wt.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> gx(vx.size(), 0.0), gw(vw.size(), 0.0), gb(static_cast<std::size_t>(M), 0.0);
+  std::vector<double> col(static_cast<std::size_t>(K * P)), dcol(col.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t gr = 0; gr < group; ++gr) {
+      const double* xg = vx.data() + (n * C + gr * Cg) * w.in_size();
+      const double* go = g.data() + (n * M + gr * Mg) * P;
+      im2col(xg, Cg, w, col.data());
+      gemm_f64(false, true, Mg, K, P, 1.0, go, col.data(), 1.0, gw.data() + gr * Mg * K);
+      gemm_f64(true, false, K, P, Mg, 1.0, vw.data() + gr * Mg * K, go, 0.0, dcol.data());
+      col2im(dcol.data(), Cg, w, gx.data() + (n * C + gr * Cg) * w.in_size());
+      for (std::int64_t m = 0; m < Mg; ++m)
+        for (std::int64_t p = 0; p < P; ++p) gb[gr * Mg + m] += go[m * P + p];
+    }
+  Tensors r{grad_like(gx, x), grad_like(gw, wt)};
+  if (has_input(in, 2)) r.push_back(grad_like(gb, in[2]));
+  return r;
 }
 
 }  // namespace
@@ -196,11 +253,45 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
 }
 
+// ConvTranspose: out_g = scatter(W_g^T x_g) + b. Its adjoint reads the output gradient at the
+// positions each input element was scattered to (im2col with input and output swapped):
+// dcol = gather(g), dx_g = W_g dcol, dW_g = x_g dcol^T, db = sum g.
+Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                           const Tensors& grads) {
+  const Tensor &x = in[0], &wt = in[1];
+  Window w = conv_transpose_geometry(c, x.shape(), wt.shape());
+  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
+  std::int64_t Cg = C / group, K = Mg * w.k_size(), Pin = w.in_size(), Pout = w.out_size();
+  Window swapped = w;
+  swapped.in = w.out;
+  swapped.out = w.in;
+  auto vx = x.to_f64(), vw = wt.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> gx(vx.size(), 0.0), gw(vw.size(), 0.0), gb(static_cast<std::size_t>(M), 0.0);
+  std::vector<double> dcol(static_cast<std::size_t>(K * Pin));
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t gr = 0; gr < group; ++gr) {
+      const double* go = g.data() + (n * M + gr * Mg) * Pout;
+      im2col(go, Mg, swapped, dcol.data());
+      gemm_f64(false, false, Cg, Pin, K, 1.0, vw.data() + gr * Cg * K, dcol.data(), 0.0,
+               gx.data() + (n * C + gr * Cg) * Pin);
+      gemm_f64(false, true, Cg, K, Pin, 1.0, vx.data() + (n * C + gr * Cg) * Pin, dcol.data(), 1.0,
+               gw.data() + gr * Cg * K);
+      for (std::int64_t m = 0; m < Mg; ++m)
+        for (std::int64_t p = 0; p < Pout; ++p) gb[gr * Mg + m] += go[m * Pout + p];
+    }
+  Tensors r{grad_like(gx, x), grad_like(gw, wt)};
+  if (has_input(in, 2)) r.push_back(grad_like(gb, in[2]));
+  return r;
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
   r.add({"Conv", "conv", conv});
   r.add({"ConvTranspose", "conv", conv_transpose});
+  r.set_vjp("Conv", conv_vjp);
+  r.set_vjp("ConvTranspose", conv_transpose_vjp);
 
   for (const char* t : {"Conv", "ConvTranspose"}) r.set_domain(t, {{0, 1}, {}});
   using error_models::accumulation;
