@@ -92,8 +92,8 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
   return guarded([&]() -> NodeVerdict {
     Tensors outs = reference_forward(node, opset, inputs);
     // Outputs whose dtype is fixed whatever the inputs' (LayerNormalization's float32 Mean and
-    // InvStdDev) stay rounded when the reference runs in float64: finite differences cannot
-    // resolve them, so they get no gradient.
+    // InvStdDev, a Cast to float32) stay rounded when the reference runs in float64: finite
+    // differences cannot resolve them, so they get no gradient.
     Tensors x64_probe = inputs;
     for (auto& t : x64_probe)
       if (t.defined() && is_floating(t.dtype())) t = t.to(DType::Float64);
@@ -104,10 +104,7 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
     std::vector<std::vector<double>> v64(outs.size());
     for (std::size_t o = 0; o < outs.size(); ++o) {
       if (!outs[o].defined() || !is_floating(outs[o].dtype())) continue;
-      bool any_float_input = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
-        return t.defined() && is_floating(t.dtype()) && t.dtype() != DType::Float64;
-      });
-      if (any_float_input && o < outs64.size() && outs64[o].dtype() != DType::Float64) continue;
+      if (o < outs64.size() && outs64[o].dtype() != DType::Float64) continue;
       v64[o].resize(outs[o].numel());
       for (auto& x : v64[o]) x = u(rng);
       v[o] = Tensor::from_f64(v64[o], outs[o].shape(), outs[o].dtype());

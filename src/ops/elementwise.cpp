@@ -263,6 +263,87 @@ void register_elementwise_vjps(OpRegistry& r) {
   binary_vjp(r, "PRelu", [](double x, double s, double) {
     return x < 0 ? std::pair{s, x} : std::pair{1.0, 0.0};
   });
+  binary_vjp(r, "Mod", [](double a, double b, double) {
+    return std::pair{1.0, -std::trunc(a / b)};
+  });
+
+  // Variadic Sum, Mean, Max, Min: each input gets its share, summed back over broadcasting;
+  // Max and Min send it to the first input that equals the result.
+  for (const char* t : {"Sum", "Mean", "Max", "Min"}) {
+    std::string op = t;
+    r.set_vjp(
+        t, [op](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
+          const Shape& os = out[0].shape();
+          auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+          std::vector<std::vector<double>> parts(in.size(), std::vector<double>(g.size(), 0.0));
+          std::vector<std::vector<double>> vals(in.size());
+          std::vector<std::vector<std::int64_t>> maps(in.size());
+          for (std::size_t k = 0; k < in.size(); ++k) {
+            vals[k] = in[k].to_f64();
+            maps[k] = broadcast_map(in[k].shape(), os);
+          }
+          for (std::size_t i = 0; i < g.size(); ++i) {
+            if (op == "Sum" || op == "Mean") {
+              for (auto& p : parts)
+                p[i] = op == "Sum" ? g[i] : g[i] / static_cast<double>(in.size());
+              continue;
+            }
+            for (std::size_t k = 0; k < in.size(); ++k)
+              if (vals[k][maps[k][i]] == y[i]) {
+                parts[k][i] = g[i];
+                break;
+              }
+          }
+          Tensors res(in.size());
+          for (std::size_t k = 0; k < in.size(); ++k)
+            if (is_floating(in[k].dtype()))
+              res[k] = grad_like(unbroadcast(parts[k], os, in[k].shape()), in[k]);
+          return res;
+        });
+  }
+  r.set_vjp("Where",
+            [](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
+              const Shape& os = out[0].shape();
+              auto g = grad_of(grads, out, 0), cond = in[0].to_f64();
+              auto mc = broadcast_map(in[0].shape(), os);
+              std::vector<double> gx(g.size()), gy(g.size());
+              for (std::size_t i = 0; i < g.size(); ++i) (cond[mc[i]] != 0 ? gx : gy)[i] = g[i];
+              Tensors res(in.size());
+              if (is_floating(in[1].dtype()))
+                res[1] = grad_like(unbroadcast(gx, os, in[1].shape()), in[1]);
+              if (is_floating(in[2].dtype()))
+                res[2] = grad_like(unbroadcast(gy, os, in[2].shape()), in[2]);
+              return res;
+            });
+  r.set_vjp("Clip", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+    auto [lo, hi] = clip_bounds(c, in);
+    auto x = in[0].to_f64(), g = grad_of(grads, out, 0);
+    std::vector<double> gx(g.size(), 0.0);
+    double glo = 0, ghi = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (x[i] < lo)
+        glo += g[i];
+      else if (x[i] > hi)
+        ghi += g[i];
+      else
+        gx[i] = g[i];
+    }
+    Tensors res(in.size());
+    if (is_floating(in[0].dtype())) res[0] = grad_like(gx, in[0]);
+    if (c.opset >= 11 && has_input(in, 1)) res[1] = grad_like({glo}, in[1]);
+    if (c.opset >= 11 && has_input(in, 2)) res[2] = grad_like({ghi}, in[2]);
+    return res;
+  });
+  // Cast between floating types, inference-mode Dropout: the gradient passes through.
+  for (const char* t : {"Cast", "CastLike", "Dropout"})
+    r.set_vjp(
+        t, [](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
+          Tensors res(in.size());
+          if (is_floating(in[0].dtype()) && is_floating(out[0].dtype()))
+            res[0] = grad_like(grad_of(grads, out, 0), in[0]);
+          return res;
+        });
 }
 
 }  // namespace
