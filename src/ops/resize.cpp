@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -94,7 +95,10 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
   return a;
 }
 
-Tensors resize(const KernelContext& c, const Tensors& in) {
+// With `gout`, also accumulates the VJP into `gin`: resizing is linear in X, each output element
+// a weighted sum of taps, so the gradient flows back along the same taps and weights.
+Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
+               std::vector<double>* gin = nullptr) {
   const Node& n = c.node;
   const Tensor& x = input(c, in, 0);
   ResizeParams p;
@@ -169,6 +173,7 @@ Tensors resize(const KernelContext& c, const Tensors& in) {
         off += t.index * xs[d];
       }
       acc += w * vx[off];
+      if (gout) (*gin)[off] += w * (*gout)[i];
       std::int64_t d = r - 1;
       for (; d >= 0; --d) {
         if (++k[d] < axes[d].taps[it.idx()[d]].size()) break;
@@ -184,8 +189,20 @@ Tensors resize(const KernelContext& c, const Tensors& in) {
 }  // namespace
 
 void register_resize_ops(OpRegistry& r) {
-  r.add({"Resize", "shape", resize});
-  r.add({"Upsample", "shape", resize});
+  r.add(
+      {"Resize", "shape", [](const KernelContext& c, const Tensors& in) { return resize(c, in); }});
+  r.add({"Upsample", "shape",
+         [](const KernelContext& c, const Tensors& in) { return resize(c, in); }});
+  for (const char* t : {"Resize", "Upsample"})
+    r.set_vjp(
+        t, [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+          auto gout = grad_of(grads, out, 0);
+          std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+          resize(c, in, &gout, &gin);
+          Tensors r(in.size());
+          r[0] = grad_like(gin, in[0]);
+          return r;
+        });
 
   // Interpolation sums 2^d (linear) or 4^d (cubic) taps; cubic weights can be negative (x2),
   // and coordinates computed in the output precision move the taps' weights by about u times
