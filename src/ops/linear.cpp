@@ -120,7 +120,10 @@ Tensors gemm(const KernelContext& c, const Tensors& in) {
 
 // Einsum by direct summation over every index: the plain definition, fine for the small
 // contractions models use it for.
-Tensors einsum(const KernelContext& c, const Tensors& in) {
+// With `gout`, also accumulates the VJP into `gin` (one vector per operand): each term's
+// gradient with respect to one factor is the output gradient times the other factors.
+Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
+               std::vector<std::vector<double>>* gin = nullptr) {
   std::string eq = c.node.attr_s("equation");
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
   auto arrow = eq.find("->");
@@ -183,14 +186,23 @@ Tensors einsum(const KernelContext& c, const Tensors& in) {
     IndexIter it(full);
     for (std::int64_t o = 0; o < out_n; ++o) {
       double acc = 0;
+      std::vector<std::int64_t> offs(terms.size());
       for (std::int64_t j = 0; j < inner; ++j, it.next()) {
         double p = 1;
         for (std::size_t i = 0; i < terms.size(); ++i) {
           std::int64_t off = 0;
           for (std::size_t d = 0; d < all.size(); ++d) off += it.idx()[d] * st[i][d];
+          offs[i] = off;
           p *= vals[i][off];
         }
         acc += p;
+        if (gout)
+          for (std::size_t i = 0; i < terms.size(); ++i) {
+            double q = (*gout)[o];
+            for (std::size_t k = 0; k < terms.size(); ++k)
+              if (k != i) q *= vals[k][offs[k]];
+            (*gin)[i][offs[i]] += q;
+          }
       }
       out[o] = acc;
     }
@@ -258,7 +270,18 @@ Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 void register_linear_ops(OpRegistry& r) {
   r.add({"MatMul", "linear", matmul});
   r.add({"Gemm", "linear", gemm});
-  r.add({"Einsum", "linear", einsum});
+  r.add({"Einsum", "linear",
+         [](const KernelContext& c, const Tensors& in) { return einsum(c, in); }});
+  r.set_vjp("Einsum", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                         const Tensors& grads) {
+    auto gout = grad_of(grads, out, 0);
+    std::vector<std::vector<double>> gin;
+    for (const auto& t : in) gin.emplace_back(static_cast<std::size_t>(t.numel()), 0.0);
+    einsum(c, in, &gout, &gin);
+    Tensors r;
+    for (std::size_t i = 0; i < in.size(); ++i) r.push_back(grad_like(gin[i], in[i]));
+    return r;
+  });
   r.set_vjp("MatMul", matmul_vjp);
   r.set_vjp("Gemm", gemm_vjp);
 

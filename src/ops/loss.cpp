@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -70,11 +71,77 @@ Tensors softmax_ce(const KernelContext& c, const Tensors& in) {
   return out;
 }
 
+// --- gradients
+
+// d loss / d lp for NLL over log-probabilities viewed as [N, C, D]: -w[t] g (divided by the
+// weight sum for "mean"), at the target class of each sample; ignored samples get none.
+std::vector<double> nll_grad(const KernelContext& c, const Shape& in_shape, const Tensor& target,
+                             const Tensors& in, std::size_t weight_input, const Tensors& out,
+                             const Tensors& grads) {
+  std::int64_t N = in_shape[0], C = in_shape[1], D = 1;
+  for (std::size_t d = 2; d < in_shape.size(); ++d) D *= in_shape[d];
+  auto t = target.to_i64();
+  std::vector<double> w(static_cast<std::size_t>(C), 1.0);
+  if (has_input(in, weight_input)) w = in[weight_input].to_f64();
+  bool has_ignore = c.node.has_attr("ignore_index");
+  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+  std::string red = c.node.attr_s("reduction", "mean");
+  auto g = grad_of(grads, out, 0);
+  double wsum = 0;
+  for (std::int64_t i = 0; i < N * D; ++i)
+    if (!(has_ignore && t[i] == ignore)) wsum += w[t[i]];
+  std::vector<double> dlp(static_cast<std::size_t>(N * C * D), 0.0);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t d = 0; d < D; ++d) {
+      std::int64_t cls = t[n * D + d];
+      if (has_ignore && cls == ignore) continue;
+      double gi = red == "none" ? g[n * D + d] : (red == "sum" ? g[0] : g[0] / wsum);
+      dlp[(n * C + cls) * D + d] = -w[cls] * gi;
+    }
+  return dlp;
+}
+
+Tensors nll_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  Tensors r(in.size());
+  r[0] = grad_like(nll_grad(c, in[0].shape(), in[1], in, 2, out, grads), in[0]);
+  return r;
+}
+
+// SoftmaxCrossEntropyLoss: lp = log_softmax(x) over C; dx = dlp - softmax(x) * sum_C dlp, where
+// dlp gathers the NLL part and the log_prob output's own gradient.
+Tensors softmax_ce_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+  const Tensor& x = in[0];
+  std::int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<std::int64_t>(N * C, 1);
+  auto dlp = nll_grad(c, x.shape(), in[1], in, 2, out, grads);
+  if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
+    auto gl = grads[1].to_f64();
+    for (std::size_t i = 0; i < dlp.size(); ++i) dlp[i] += gl[i];
+  }
+  auto v = x.to_f64();
+  std::vector<double> gx(v.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t d = 0; d < D; ++d) {
+      auto at = [&](std::int64_t k) { return (n * C + k) * D + d; };
+      double m = -INFINITY, s = 0, sd = 0;
+      for (std::int64_t k = 0; k < C; ++k) m = std::max(m, v[at(k)]);
+      for (std::int64_t k = 0; k < C; ++k) s += std::exp(v[at(k)] - m);
+      for (std::int64_t k = 0; k < C; ++k) sd += dlp[at(k)];
+      for (std::int64_t k = 0; k < C; ++k) gx[at(k)] = dlp[at(k)] - std::exp(v[at(k)] - m) / s * sd;
+    }
+  Tensors r(in.size());
+  r[0] = grad_like(gx, x);
+  return r;
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
   r.add({"NegativeLogLikelihoodLoss", "loss", nll_loss});
   r.add({"SoftmaxCrossEntropyLoss", "loss", softmax_ce});
+  r.set_vjp("NegativeLogLikelihoodLoss", nll_vjp);
+  r.set_vjp("SoftmaxCrossEntropyLoss", softmax_ce_vjp);
 
   auto samples = [](const KernelContext&, const Tensors& in) {
     return static_cast<double>(std::max<std::int64_t>(1, in[1].numel()));

@@ -530,6 +530,72 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   return r;
 }
 
+// MeanVarianceNormalization: y = d / (s + 1e-9), d = x - mean, s = sqrt(mean(d^2)) per group:
+// dL/dd_k = g_k / (s + e) - d_k sum_i(g_i d_i) / (n s (s + e)^2), then centred.
+Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  const Tensor& x = in[0];
+  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  auto groups = static_cast<std::size_t>(shape_numel(kept));
+  double n = static_cast<double>(x.numel()) / std::max<double>(1, static_cast<double>(groups));
+  auto vx = x.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> mean(groups, 0.0), sq(groups, 0.0), gd(groups, 0.0), sum_dd(groups, 0.0);
+  for (std::size_t i = 0; i < vx.size(); ++i) mean[map[i]] += vx[i] / n;
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    double d = vx[i] - mean[map[i]];
+    sq[map[i]] += d * d / n;
+    gd[map[i]] += g[i] * d;
+  }
+  std::vector<double> dd(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = map[i];
+    double s = std::sqrt(sq[k]), e = s + 1e-9, d = vx[i] - mean[k];
+    dd[i] = g[i] / e - (s > 0 ? d * gd[k] / (n * s * e * e) : 0.0);
+    sum_dd[k] += dd[i];
+  }
+  for (std::size_t i = 0; i < vx.size(); ++i) dd[i] -= sum_dd[map[i]] / n;
+  return {grad_like(dd, x)};
+}
+
+// LRN: y_i = x_i D_i^-beta, D_i = bias + alpha/size * sum_{k in win(i)} x_k^2, so
+// dx_j = g_j D_j^-beta - 2 alpha beta / size * x_j * sum_{i: j in win(i)} g_i x_i D_i^(-beta-1).
+Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  const Tensor& x = in[0];
+  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
+         bias = c.node.attr_f("bias", 1.0);
+  std::int64_t size = c.node.attr_i("size");
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  auto vx = x.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> D(vx.size()), gx(vx.size());
+  auto at = [&](std::int64_t n, std::int64_t ch, std::int64_t j) { return (n * C + ch) * S + j; };
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        double sq = 0;
+        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
+             ++k)
+          sq += vx[at(n, k, j)] * vx[at(n, k, j)];
+        D[at(n, ch, j)] = bias + alpha / static_cast<double>(size) * sq;
+      }
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        double acc = 0;  // channels i whose window holds ch: i in [ch - hi, ch + lo]
+        for (std::int64_t i = std::max<std::int64_t>(0, ch - hi); i <= std::min(C - 1, ch + lo);
+             ++i)
+          acc += g[at(n, i, j)] * vx[at(n, i, j)] * std::pow(D[at(n, i, j)], -beta - 1);
+        std::int64_t p = at(n, ch, j);
+        gx[p] = g[p] * std::pow(D[p], -beta) -
+                2 * alpha * beta / static_cast<double>(size) * vx[p] * acc;
+      }
+  return {grad_like(gx, x)};
+}
+
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
@@ -541,6 +607,8 @@ void register_norm_ops(OpRegistry& r) {
   r.set_vjp("BatchNormalization", batch_norm_vjp);
   r.set_vjp("InstanceNormalization", instance_norm_vjp);
   r.set_vjp("LayerNormalization", layer_norm_vjp);
+  r.set_vjp("MeanVarianceNormalization", mvn_vjp);
+  r.set_vjp("LRN", lrn_vjp);
 
   using error_models::condition;
   const char* norm_doc =

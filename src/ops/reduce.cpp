@@ -362,7 +362,35 @@ ReferenceVjp softmax_vjp(SoftmaxKind kind) {
       };
 }
 
+// TopK: each value's gradient goes to the element its index names.
+Tensors topk_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                 const Tensors& grads) {
+  const Tensor& x = in[0];
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  AxisView v(x.shape(), axis);
+  std::int64_t k = out[0].shape()[axis];
+  auto g = grad_of(grads, out, 0);
+  auto idx = out[1].to_i64();
+  std::vector<double> gx(static_cast<std::size_t>(x.numel()), 0.0);
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t j = 0; j < k; ++j)
+      for (std::int64_t i = 0; i < v.inner; ++i) {
+        std::int64_t src = (o * k + j) * v.inner + i;
+        gx[v.at(o, idx[src], i)] += g[src];
+      }
+  Tensors res(in.size());
+  res[0] = grad_like(gx, x);
+  return res;
+}
+
 void register_reduce_vjps(OpRegistry& r) {
+  r.set_vjp("TopK", topk_vjp);
+  // Piecewise constant in its input.
+  r.set_vjp("Hardmax", [](const KernelContext&, const Tensors& in, const Tensors&, const Tensors&) {
+    Tensors res(in.size());
+    res[0] = grad_like(std::vector<double>(static_cast<std::size_t>(in[0].numel()), 0.0), in[0]);
+    return res;
+  });
   r.set_vjp("ReduceSum", reduce_vjp([](double, double, double) { return 1.0; }));
   r.set_vjp("ReduceMean", reduce_vjp([](double, double, double n) { return 1 / n; }));
   r.set_vjp("ReduceL1", reduce_vjp([](double x, double, double) {
