@@ -13,5 +13,6 @@ void add_conform_command(CLI::App& app, Action& action);
 void add_ops_command(CLI::App& app, Action& action);
 void add_check_command(CLI::App& app, Action& action);
 void add_probe_command(CLI::App& app, Action& action);
+void add_train_command(CLI::App& app, Action& action);
 
 }  // namespace metaop::cli

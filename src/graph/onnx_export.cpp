@@ -2,6 +2,8 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "graph/onnx_io.h"
@@ -154,6 +156,30 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
     fail("{}: exported subgraph is not a valid model: {}", g.path, e.what());
   }
   return m.SerializeAsString();
+}
+
+std::string with_initializers(const std::string& path,
+                              const std::map<std::string, Tensor>& values) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open", path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) fail("{}: not a valid ONNX model (protobuf parse failed)", path);
+  std::size_t replaced = 0;
+  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+    auto it = values.find(init.name());
+    if (it == values.end()) continue;
+    std::string name = init.name();
+    init.Clear();
+    tensor_to_proto(it->second, name, &init);
+    ++replaced;
+  }
+  if (replaced != values.size())
+    fail("{}: {} of {} values to write are not initializers of the model", path,
+         values.size() - replaced, values.size());
+  std::string out;
+  if (!m.SerializeToString(&out)) fail("{}: cannot serialize the updated model", path);
+  return out;
 }
 
 }  // namespace metaop

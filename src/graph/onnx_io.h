@@ -35,4 +35,8 @@ struct SubgraphSpec {
 std::string export_subgraph(const Graph& g, const SubgraphSpec& spec);
 void write_file(const std::string& path, const std::string& bytes);
 
+// The model file at `path` with the given initializers' values replaced (written inline, also
+// those that were external data); everything else kept as it was. Serialized.
+std::string with_initializers(const std::string& path, const std::map<std::string, Tensor>& values);
+
 }  // namespace metaop

@@ -1,0 +1,145 @@
+// metaop train: trains a model under a binding plan (forward and backward node by node).
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/inputs.h"
+#include "cli/plan_options.h"
+#include "engine/train.h"
+#include "graph/onnx_io.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string model, data, labels, loss, hparams, json_file, save;
+  TrainConfig config;
+  std::string bind = "reference";
+  std::vector<std::string> bind_ops;
+  int threads = 1;
+  CLI::App* cmd = nullptr;
+};
+
+// Hyperparameters from a JSON object; flags given on the command line win.
+void apply_hparams(TrainArgs& a) {
+  if (a.hparams.empty()) return;
+  std::ifstream f(a.hparams);
+  if (!f) fail("--hparams {}: cannot open", a.hparams);
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const std::exception& e) {
+    fail("--hparams {}: not JSON: {}", a.hparams, e.what());
+  }
+  auto& o = a.config.optimizer;
+  static const std::set<std::string> known = {"optimizer",    "lr",         "momentum", "nesterov",
+                                              "weight_decay", "beta1",      "beta2",    "eps",
+                                              "epochs",       "batch_size", "seed"};
+  for (const auto& [k, v] : j.items()) {
+    if (!known.count(k)) fail("--hparams {}: unknown key '{}'", a.hparams, k);
+    if (a.cmd->count("--" + std::string(k == "batch_size"     ? "batch-size"
+                                        : k == "weight_decay" ? "weight-decay"
+                                                              : k)))
+      continue;
+    try {
+      if (k == "optimizer") o.kind = v.get<std::string>();
+      if (k == "lr") o.lr = v.get<double>();
+      if (k == "momentum") o.momentum = v.get<double>();
+      if (k == "nesterov") o.nesterov = v.get<bool>();
+      if (k == "weight_decay") o.weight_decay = v.get<double>();
+      if (k == "beta1") o.beta1 = v.get<double>();
+      if (k == "beta2") o.beta2 = v.get<double>();
+      if (k == "eps") o.eps = v.get<double>();
+      if (k == "epochs") a.config.epochs = v.get<int>();
+      if (k == "batch_size") a.config.batch_size = v.get<std::int64_t>();
+      if (k == "seed") a.config.seed = v.get<std::uint64_t>();
+    } catch (const std::exception& e) {
+      fail("--hparams {}: key '{}': {}", a.hparams, k, e.what());
+    }
+  }
+}
+
+int run(TrainArgs& a) {
+  apply_hparams(a);
+  Graph g = load_onnx(a.model);
+  Plan plan;
+  configure_plan(plan, a.bind, a.bind_ops, a.threads);
+  check_supported(g, plan);
+  Tensor X = load_tensor_file(a.data), Y = load_tensor_file(a.labels);
+  a.config.loss = parse_loss(a.loss);
+  bool tty = isatty(STDERR_FILENO);
+  double running = 0;
+  a.config.progress = [&](std::size_t step, std::size_t total, double loss) {
+    running = step == 1 ? loss : 0.9 * running + 0.1 * loss;
+    if (!tty) return;
+    int width = 30, done = static_cast<int>(width * step / total);
+    fmt::print(stderr, "\r[{}{}] step {}/{}  loss {:.6g}", std::string(done, '#'),
+               std::string(width - done, '.'), step, total, running);
+    if (step == total) fmt::print(stderr, "\r\033[K");
+  };
+  TrainResult r = train(g, X, Y, plan, a.config);
+  std::size_t per_epoch = r.losses.size() / static_cast<std::size_t>(a.config.epochs);
+  fmt::print("{}: {} steps under --bind {} ({} trainable tensors), loss {}\n", a.model,
+             r.losses.size(), a.bind, r.trainable.size(), a.loss);
+  for (int e = 0; e < a.config.epochs; ++e) {
+    double s = 0;
+    for (std::size_t i = 0; i < per_epoch; ++i) s += r.losses[e * per_epoch + i];
+    fmt::print("epoch {:>3}: mean loss {:.8g}\n", e + 1, s / static_cast<double>(per_epoch));
+  }
+  if (!a.json_file.empty()) {
+    nlohmann::json j;
+    j["schema"] = "metaop-train/1";
+    j["model"] = a.model;
+    j["plan"] = a.bind;
+    j["loss"] = a.loss;
+    j["losses"] = r.losses;
+    j["trainable"] = r.trainable;
+    j["findings"] = nlohmann::json::array();
+    std::ofstream(a.json_file) << j.dump(1) << '\n';
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  if (!a.save.empty()) {
+    write_file(a.save, with_initializers(a.model, r.weights));
+    fmt::print("wrote {} (trained weights)\n", a.save);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand(
+      "train", "Train a model under a binding plan, forward and backward node by node");
+  a->cmd = cmd;
+  cmd->add_option("model", a->model, "ONNX model")->required();
+  cmd->add_option("--data", a->data, "Inputs X (.npy, first dim = samples)")->required();
+  cmd->add_option("--labels", a->labels, "Labels Y (.npy, first dim = samples)")->required();
+  cmd->add_option("--loss", a->loss,
+                  "mse, cross_entropy (logits), nll (log-probabilities), bce, bce_with_logits, "
+                  "or output (the model's scalar output)")
+      ->required();
+  auto& o = a->config.optimizer;
+  cmd->add_option("--optimizer", o.kind, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
+  cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (L2; decoupled for adamw)")
+      ->capture_default_str();
+  cmd->add_option("--epochs", a->config.epochs, "Epochs")->capture_default_str();
+  cmd->add_option("--batch-size", a->config.batch_size, "Batch size")->capture_default_str();
+  cmd->add_option("--seed", a->config.seed, "Seed of the data shuffling")->capture_default_str();
+  cmd->add_option("--hparams", a->hparams,
+                  "JSON object of hyperparameters (optimizer, lr, momentum, nesterov, "
+                  "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");
+  cmd->add_option("--json", a->json_file, "Write the per-step losses as JSON");
+  cmd->add_option("--save", a->save, "Write the model with its trained weights");
+  add_plan_options(cmd, a->bind, a->bind_ops, a->threads);
+  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+}
+
+}  // namespace metaop::cli

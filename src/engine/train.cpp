@@ -1,0 +1,227 @@
+#include "engine/train.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+const char* const kLossOutput = "metaop_loss";
+const char* const kLabelsInput = "metaop_labels";
+
+LossKind parse_loss(const std::string& s) {
+  if (s == "mse") return LossKind::MSE;
+  if (s == "cross_entropy") return LossKind::CrossEntropy;
+  if (s == "nll") return LossKind::NLL;
+  if (s == "bce") return LossKind::BCE;
+  if (s == "bce_with_logits") return LossKind::BCEWithLogits;
+  if (s == "output") return LossKind::Output;
+  fail("--loss {}: expected mse, cross_entropy, nll, bce, bce_with_logits or output", s);
+}
+
+Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
+  if (g.outputs.empty()) fail("{}: the model has no output", g.path);
+  Graph h = g;
+  const ValueInfo& y = g.outputs[0];
+  DType dt = y.dtype.value_or(DType::Float32);
+  if (!is_floating(dt))
+    fail("{}: output '{}' is {}, not floating point", g.path, y.name, dtype_name(dt));
+  auto value = [](const std::string& name, DType t) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = t;
+    v.onnx_elem_type = dtype_to_onnx(t);
+    return v;
+  };
+  h.outputs = {value(kLossOutput, dt)};
+  if (kind == LossKind::Output) {
+    Node n;
+    n.name = "metaop_loss/identity";
+    n.op_type = "Identity";
+    n.inputs = {y.name};
+    n.outputs = {kLossOutput};
+    h.nodes.push_back(n);
+    return h;
+  }
+  bool class_labels = kind == LossKind::CrossEntropy || kind == LossKind::NLL;
+  if (class_labels && labels_dtype != DType::Int64 && labels_dtype != DType::Int32)
+    fail("labels are {}: cross_entropy and nll take integer class labels",
+         dtype_name(labels_dtype));
+  if (!class_labels && labels_dtype != dt)
+    fail("labels are {} but the model's output '{}' is {}", dtype_name(labels_dtype), y.name,
+         dtype_name(dt));
+  if (class_labels && g.opset < 12)
+    fail("{}: opset {} has no {} (needs opset 12)", g.path, g.opset,
+         kind == LossKind::NLL ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss");
+  h.inputs.push_back(value(kLabelsInput, labels_dtype));
+  int k = 0;
+  auto add = [&](const std::string& op, std::vector<std::string> ins, const std::string& out,
+                 std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = fmt::format("metaop_loss/{}_{}", op, k++);
+    n.op_type = op;
+    n.inputs = std::move(ins);
+    n.outputs = {out};
+    n.attrs = std::move(attrs);
+    h.nodes.push_back(std::move(n));
+    return out;
+  };
+  std::string l = kLabelsInput, o = y.name, L = kLossOutput;
+  std::map<std::string, Attribute> mean{{"keepdims", Attribute::of_int(0)}};
+  Attribute red;
+  red.kind = Attribute::Kind::String;
+  red.s = "mean";
+  switch (kind) {
+    case LossKind::CrossEntropy:
+      add("SoftmaxCrossEntropyLoss", {o, l}, L, {{"reduction", red}});
+      break;
+    case LossKind::NLL:
+      add("NegativeLogLikelihoodLoss", {o, l}, L, {{"reduction", red}});
+      break;
+    case LossKind::MSE: {
+      auto d = add("Sub", {o, l}, "metaop_loss/diff");
+      auto sq = add("Mul", {d, d}, "metaop_loss/square");
+      add("ReduceMean", {sq}, L, mean);
+      break;
+    }
+    case LossKind::BCEWithLogits: {
+      // softplus(x) - x y: the stable form of -(y log s(x) + (1 - y) log(1 - s(x))).
+      auto sp = add("Softplus", {o}, "metaop_loss/softplus");
+      auto xy = add("Mul", {o, l}, "metaop_loss/xy");
+      auto d = add("Sub", {sp, xy}, "metaop_loss/terms");
+      add("ReduceMean", {d}, L, mean);
+      break;
+    }
+    case LossKind::BCE: {
+      h.initializers["metaop_loss/one"] = Tensor::scalar(1.0, dt);
+      auto lp = add("Log", {o}, "metaop_loss/log_p");
+      auto q = add("Sub", {"metaop_loss/one", o}, "metaop_loss/q");
+      auto lq = add("Log", {q}, "metaop_loss/log_q");
+      auto ny = add("Sub", {"metaop_loss/one", l}, "metaop_loss/not_y");
+      auto a = add("Mul", {l, lp}, "metaop_loss/a");
+      auto b = add("Mul", {ny, lq}, "metaop_loss/b");
+      auto s = add("Add", {a, b}, "metaop_loss/sum");
+      auto m = add("ReduceMean", {s}, "metaop_loss/mean", mean);
+      add("Neg", {m}, L);
+      break;
+    }
+    case LossKind::Output:
+      break;
+  }
+  return h;
+}
+
+Optimizer::Optimizer(OptimizerConfig c) : c_(std::move(c)) {
+  if (c_.kind != "sgd" && c_.kind != "adam" && c_.kind != "adamw")
+    fail("--optimizer {}: expected sgd, adam or adamw", c_.kind);
+  if (!(c_.lr > 0)) fail("--lr {}: must be positive", c_.lr);
+}
+
+Tensor Optimizer::step(const std::string& name, const Tensor& weight, const Tensor& grad) {
+  auto w = weight.to_f64(), g = grad.to_f64();
+  if (c_.kind == "sgd") {
+    auto& buf = m_[name];
+    bool first = buf.empty();
+    if (first) buf.assign(w.size(), 0.0);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      double d = g[i] + c_.weight_decay * w[i];
+      if (c_.momentum != 0) {
+        buf[i] = first ? d : c_.momentum * buf[i] + d;
+        d = c_.nesterov ? d + c_.momentum * buf[i] : buf[i];
+      }
+      w[i] -= c_.lr * d;
+    }
+  } else {
+    auto &m = m_[name], &v = v_[name];
+    if (m.empty()) {
+      m.assign(w.size(), 0.0);
+      v.assign(w.size(), 0.0);
+    }
+    double b1 = 1 - std::pow(c_.beta1, static_cast<double>(t_)),
+           b2 = 1 - std::pow(c_.beta2, static_cast<double>(t_));
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      double d = g[i];
+      if (c_.kind == "adamw")
+        w[i] -= c_.lr * c_.weight_decay * w[i];
+      else
+        d += c_.weight_decay * w[i];
+      m[i] = c_.beta1 * m[i] + (1 - c_.beta1) * d;
+      v[i] = c_.beta2 * v[i] + (1 - c_.beta2) * d * d;
+      w[i] -= c_.lr * (m[i] / b1) / (std::sqrt(v[i] / b2) + c_.eps);
+    }
+  }
+  return Tensor::from_f64(w, weight.shape(), weight.dtype());
+}
+
+namespace {
+
+// Rows `rows` of x (along axis 0), copied bytewise.
+Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
+  std::int64_t per = x.dim(0) ? x.numel() / x.dim(0) : 0;
+  std::vector<std::int64_t> idx;
+  idx.reserve(rows.size() * static_cast<std::size_t>(per));
+  for (auto r : rows)
+    for (std::int64_t j = 0; j < per; ++j) idx.push_back(r * per + j);
+  Shape s = x.shape();
+  s[0] = static_cast<std::int64_t>(rows.size());
+  return take(x, s, idx);
+}
+
+}  // namespace
+
+TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
+                  const TrainConfig& config) {
+  if (g.inputs.size() != 1)
+    fail("{}: training feeds one model input, the model has {}", g.path, g.inputs.size());
+  if (X.rank() < 1 || Y.rank() < 1 || X.dim(0) != Y.dim(0))
+    fail("data {} and labels {} must have the same number of samples (first dim)",
+         shape_str(X.shape()), shape_str(Y.shape()));
+  if (config.batch_size < 1) fail("--batch-size {}: must be at least 1", config.batch_size);
+  if (config.epochs < 1) fail("--epochs {}: must be at least 1", config.epochs);
+  Graph h = with_loss(g, config.loss, Y.dtype());
+  TrainResult res;
+  res.trainable = trainable_initializers(g);
+  if (res.trainable.empty()) fail("{}: the model has no trainable (float) initializer", g.path);
+  std::set<std::string> wrt(res.trainable.begin(), res.trainable.end());
+  Optimizer opt(config.optimizer);
+  std::int64_t N = X.dim(0);
+  std::size_t steps_per_epoch =
+      static_cast<std::size_t>((N + config.batch_size - 1) / config.batch_size);
+  std::size_t total = steps_per_epoch * static_cast<std::size_t>(config.epochs), step = 0;
+  RunOptions keep;
+  keep.keep_all = true;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    std::vector<std::int64_t> order(static_cast<std::size_t>(N));
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(config.seed + static_cast<std::uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::int64_t start = 0; start < N; start += config.batch_size) {
+      std::vector<std::int64_t> rows(order.begin() + start,
+                                     order.begin() + std::min(N, start + config.batch_size));
+      std::map<std::string, Tensor> inputs{{g.inputs[0].name, take_rows(X, rows)}};
+      if (config.loss != LossKind::Output) inputs[kLabelsInput] = take_rows(Y, rows);
+      validate_inputs(h, inputs);
+      RunResult f = run_graph(h, inputs, plan, keep);
+      const Tensor& loss = f.outputs.at(kLossOutput);
+      if (loss.numel() != 1)
+        fail("{}: the loss has shape {}; training needs a scalar", g.path, shape_str(loss.shape()));
+      double lv = loss.to_f64()[0];
+      res.losses.push_back(lv);
+      BackwardResult b = run_backward(
+          h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}}, plan, wrt);
+      for (const auto& [name, grad] : b.grads)
+        h.initializers[name] = opt.step(name, h.initializers.at(name), grad);
+      opt.next_step();
+      if (config.progress) config.progress(++step, total, lv);
+    }
+  }
+  for (const auto& name : res.trainable) res.weights[name] = h.initializers.at(name);
+  return res;
+}
+
+}  // namespace metaop

@@ -1,0 +1,65 @@
+#pragma once
+// Training under a binding plan: a loss appended to the model, mini-batches of seeded shuffled
+// data, forward and backward node by node (each on the binding the plan names), and an optimizer
+// that updates the trainable initializers (float64 arithmetic, rounded once to each weight's
+// dtype, so that every plan gets the same update rule).
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/autodiff.h"
+
+namespace metaop {
+
+// mse, cross_entropy (from logits), nll (from log-probabilities), bce (from probabilities),
+// bce_with_logits, output (the model's own scalar output).
+enum class LossKind { MSE, CrossEntropy, NLL, BCE, BCEWithLogits, Output };
+LossKind parse_loss(const std::string& s);
+extern const char* const kLossOutput;   // name of the appended loss value
+extern const char* const kLabelsInput;  // name of the appended labels input
+
+// The model with the loss appended: inputs gain kLabelsInput (of `labels_dtype`, batch-sized),
+// and the only output is kLossOutput, the mean loss over the batch.
+Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype);
+
+struct OptimizerConfig {
+  std::string kind = "sgd";  // sgd, adam, adamw
+  double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+};
+
+// SGD (momentum, nesterov, L2 weight decay) and Adam / AdamW, as PyTorch defines them.
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig c);
+  Tensor step(const std::string& name, const Tensor& weight, const Tensor& grad);
+  void next_step() { ++t_; }
+
+ private:
+  OptimizerConfig c_;
+  long t_ = 1;
+  std::map<std::string, std::vector<double>> m_, v_;
+};
+
+struct TrainConfig {
+  LossKind loss = LossKind::CrossEntropy;
+  OptimizerConfig optimizer;
+  int epochs = 1;
+  std::int64_t batch_size = 32;
+  std::uint64_t seed = 0;
+  // After each step: (step, total steps, loss).
+  std::function<void(std::size_t, std::size_t, double)> progress;
+};
+
+struct TrainResult {
+  std::vector<double> losses;             // per step
+  std::map<std::string, Tensor> weights;  // trained values of the trainable initializers
+  std::vector<std::string> trainable;
+};
+
+// X: [N, ...] model inputs (the model's first input), Y: [N, ...] labels.
+TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
+                  const TrainConfig& config);
+
+}  // namespace metaop

@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""End-to-end tests of `metaop train`: an MLP and a small CNN train under the reference, torch
+and onednn plans, the loss falls in each and the three agree over the first steps; SGD (momentum,
+nesterov, weight decay), Adam and AdamW follow PyTorch's own optimizers step by step (full
+batch, same initial weights); --save writes a model that runs; bad usage exits 2.
+
+Usage: train_cli.py METAOP WORK_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+METAOP, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+HERE = os.path.dirname(os.path.abspath(__file__))
+os.makedirs(WORK, exist_ok=True)
+subprocess.run([sys.executable, os.path.join(HERE, "models", "make_train_models.py"), WORK],
+               check=True, capture_output=True)
+failures = []
+
+
+def check(cond, what, detail=""):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        if detail:
+            print(detail)
+        failures.append(what)
+
+
+def train(model, *args):
+    out = os.path.join(WORK, "t.json")
+    p = subprocess.run([METAOP, "train", os.path.join(WORK, model + ".onnx"),
+                        "--data", os.path.join(WORK, model + "_x.npy"),
+                        "--labels", os.path.join(WORK, model + "_y.npy"),
+                        "--json", out, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        return p.returncode, p.stdout + p.stderr, []
+    return 0, p.stdout, json.load(open(out))["losses"]
+
+
+# 1. Both models learn under every plan, and the plans agree over the first steps.
+for model, args in [("mlp", ["--loss", "cross_entropy", "--epochs", "3", "--batch-size", "16",
+                             "--lr", "0.1"]),
+                    ("cnn", ["--loss", "cross_entropy", "--epochs", "4", "--batch-size", "8",
+                             "--lr", "0.05", "--momentum", "0.9"])]:
+    runs = {}
+    for b in ["reference", "torch", "onednn"]:
+        rc, out, losses = train(model, *args, "--bind", b)
+        check(rc == 0, f"{model} trains under {b}", out)
+        runs[b] = losses
+        if losses:
+            per_epoch = len(losses) // int(args[args.index("--epochs") + 1])
+            last = sum(losses[-per_epoch:]) / per_epoch
+            check(last < 0.5 * losses[0], f"{model} {b}: loss falls ({losses[0]:.4g} -> {last:.4g})")
+    if all(runs.values()):
+        worst = max(abs(runs[b][i] - runs["reference"][i]) / abs(runs["reference"][i])
+                    for b in ["torch", "onednn"] for i in range(5))
+        check(worst < 1e-5, f"{model}: torch and onednn losses agree with the reference over the "
+              f"first 5 steps (worst relative difference {worst:.2e})")
+
+# 2. Optimizers against PyTorch's, full batch, from the same initial weights (the export's).
+x = torch.from_numpy(np.load(os.path.join(WORK, "mlp_x.npy")))
+y = torch.from_numpy(np.load(os.path.join(WORK, "mlp_y.npy")))
+for name, flags, make in [
+        ("sgd momentum nesterov wd", ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+                                      "--nesterov", "--weight-decay", "0.01"],
+         lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+        ("adam wd", ["--optimizer", "adam", "--lr", "0.01", "--weight-decay", "0.01"],
+         lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01)),
+        ("adamw", ["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1"],
+         lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1))]:
+    torch.manual_seed(0)  # as make_train_models.py: the same initial weights
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = make(mlp.parameters())
+    expected = []
+    for _ in range(6):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(mlp(x), y)
+        expected.append(loss.item())
+        loss.backward()
+        opt.step()
+    rc, out, losses = train("mlp", "--loss", "cross_entropy", "--epochs", "6", "--batch-size",
+                            str(len(y)), *flags)
+    worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
+    check(rc == 0 and len(losses) == 6 and worst < 1e-5,
+          f"{name}: losses follow PyTorch's optimizer (worst relative difference {worst:.2e})",
+          f"{out}\nmetaop {losses}\ntorch  {expected}")
+
+# 3. --save and --hparams.
+hp = os.path.join(WORK, "hp.json")
+json.dump({"optimizer": "sgd", "lr": 0.1, "epochs": 2, "batch_size": 16}, open(hp, "w"))
+saved = os.path.join(WORK, "mlp_trained.onnx")
+rc, out, losses = train("mlp", "--loss", "cross_entropy", "--hparams", hp, "--save", saved)
+check(rc == 0 and len(losses) == 12, f"--hparams sets epochs and batch size ({len(losses)} steps)", out)
+p = subprocess.run([METAOP, "run", saved, "--random-inputs"], capture_output=True, text=True)
+check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdout + p.stderr)
+
+# 4. Bad usage: exit 2 naming the culprit.
+for args, needle in [(["--loss", "hinge"], "hinge"),
+                     (["--loss", "mse"], "labels are int64"),
+                     (["--loss", "cross_entropy", "--optimizer", "lion"], "lion"),
+                     (["--loss", "cross_entropy", "--batch-size", "0"], "--batch-size")]:
+    rc, out, _ = train("mlp", *args)
+    check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
