@@ -89,7 +89,46 @@ for name, flags, make in [
           f"{name}: losses follow PyTorch's optimizer (worst relative difference {worst:.2e})",
           f"{out}\nmetaop {losses}\ntorch  {expected}")
 
-# 3. --save and --hparams.
+# 3. resnet18 in training mode: forward, backward and SGD steps under each binding, every node's
+#    forward and backward within its error model (--check), the same losses; the running
+#    statistics move (they are written back and saved).
+runs = {}
+for b in ["reference", "torch", "onednn"]:
+    saved = os.path.join(WORK, f"r18_{b}.onnx")
+    rc, out, losses = train("resnet18_train", "--loss", "cross_entropy", "--batch-size", "8",
+                            "--lr", "0.01", "--momentum", "0.9", "--bind", b, "--check",
+                            "--save", saved)
+    check(rc == 0 and "0 finding(s)" in out and len(losses) == 2,
+          f"resnet18 (training mode) steps under {b} with every node checked", out)
+    runs[b] = losses
+if all(runs.values()):
+    worst = max(abs(runs[b][i] - runs["reference"][i]) / runs["reference"][i]
+                for b in ["torch", "onednn"] for i in range(2))
+    check(worst < 1e-3, f"resnet18: losses agree across bindings (worst {worst:.1e})")
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(WORK, "r18_torch.onnx")).graph.initializer}
+check(not np.allclose(stats["bn1.running_mean"], 0), "running statistics were updated and saved")
+
+# 4. Injected gradient faults: localized to the node and the backward phase.
+for spec, node in [("/layer2/layer2.0/conv1/Conv:grad_sign@torch:backward", "/layer2/layer2.0/conv1/Conv"),
+                   ("/layer1/layer1.1/relu_1/Relu:grad_scale@torch:backward", "/layer1/layer1.1/relu_1/Relu"),
+                   ("/layer3/layer3.0/conv2/Conv:grad_sign@onednn:backward", "/layer3/layer3.0/conv2/Conv")]:
+    binding = spec.split("@")[1].split(":")[0]
+    out = os.path.join(WORK, "t.json")
+    p = subprocess.run([METAOP, "train", os.path.join(WORK, "resnet18_train.onnx"),
+                        "--data", os.path.join(WORK, "resnet18_train_x.npy"),
+                        "--labels", os.path.join(WORK, "resnet18_train_y.npy"),
+                        "--loss", "cross_entropy", "--batch-size", "8", "--epochs", "1",
+                        "--bind", binding, "--check", "--inject", spec, "--json", out],
+                       capture_output=True, text=True)
+    fs = json.load(open(out))["findings"] if os.path.exists(out) else []
+    top = fs[0] if fs else {}
+    check(p.returncode == 1 and top.get("node") == node and top.get("phase") == "backward"
+          and len(fs) == 1, f"{spec}: found at the node, backward phase, nothing else ({fs[:2]})",
+          p.stdout + p.stderr)
+
+# 5. --save and --hparams.
 hp = os.path.join(WORK, "hp.json")
 json.dump({"optimizer": "sgd", "lr": 0.1, "epochs": 2, "batch_size": 16}, open(hp, "w"))
 saved = os.path.join(WORK, "mlp_trained.onnx")
@@ -98,7 +137,7 @@ check(rc == 0 and len(losses) == 12, f"--hparams sets epochs and batch size ({le
 p = subprocess.run([METAOP, "run", saved, "--random-inputs"], capture_output=True, text=True)
 check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdout + p.stderr)
 
-# 4. Bad usage: exit 2 naming the culprit.
+# 6. Bad usage: exit 2 naming the culprit.
 for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "mse"], "labels are int64"),
                      (["--loss", "cross_entropy", "--optimizer", "lion"], "lion"),

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace metaop {
@@ -68,6 +69,84 @@ LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inpu
   LocalCheck c;
   c.reference = op->reference(ctx, inputs);
   c.score = score_outputs(got, c.reference, tolerances(*op, ctx, inputs, c.reference, bound));
+  return c;
+}
+
+namespace {
+
+Tensors absolute(const Tensors& ts) {
+  Tensors r = ts;
+  for (auto& t : r) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    auto v = t.to_f64();
+    for (auto& x : v) x = std::fabs(x);
+    t = Tensor::from_f64(v, t.shape(), DType::Float64);
+  }
+  return r;
+}
+
+Tensors ones_like(const Tensors& ts) {
+  Tensors r = ts;
+  for (auto& t : r)
+    if (t.defined() && is_floating(t.dtype()))
+      t = Tensor::from_f64(std::vector<double>(t.numel(), 1.0), t.shape(), DType::Float64);
+  return r;
+}
+
+}  // namespace
+
+LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                const Tensors& outputs, const Tensors& output_grads,
+                                const Tensors& got, const AccumulationBound& bound) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->vjp) throw Unsupported(node.label() + ": no reference VJP");
+  KernelContext ctx{node, opset};
+  LocalCheck c;
+  c.reference = op->vjp(ctx, inputs, outputs, output_grads);
+  Tensors mag;
+  Magnitudes own;
+  if (op->error.backward)
+    own = op->error.backward(ctx, inputs, outputs, output_grads, bound);
+  else
+    mag = op->vjp(ctx, absolute(inputs), outputs, absolute(output_grads));
+  Tensors count;
+  try {
+    count = op->vjp(ctx, ones_like(inputs), ones_like(outputs), ones_like(output_grads));
+  } catch (const std::exception&) {
+  }
+  double largest = 1;
+  for (const auto& g : output_grads)
+    if (g.defined()) largest = std::max(largest, static_cast<double>(g.numel()));
+  std::vector<std::vector<double>> tol(c.reference.size());
+  for (std::size_t i = 0; i < c.reference.size(); ++i) {
+    const Tensor& r = c.reference[i];
+    if (!r.defined() || !is_floating(r.dtype())) continue;
+    auto rv = r.to_f64();
+    if (op->error.backward) {
+      double u = unit_roundoff(r.dtype()), tiny = smallest_normal(r.dtype());
+      tol[i].resize(rv.size());
+      for (std::size_t j = 0; j < rv.size(); ++j) {
+        double m = i < own.size() && j < own[i].size() ? own[i][j] : INFINITY;
+        double t = 4 * ulp_of(rv[j], r.dtype()) + u * m + tiny;
+        tol[i][j] = std::isnan(t) ? (std::isnan(rv[j]) ? 0 : INFINITY) : t;
+      }
+      continue;
+    }
+    auto m = mag.at(i).to_f64();
+    std::vector<double> n(rv.size(), largest);
+    if (i < count.size() && count[i].defined()) {
+      auto cv = count[i].to_f64();
+      for (std::size_t j = 0; j < cv.size(); ++j)
+        if (std::isfinite(cv[j])) n[j] = std::clamp(std::fabs(cv[j]), 1.0, largest);
+    }
+    double u = unit_roundoff(r.dtype()), tiny = smallest_normal(r.dtype());
+    tol[i].resize(rv.size());
+    for (std::size_t j = 0; j < rv.size(); ++j) {
+      double t = 4 * ulp_of(rv[j], r.dtype()) + u * bound.kappa(n[j]) * std::fabs(m[j]) + tiny;
+      tol[i][j] = std::isnan(t) ? (std::isnan(rv[j]) ? 0 : INFINITY) : t;
+    }
+  }
+  c.score = score_outputs(got, c.reference, tol);
   return c;
 }
 

@@ -37,6 +37,16 @@ struct LocalCheck {
 LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inputs,
                        const Tensors& got, const AccumulationBound& bound = {});
 
+// Local check of one node's backward: the reference VJP on the same inputs, outputs and output
+// gradients. Tolerance of gradient element i: 4 ulp + u * kappa(n) * M_i, where M_i is the VJP
+// run on |output gradients| and |inputs| (the sum of |terms| for the multilinear ops; bounded
+// by it for the others) and n the number of terms behind the element: the VJP of all-ones
+// gradients at all-ones inputs where that is finite (exact for convolutions and products), else
+// the size of the largest output gradient.
+LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                const Tensors& outputs, const Tensors& output_grads,
+                                const Tensors& got, const AccumulationBound& bound = {});
+
 // Propagated error of a value against the end-to-end reference run: no tolerance, just size.
 struct Drift {
   double max_abs_err = 0;

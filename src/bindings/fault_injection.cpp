@@ -35,6 +35,9 @@ const std::vector<FaultInfo>& fault_catalog() {
       {"nan", "NaN in the output element of largest magnitude", {}},
       {"swap", "two output dims transposed (data only; the shape is kept)", {}},
       {"abort", "the kernel aborts (SIGABRT, in a child process)", {}},
+      // Backward (OP:FAULT@BINDING:backward).
+      {"grad_sign", "backward: the gradient of the first input has its sign flipped", {}},
+      {"grad_scale", "backward: the gradient of the first input is doubled", {}},
   };
   return catalog;
 }
@@ -57,12 +60,21 @@ FaultSpec parse_fault(const std::string& spec) {
   if (auto at = rest.find('@'); at != std::string::npos) {
     f.binding = rest.substr(at + 1);
     rest = rest.substr(0, at);
+    if (auto c = f.binding.find(':'); c != std::string::npos) {
+      f.phase = f.binding.substr(c + 1);
+      f.binding = f.binding.substr(0, c);
+      if (f.phase != "forward" && f.phase != "backward")
+        fail("--inject '{}': phase '{}' (expected forward or backward)", spec, f.phase);
+    }
   }
   f.fault = rest;
   std::vector<std::string> names;
   for (const auto& c : fault_catalog()) names.push_back(c.name);
   if (std::find(names.begin(), names.end(), f.fault) == names.end())
     fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
+  bool grad_fault = f.fault == "grad_sign" || f.fault == "grad_scale";
+  if (grad_fault != (f.phase == "backward"))
+    fail("--inject '{}': {} is a {} fault", spec, f.fault, grad_fault ? "backward" : "forward");
   if (!f.binding.empty()) {
     auto known = binding_names();
     if (std::find(known.begin(), known.end(), f.binding) == known.end() || f.binding == "reference")
@@ -79,10 +91,32 @@ Support FaultyBinding::supports(const std::string& op_type) const {
   return inner_->supports(op_type);
 }
 
-const FaultSpec* FaultyBinding::match(const Node& node) const {
+const FaultSpec* FaultyBinding::match(const Node& node, const std::string& phase) const {
   for (const auto& f : faults_)
-    if (f.target == node.name || f.target == node.op_type) return &f;
+    if (f.phase == phase && (f.target == node.name || f.target == node.op_type)) return &f;
   return nullptr;
+}
+
+Tensors FaultyBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                const Tensors& outputs, const Tensors& output_grads) {
+  const FaultSpec* f = match(node, "backward");
+  Tensors g;
+  try {
+    g = inner_->backward(node, opset, inputs, outputs, output_grads);
+  } catch (const Unsupported& e) {
+    if (f) log_[node.name + ":backward"] = fmt::format("not applied: {}", e.what());
+    throw;
+  }
+  if (!f) return g;
+  if (g.empty() || !g[0].defined()) {
+    log_[node.name + ":backward"] = "not applied: no gradient for the first input";
+    return g;
+  }
+  auto v = g[0].to_f64();
+  for (auto& x : v) x *= f->fault == "grad_sign" ? -1 : 2;
+  g[0] = Tensor::from_f64(v, g[0].shape(), g[0].dtype());
+  log_[node.name + ":backward"] = f->fault + " on the first input's gradient";
+  return g;
 }
 
 namespace {
@@ -178,7 +212,7 @@ bool swap_dims(Tensor& y, std::string& where) {
 }  // namespace
 
 Tensors FaultyBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  const FaultSpec* f = match(node);
+  const FaultSpec* f = match(node, "forward");
   if (!f) return inner_->forward(node, opset, inputs);
   std::string note;
   Tensors out;

@@ -11,12 +11,13 @@
 namespace metaop {
 
 struct FaultSpec {
-  std::string target;   // node name or op type
-  std::string fault;    // one of fault_names()
-  std::string binding;  // empty: every binding under test
+  std::string target;             // node name or op type
+  std::string fault;              // one of fault_names()
+  std::string binding;            // empty: every binding under test
+  std::string phase = "forward";  // or backward (the kernel's VJP)
 };
 
-// Parses OPTYPE_OR_NODE:FAULT[@BINDING]; fails naming the spec and the known faults.
+// Parses OPTYPE_OR_NODE:FAULT[@BINDING[:backward]]; fails naming the spec and the known faults.
 FaultSpec parse_fault(const std::string& spec);
 
 struct FaultInfo {
@@ -35,14 +36,12 @@ class FaultyBinding : public Binding {
   Support supports(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
   Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
-                   const Tensors& outputs, const Tensors& output_grads) override {
-    return inner_->backward(node, opset, inputs, outputs, output_grads);
-  }
+                   const Tensors& outputs, const Tensors& output_grads) override;
   // Node name -> what was done to it ("bias at [0, 3, 1, 1]"), or why it was not applied.
   const std::map<std::string, std::string>& log() const { return log_; }
 
  private:
-  const FaultSpec* match(const Node& node) const;
+  const FaultSpec* match(const Node& node, const std::string& phase) const;
   Tensors faulty_forward(const FaultSpec& spec, const Node& node, std::int64_t opset,
                          const Tensors& inputs, std::string& note);
   std::unique_ptr<Binding> inner_;

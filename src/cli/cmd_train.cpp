@@ -2,9 +2,12 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/train_check.h"
+#include "bindings/fault_injection.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
@@ -21,6 +24,9 @@ struct TrainArgs {
   std::string bind = "reference";
   std::vector<std::string> bind_ops;
   int threads = 1;
+  bool check = false;
+  std::size_t check_every = 1;
+  std::vector<std::string> inject;
   CLI::App* cmd = nullptr;
 };
 
@@ -68,7 +74,24 @@ int run(TrainArgs& a) {
   Graph g = load_onnx(a.model);
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
+  // Injected faults wrap the plan's framework bindings (forward or backward).
+  std::vector<FaultSpec> faults;
+  std::vector<FaultyBinding*> faulty;
+  for (const auto& s : a.inject) faults.push_back(parse_fault(s));
+  for (const auto& b : binding_names()) {
+    if (b == "reference") continue;
+    std::vector<FaultSpec> mine;
+    for (const auto& f : faults)
+      if (f.binding.empty() || f.binding == b) mine.push_back(f);
+    if (mine.empty()) continue;
+    auto fb = std::make_unique<FaultyBinding>(make_binding(b), mine);
+    faulty.push_back(fb.get());
+    plan.add_binding(std::move(fb));
+  }
   check_supported(g, plan);
+  std::shared_ptr<TrainCheck> tc;
+  if (a.check || a.cmd->count("--check-every"))
+    tc = install_train_check(g, a.config, a.check_every);
   Tensor X = load_tensor_file(a.data), Y = load_tensor_file(a.labels);
   a.config.loss = parse_loss(a.loss);
   bool tty = isatty(STDERR_FILENO);
@@ -90,6 +113,21 @@ int run(TrainArgs& a) {
     for (std::size_t i = 0; i < per_epoch; ++i) s += r.losses[e * per_epoch + i];
     fmt::print("epoch {:>3}: mean loss {:.8g}\n", e + 1, s / static_cast<double>(per_epoch));
   }
+  for (auto* fb : faulty)
+    for (const auto& [node, note] : fb->log())
+      fmt::print("injected {}/{}: {}\n", fb->name(), node, note);
+  if (a.inject.size() && faulty.empty()) fmt::print("no injected fault was reached\n");
+  if (tc) {
+    fmt::print(
+        "\nchecked {} of {} steps (forward and backward of every node against the "
+        "reference): {} finding(s)\n",
+        tc->checked_steps, r.losses.size(), tc->findings.size());
+    for (const auto& f : tc->findings)
+      fmt::print("  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n",
+                 f.phase, f.kind, f.binding, f.node, f.op_type,
+                 std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step, f.steps,
+                 f.detail);
+  }
   if (!a.json_file.empty()) {
     nlohmann::json j;
     j["schema"] = "metaop-train/1";
@@ -99,6 +137,20 @@ int run(TrainArgs& a) {
     j["losses"] = r.losses;
     j["trainable"] = r.trainable;
     j["findings"] = nlohmann::json::array();
+    if (tc)
+      for (const auto& f : tc->findings)
+        j["findings"].push_back(
+            {{"node", f.node},
+             {"op_type", f.op_type},
+             {"binding", f.binding},
+             {"phase", f.phase},
+             {"kind", f.kind},
+             {"score", std::isfinite(f.score) ? nlohmann::json(f.score) : nlohmann::json("inf")},
+             {"iteration", f.step},
+             {"iterations", f.steps},
+             {"verified", false},
+             {"repro", nullptr},
+             {"detail", f.detail}});
     std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }
@@ -106,7 +158,7 @@ int run(TrainArgs& a) {
     write_file(a.save, with_initializers(a.model, r.weights));
     fmt::print("wrote {} (trained weights)\n", a.save);
   }
-  return 0;
+  return tc && !tc->findings.empty() ? 1 : 0;
 }
 
 }  // namespace
@@ -138,6 +190,13 @@ void add_train_command(CLI::App& app, Action& action) {
                   "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");
   cmd->add_option("--json", a->json_file, "Write the per-step losses as JSON");
   cmd->add_option("--save", a->save, "Write the model with its trained weights");
+  cmd->add_flag("--check", a->check,
+                "Check every node's forward and backward against the reference (exit 1 on "
+                "findings)");
+  cmd->add_option("--check-every", a->check_every, "Check every K-th step (implies --check)")
+      ->capture_default_str();
+  cmd->add_option("--inject", a->inject,
+                  "Inject a fault: OP:FAULT@BINDING, or OP:grad_sign|grad_scale@BINDING:backward");
   add_plan_options(cmd, a->bind, a->bind_ops, a->threads);
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }

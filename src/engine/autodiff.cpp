@@ -46,7 +46,7 @@ void accumulate(std::map<std::string, std::vector<double>>& acc, const std::stri
 
 BackwardResult run_backward(const Graph& g, const RunResult& forward,
                             const std::map<std::string, Tensor>& seeds, Plan& plan,
-                            const std::set<std::string>& wrt) {
+                            const std::set<std::string>& wrt, const BackwardObserver& observe) {
   auto order = topological_order(g);
   auto value = [&](const std::string& name) -> const Tensor& {
     auto it = forward.values.find(name);
@@ -83,6 +83,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     NodeRecord rec;
     rec.node = *it;
     Binding* b = plan.for_node(node);
+    rec.planned = b->name();
     auto t0 = std::chrono::steady_clock::now();
     Tensors gin;
     try {
@@ -106,6 +107,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rec.binding = b->name();
+    if (observe) observe(node, ins, outs, grads, gin, rec);
     for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
       const std::string& in = node.inputs[i];
       if (in.empty() || !gin[i].defined() || !needs.count(in)) continue;

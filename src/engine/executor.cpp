@@ -118,6 +118,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     NodeRecord rec;
     rec.node = order[pos];
     Binding* b = plan.for_node(node);
+    rec.planned = b->name();
     auto heap0 = mallinfo2();
     auto t0 = std::chrono::steady_clock::now();
     // What is wrong with a binding's outputs: a missing value, or a shape that ONNX shape

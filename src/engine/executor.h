@@ -34,6 +34,7 @@ class Plan {
 struct NodeRecord {
   std::size_t node = 0;
   std::string binding;          // the binding that ran it
+  std::string planned;          // the binding the plan named for it
   std::string fallback_reason;  // non-empty when the planned binding could not
   std::string crash;            // non-empty when its kernel crashed
   double seconds = 0;

@@ -158,6 +158,19 @@ Tensor Optimizer::step(const std::string& name, const Tensor& weight, const Tens
   return Tensor::from_f64(w, weight.shape(), weight.dtype());
 }
 
+void update_running_stats(Graph& g, const RunResult& forward) {
+  for (const auto& n : g.nodes) {
+    if (n.op_type != "BatchNormalization" || n.outputs.size() < 3) continue;
+    for (std::size_t k = 1; k <= 2; ++k) {
+      const std::string& stat = n.inputs.at(2 + k);
+      auto v = forward.values.find(n.outputs[k]);
+      if (n.outputs[k].empty() || v == forward.values.end() || !g.initializers.count(stat))
+        continue;
+      g.initializers[stat] = v->second;
+    }
+  }
+}
+
 namespace {
 
 // Rows `rows` of x (along axis 0), copied bytewise.
@@ -207,20 +220,31 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       if (config.loss != LossKind::Output) inputs[kLabelsInput] = take_rows(Y, rows);
       validate_inputs(h, inputs);
       RunResult f = run_graph(h, inputs, plan, keep);
+      bool watched = config.watch && config.watch(step + 1);
+      if (watched && config.on_forward) config.on_forward(step + 1, h, f);
       const Tensor& loss = f.outputs.at(kLossOutput);
       if (loss.numel() != 1)
         fail("{}: the loss has shape {}; training needs a scalar", g.path, shape_str(loss.shape()));
       double lv = loss.to_f64()[0];
       res.losses.push_back(lv);
-      BackwardResult b = run_backward(
-          h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}}, plan, wrt);
+      BackwardObserver observe;
+      if (watched && config.on_backward)
+        observe = [&](const Node& n, const Tensors& ins, const Tensors& outs, const Tensors& gs,
+                      const Tensors& gin, const NodeRecord& rec) {
+          config.on_backward(step + 1, n, ins, outs, gs, gin, rec);
+        };
+      BackwardResult b =
+          run_backward(h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}},
+                       plan, wrt, observe);
+      update_running_stats(h, f);
       for (const auto& [name, grad] : b.grads)
         h.initializers[name] = opt.step(name, h.initializers.at(name), grad);
       opt.next_step();
       if (config.progress) config.progress(++step, total, lv);
     }
   }
-  for (const auto& name : res.trainable) res.weights[name] = h.initializers.at(name);
+  // Trained weights and the running statistics training mode updated.
+  for (const auto& [name, t] : g.initializers) res.weights[name] = h.initializers.at(name);
   return res;
 }
 

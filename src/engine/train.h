@@ -23,6 +23,10 @@ extern const char* const kLabelsInput;  // name of the appended labels input
 // and the only output is kLossOutput, the mean loss over the batch.
 Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype);
 
+// Training-mode BatchNormalization nodes write their running statistics (outputs 1 and 2) back
+// into the mean and var initializers they read, as a framework's module state would.
+void update_running_stats(Graph& g, const RunResult& forward);
+
 struct OptimizerConfig {
   std::string kind = "sgd";  // sgd, adam, adamw
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -50,11 +54,18 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   // After each step: (step, total steps, loss).
   std::function<void(std::size_t, std::size_t, double)> progress;
+  // Checking hooks (src/analysis/train_check): on the steps `watch` selects (1-based), the
+  // forward run and each node's backward.
+  std::function<bool(std::size_t step)> watch;
+  std::function<void(std::size_t step, const Graph& g, const RunResult& forward)> on_forward;
+  std::function<void(std::size_t step, const Node&, const Tensors& inputs, const Tensors& outputs,
+                     const Tensors& output_grads, const Tensors& input_grads, const NodeRecord&)>
+      on_backward;
 };
 
 struct TrainResult {
   std::vector<double> losses;             // per step
-  std::map<std::string, Tensor> weights;  // trained values of the trainable initializers
+  std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
 };
 

@@ -46,16 +46,16 @@ double ulp_of(double x, DType t) {
 namespace error_models {
 
 ErrorModel exact(std::string why) {
-  return {std::move(why), 0, {}, true};
+  return {std::move(why), 0, {}, true, {}};
 }
 
 ErrorModel data_movement() {
-  return {"exact, bit for bit (data movement)", 0, {}, false};
+  return {"exact, bit for bit (data movement)", 0, {}, false, {}};
 }
 
 ErrorModel ulp(double ulps, std::string doc) {
   if (doc.empty()) doc = fmt::format("{:g} ulp", ulps);
-  return {std::move(doc), ulps, {}, true};
+  return {std::move(doc), ulps, {}, true, {}};
 }
 
 ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
@@ -79,11 +79,11 @@ ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
     }
     return out;
   };
-  return {std::move(doc), ulps, std::move(m), true};
+  return {std::move(doc), ulps, std::move(m), true, {}};
 }
 
 ErrorModel condition(MagnitudeFn magnitude, std::string doc, double ulps) {
-  return {std::move(doc), ulps, std::move(magnitude), true};
+  return {std::move(doc), ulps, std::move(magnitude), true, {}};
 }
 
 }  // namespace error_models

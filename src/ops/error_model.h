@@ -59,6 +59,12 @@ struct Domain {
   std::function<std::vector<double>(const Node&)> critical;
 };
 
+// Magnitudes of a VJP's rounding error per input gradient element, in units of u (kappa
+// included), for ops whose VJP on absolute values does not bound its terms (normalizations).
+using VjpMagnitudeFn =
+    std::function<Magnitudes(const KernelContext&, const Tensors& inputs, const Tensors& outputs,
+                             const Tensors& output_grads, const AccumulationBound& bound)>;
+
 struct ErrorModel {
   std::string doc;  // one line, for `metaop ops` and docs/error-models.md
   double ulps = 0;  // 0: the op is exact (data movement, comparisons, max/min)
@@ -66,6 +72,7 @@ struct ErrorModel {
   // Whether a subnormal result may come out as zero (flush-to-zero arithmetic); false for
   // data movement, which must copy every bit.
   bool flush_ok = true;
+  VjpMagnitudeFn backward;  // empty: the generic bound (src/analysis/accuracy)
   bool declared() const { return !doc.empty(); }
 };
 

@@ -596,6 +596,145 @@ Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
   return {grad_like(gx, x)};
 }
 
+// Rounding magnitude of the normalization VJP: dx = (dxh - mean(dxh) - xh mean(dxh xh)) / sigma
+// sums n terms per group twice, so each of its terms carries kappa(n) + 4 roundings; dgamma and
+// dbeta are n-term sums of |g xh| and |g|.
+struct NormGradMagnitude {
+  std::vector<double> dx, dgamma_terms, dbeta_terms;  // per element; the caller sums the latter
+};
+
+NormGradMagnitude normalize_vjp_magnitude(const std::vector<double>& x,
+                                          const std::vector<std::int64_t>& group,
+                                          std::size_t groups, const std::vector<double>& gamma,
+                                          double eps, const std::vector<double>& g, double kappa) {
+  std::vector<double> mean(groups, 0.0), var(groups, 0.0), cnt(groups, 0.0), ag(groups, 0.0),
+      agx(groups, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mean[group[i]] += x[i];
+    cnt[group[i]] += 1;
+  }
+  for (std::size_t k = 0; k < groups; ++k) mean[k] /= std::max(cnt[k], 1.0);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    var[group[i]] += (x[i] - mean[group[i]]) * (x[i] - mean[group[i]]);
+  for (std::size_t k = 0; k < groups; ++k) var[k] /= std::max(cnt[k], 1.0);
+  std::vector<double> xh(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto k = group[i];
+    xh[i] = (x[i] - mean[k]) / std::sqrt(var[k] + eps);
+    ag[k] += std::fabs(g[i] * gamma[i]) / std::max(cnt[k], 1.0);
+    agx[k] += std::fabs(g[i] * gamma[i] * xh[i]) / std::max(cnt[k], 1.0);
+  }
+  NormGradMagnitude m;
+  m.dx.resize(x.size());
+  m.dgamma_terms.resize(x.size());
+  m.dbeta_terms.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    auto k = group[i];
+    m.dx[i] = (kappa + 4) * (std::fabs(g[i] * gamma[i]) + ag[k] + 2 * std::fabs(xh[i]) * agx[k]) /
+              std::sqrt(var[k] + eps);
+    m.dgamma_terms[i] = std::fabs(g[i] * xh[i]) * 2;
+    m.dbeta_terms[i] = std::fabs(g[i]);
+  }
+  return m;
+}
+
+Magnitudes batch_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                    const Tensors& grads, const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
+  double eps = c.node.attr_f("epsilon", 1e-5);
+  auto cmap = channel_map(x.shape());
+  std::size_t C = scale.size();
+  double n = static_cast<double>(vx.size()) / static_cast<double>(C), kappa = bound.kappa(n);
+  auto g = grad_of(grads, out, 0);
+  Magnitudes m(in.size());
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  std::vector<double> sg(C, 0.0), sgx(C, 0.0);
+  if (!batch_norm_training(c)) {
+    m[0].resize(vx.size());
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = cmap[i];
+      double is = 1 / std::sqrt(var[k] + eps), xh = (vx[i] - mean[k]) * is;
+      m[0][i] = 4 * std::fabs(g[i] * gamma[i]) * is;
+      sg[k] += std::fabs(g[i]);
+      sgx[k] += std::fabs(g[i] * xh) * 2 + std::fabs(g[i] * (vx[i] - mean[k])) * is;
+    }
+  } else {
+    auto nm = normalize_vjp_magnitude(vx, cmap, C, gamma, eps, g, kappa);
+    m[0] = nm.dx;
+    sg = sum_into(nm.dbeta_terms, cmap, C);
+    sgx = sum_into(nm.dgamma_terms, cmap, C);
+  }
+  m[1].resize(C);
+  m[2].resize(C);
+  for (std::size_t k = 0; k < C; ++k) {
+    m[1][k] = kappa * sgx[k];
+    m[2][k] = kappa * sg[k];
+  }
+  // The running statistics' gradients (when there are) are scaled copies: a few ULPs.
+  for (std::size_t k = 3; k < in.size(); ++k)
+    m[k].assign(static_cast<std::size_t>(in[k].numel()), 0);
+  return m;
+}
+
+Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in,
+                                       const Tensors& out, const Tensors& grads,
+                                       const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  auto vx = x.to_f64(), scale = in[1].to_f64();
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  std::vector<std::int64_t> group(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) group[i] = static_cast<std::int64_t>(i) / S;
+  auto cmap = channel_map(x.shape());
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  double kappa = bound.kappa(static_cast<double>(N * S));
+  auto nm = normalize_vjp_magnitude(vx, group, static_cast<std::size_t>(N * C), gamma,
+                                    c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0),
+                                    bound.kappa(static_cast<double>(S)));
+  auto dg = sum_into(nm.dgamma_terms, cmap, C), db = sum_into(nm.dbeta_terms, cmap, C);
+  for (auto& v : dg) v *= kappa;
+  for (auto& v : db) v *= kappa;
+  return {nm.dx, dg, db};
+}
+
+Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                    const Tensors& grads, const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t inner = 1;
+  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  auto vx = x.to_f64(), sc = in[1].to_f64();
+  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  std::vector<std::int64_t> group(vx.size()), pmap(vx.size());
+  std::vector<double> gamma(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    group[i] = static_cast<std::int64_t>(i) / inner;
+    pmap[i] = static_cast<std::int64_t>(i) % inner;
+    gamma[i] = sc[smap[pmap[i]]];
+  }
+  std::size_t outer = vx.size() / static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
+  auto nm =
+      normalize_vjp_magnitude(vx, group, outer, gamma, c.node.attr_f("epsilon", 1e-5),
+                              grad_of(grads, out, 0), bound.kappa(static_cast<double>(inner)));
+  // Mean / InvStdDev gradients add n-term sums of their own: bounded by the same scale.
+  double kappa = bound.kappa(static_cast<double>(outer));
+  Magnitudes m(in.size());
+  m[0] = nm.dx;
+  for (auto& v : m[0]) v *= 2;
+  auto per_param = [&](const std::vector<double>& terms, const Tensor& p) {
+    auto full = sum_into(terms, pmap, static_cast<std::size_t>(inner));
+    auto r = unbroadcast(full, norm_shape, p.shape());
+    for (auto& v : r) v *= kappa;
+    return r;
+  };
+  m[1] = per_param(nm.dgamma_terms, in[1]);
+  if (has_input(in, 2)) m[2] = per_param(nm.dbeta_terms, in[2]);
+  return m;
+}
+
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
@@ -627,6 +766,10 @@ void register_norm_ops(OpRegistry& r) {
   r.set_error_model("MeanVarianceNormalization",
                     condition(mvn_magnitude, std::string(norm_doc) + " (gamma = 1, beta = 0)"));
   r.set_error_model("LRN", condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
+  // Backward: first-order bounds of the normalization VJPs' own roundings.
+  r.set_backward_error_model("BatchNormalization", batch_norm_vjp_magnitude);
+  r.set_backward_error_model("InstanceNormalization", instance_norm_vjp_magnitude);
+  r.set_backward_error_model("LayerNormalization", layer_norm_vjp_magnitude);
 }
 
 }  // namespace metaop

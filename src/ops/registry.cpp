@@ -49,6 +49,12 @@ void OpRegistry::set_vjp(const std::string& type, ReferenceVjp vjp) {
   it->second.vjp = std::move(vjp);
 }
 
+void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeFn fn) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: backward error model for unknown meta op {}", type);
+  it->second.error.backward = std::move(fn);
+}
+
 void OpRegistry::set_domain(const std::string& type, Domain domain) {
   auto it = ops_.find(type);
   if (it == ops_.end()) fail("internal: domain for unknown meta op {}", type);

@@ -40,6 +40,9 @@ class OpRegistry {
   void set_error_model(const std::string& type, ErrorModel model);
   void set_domain(const std::string& type, Domain domain);
   void set_vjp(const std::string& type, ReferenceVjp vjp);
+  // After set_error_model: the VJP's own error magnitudes, for ops that need more than the
+  // generic bound.
+  void set_backward_error_model(const std::string& type, VjpMagnitudeFn fn);
 
  private:
   OpRegistry() = default;

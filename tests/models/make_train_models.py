@@ -42,4 +42,20 @@ np.save(os.path.join(out, "cnn_y.npy"), y.astype(np.int64))
 cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
                           torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(64, 3))
 export(cnn, torch.zeros(2, 1, 8, 8), "cnn")
-print(f"wrote mlp and cnn models and data into {out}")
+# resnet18 in training mode (BatchNormalization with batch statistics and running-stat outputs),
+# 10 classes, 64x64 images so that the float64 reference stays quick.
+import warnings  # noqa: E402
+
+import torchvision  # noqa: E402
+
+warnings.filterwarnings("ignore")
+torch.manual_seed(0)
+r18 = torchvision.models.resnet18(weights=None, num_classes=10).train()
+torch.onnx.export(r18, torch.zeros(4, 3, 64, 64), os.path.join(out, "resnet18_train.onnx"),
+                  opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                  dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+np.save(os.path.join(out, "resnet18_train_x.npy"),
+        rng.standard_normal((16, 3, 64, 64)).astype(np.float32))
+np.save(os.path.join(out, "resnet18_train_y.npy"), rng.integers(0, 10, 16).astype(np.int64))
+print(f"wrote mlp, cnn and resnet18_train models and data into {out}")

@@ -677,16 +677,35 @@ Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
   float eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
-  dnnl::batch_normalization_forward::primitive_desc hint(
-      {prop::forward_training, xd, eps, kBatchNormFlags}, eng());
-  dnnl::batch_normalization_backward::primitive_desc pd(
-      {prop::backward, xd, xd, eps, kBatchNormFlags}, eng(), hint);
+  // Training mode normalizes with the batch's statistics, and its gradient goes through them:
+  // oneDNN computes them (forward_training) and differentiates without use_global_stats.
+  // Otherwise the given mean and var are constants (use_global_stats).
+  bool training = batch_norm_training(c.k);
+  auto flags = training
+                   ? dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift
+                   : kBatchNormFlags;
+  dnnl::batch_normalization_forward::primitive_desc hint({prop::forward_training, xd, eps, flags},
+                                                         eng());
+  Tensor mean = c.x(3), var = c.x(4);
+  if (training) {
+    Tensor y(DType::Float32, x.shape());
+    mean = Tensor(DType::Float32, {x.dim(1)});
+    var = Tensor(DType::Float32, {x.dim(1)});
+    run(dnnl::batch_normalization_forward(hint), {{DNNL_ARG_SRC, mem(xd, x)},
+                                                  {DNNL_ARG_SCALE, mem(cd, c.x(1))},
+                                                  {DNNL_ARG_SHIFT, mem(cd, c.x(2))},
+                                                  {DNNL_ARG_DST, mem(xd, y)},
+                                                  {DNNL_ARG_MEAN, mem(cd, mean)},
+                                                  {DNNL_ARG_VARIANCE, mem(cd, var)}});
+  }
+  dnnl::batch_normalization_backward::primitive_desc pd({prop::backward, xd, xd, eps, flags}, eng(),
+                                                        hint);
   Tensor gx(DType::Float32, x.shape()), gs(DType::Float32, {x.dim(1)}),
       gb(DType::Float32, {x.dim(1)});
   run(dnnl::batch_normalization_backward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                                {DNNL_ARG_DIFF_DST, mem(xd, grads.at(0))},
-                                               {DNNL_ARG_MEAN, mem(cd, c.x(3))},
-                                               {DNNL_ARG_VARIANCE, mem(cd, c.x(4))},
+                                               {DNNL_ARG_MEAN, mem(cd, mean)},
+                                               {DNNL_ARG_VARIANCE, mem(cd, var)},
                                                {DNNL_ARG_SCALE, mem(cd, c.x(1))},
                                                {DNNL_ARG_SHIFT, mem(cd, c.x(2))},
                                                {DNNL_ARG_DIFF_SRC, mem(xd, gx)},

@@ -1,0 +1,36 @@
+#pragma once
+// `metaop train --check`: every K-th step, each node's forward and backward under its binding are
+// judged against the reference on the same inputs (and output gradients), with the error models
+// of `check` (src/analysis/accuracy); findings carry the phase and the step.
+#include <string>
+#include <vector>
+
+#include "analysis/accuracy.h"
+#include "engine/train.h"
+
+namespace metaop {
+
+struct TrainFinding {
+  std::string node, op_type, binding;
+  std::string phase;  // forward, backward
+  std::string kind;   // accuracy, nonfinite, crash
+  double score = 0;
+  std::size_t step = 0;   // the step of the worst occurrence
+  std::size_t steps = 0;  // checked steps where it occurred
+  std::string detail;
+};
+
+struct TrainCheck {
+  std::size_t checked_steps = 0;
+  std::vector<TrainFinding> findings;  // one per (node, binding, phase, kind), ranked by score
+  // Worst local score per node along the model, forward and backward (for the report).
+  std::vector<double> forward_scores, backward_scores;
+};
+
+// Installs the hooks on `config` (check every `every` steps, the first included) and returns
+// where the findings go; valid while `config` trains.
+std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& config,
+                                                std::size_t every,
+                                                const AccumulationBound& bound = {});
+
+}  // namespace metaop
