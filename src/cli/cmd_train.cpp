@@ -135,6 +135,7 @@ int run(TrainArgs& a) {
     j["plan"] = a.bind;
     j["loss"] = a.loss;
     j["losses"] = r.losses;
+    j["step_seconds"] = r.step_seconds;
     j["trainable"] = r.trainable;
     j["findings"] = nlohmann::json::array();
     if (tc)

@@ -31,15 +31,17 @@ std::vector<std::string> trainable_initializers(const Graph& g) {
 
 namespace {
 
-void accumulate(std::map<std::string, std::vector<double>>& acc, const std::string& name,
-                const Tensor& g) {
-  auto v = g.to_f64();
-  auto& a = acc[name];
-  if (a.empty()) {
-    a = std::move(v);
+// Gradients stay tensors (as the bindings returned them); a value read by several nodes sums
+// its contributions in float64 and rounds once.
+void accumulate(std::map<std::string, Tensor>& acc, const std::string& name, const Tensor& g) {
+  auto it = acc.find(name);
+  if (it == acc.end()) {
+    acc[name] = g;
     return;
   }
+  auto a = it->second.to_f64(), v = g.to_f64();
   for (std::size_t i = 0; i < a.size(); ++i) a[i] += v[i];
+  it->second = Tensor::from_f64(a, it->second.shape(), it->second.dtype());
 }
 
 }  // namespace
@@ -62,7 +64,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
         for (const auto& o : g.nodes[k].outputs)
           if (!o.empty()) needs.insert(o);
 
-  std::map<std::string, std::vector<double>> acc;
+  std::map<std::string, Tensor> acc;
   for (const auto& [name, t] : seeds) accumulate(acc, name, t);
   BackwardResult res;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -76,9 +78,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     for (const auto& o : node.outputs) {
       outs.push_back(o.empty() ? Tensor() : value(o));
       auto a = o.empty() ? acc.end() : acc.find(o);
-      grads.push_back(a == acc.end() || !is_floating(outs.back().dtype())
-                          ? Tensor()
-                          : Tensor::from_f64(a->second, outs.back().shape(), outs.back().dtype()));
+      grads.push_back(a == acc.end() || !is_floating(outs.back().dtype()) ? Tensor() : a->second);
     }
     NodeRecord rec;
     rec.node = *it;
@@ -122,7 +122,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     auto a = acc.find(name);
     if (a == acc.end()) continue;
     const Tensor& v = value(name);
-    res.grads[name] = Tensor::from_f64(a->second, v.shape(), v.dtype());
+    res.grads[name] = a->second.dtype() == v.dtype() ? a->second : a->second.to(v.dtype());
   }
   return res;
 }

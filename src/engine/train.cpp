@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -219,6 +220,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       std::map<std::string, Tensor> inputs{{g.inputs[0].name, take_rows(X, rows)}};
       if (config.loss != LossKind::Output) inputs[kLabelsInput] = take_rows(Y, rows);
       validate_inputs(h, inputs);
+      auto t0 = std::chrono::steady_clock::now();
       RunResult f = run_graph(h, inputs, plan, keep);
       bool watched = config.watch && config.watch(step + 1);
       if (watched && config.on_forward) config.on_forward(step + 1, h, f);
@@ -237,6 +239,8 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
           run_backward(h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}},
                        plan, wrt, observe);
       update_running_stats(h, f);
+      res.step_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       for (const auto& [name, grad] : b.grads)
         h.initializers[name] = opt.step(name, h.initializers.at(name), grad);
       opt.next_step();

@@ -64,7 +64,8 @@ struct TrainConfig {
 };
 
 struct TrainResult {
-  std::vector<double> losses;             // per step
+  std::vector<double> losses;        // per step
+  std::vector<double> step_seconds;  // per step: forward, backward and update
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
 };

@@ -71,6 +71,7 @@
 #include <ATen/ops/mean.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/native_batch_norm.h>
 #include <ATen/ops/native_layer_norm.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/nll_loss_nd.h>
@@ -543,16 +544,31 @@ std::map<std::string, TorchOp> make_ops() {
       [](const Ctx& c) { return ATs{at::amax(c.in(0), spatial_dims(c.in(0)), true)}; }};
 
   // --- normalization
-  m["BatchNormalization"] = {
-      [](const Ctx& c) {
-        const Node& n = c.node();
-        if (batch_norm_training(c.k))
-          c.unsupported("training mode (ATen updates running stats with the unbiased variance)");
-        return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0,
-                                  n.attr_f("epsilon", 1e-5), false)};
-      },
-      true,
-      {3, 4}};  // running mean and variance: statistics, not differentiated
+  m["BatchNormalization"] = {[](const Ctx& c) {
+                               const Node& n = c.node();
+                               double eps = n.attr_f("epsilon", 1e-5);
+                               if (batch_norm_training(c.k)) {
+                                 // ATen's own running-stat update uses the unbiased variance;
+                                 // ONNX's uses the batch's (population) variance. So ATen
+                                 // normalizes with the batch statistics and the running statistics
+                                 // are blended here from the ones it saved.
+                                 auto [y, mean, invstd] =
+                                     at::native_batch_norm(c.in(0), c.in(1), c.in(2), at::Tensor(),
+                                                           at::Tensor(), true, 0.0, eps);
+                                 double mom = n.attr_f("momentum", 0.9);
+                                 at::Tensor var = invstd.pow(-2) - eps;
+                                 ATs out{y};
+                                 if (n.outputs.size() > 1)
+                                   out.push_back(c.in(3) * mom + mean.detach() * (1 - mom));
+                                 if (n.outputs.size() > 2)
+                                   out.push_back(c.in(4) * mom + var.detach() * (1 - mom));
+                                 return out;
+                               }
+                               return ATs{at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3),
+                                                         c.in(4), false, 0.0, eps, false)};
+                             },
+                             true,
+                             {3, 4}};  // running mean and variance: statistics, not differentiated
   m["InstanceNormalization"] = {[](const Ctx& c) {
     return ATs{at::instance_norm(c.in(0), c.in(1), c.in(2), at::Tensor(), at::Tensor(), true, 0.0,
                                  c.node().attr_f("epsilon", 1e-5), false)};
