@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 
 namespace metaop {
@@ -22,8 +23,8 @@ void record(TrainCheck& tc, const Node& node, const std::string& binding, const 
       }
       return;
     }
-  tc.findings.push_back(
-      {node.name, node.op_type, binding, phase, kind, score, step, 1, std::move(detail)});
+  tc.findings.push_back({node.name, node.op_type, binding, phase, kind, score, step, 1,
+                         std::move(detail), false, ""});
   std::stable_sort(tc.findings.begin(), tc.findings.end(),
                    [](const TrainFinding& a, const TrainFinding& b) { return a.score > b.score; });
 }
@@ -41,6 +42,42 @@ std::string worst_text(const Score& s, const Tensors& ref, const std::vector<std
 }
 
 }  // namespace
+
+double weight_drift(const std::map<std::string, Tensor>& a,
+                    const std::map<std::string, Tensor>& b) {
+  double worst = 0;
+  for (const auto& [name, t] : b) {
+    auto it = a.find(name);
+    if (it == a.end()) continue;
+    Drift d = drift(it->second, t);
+    worst = std::max(worst, d.nonfinite ? INFINITY : d.rel);
+  }
+  return worst;
+}
+
+void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, const Tensor& Y,
+                          const TrainConfig& config, const std::function<Plan()>& make_plan,
+                          const std::map<std::string, Tensor>& reference_weights,
+                          const std::map<std::string, Tensor>& original_weights) {
+  TrainConfig plain = config;
+  plain.watch = {};
+  plain.on_forward = {};
+  plain.on_backward = {};
+  plain.progress = {};
+  Plan plan = make_plan();
+  if (f.phase == "backward")
+    plan.bind_backward(f.node, "reference");
+  else
+    plan.bind_op(f.node, "reference");
+  TrainResult after = train(g, X, Y, plan, plain);
+  double before_drift = weight_drift(original_weights, reference_weights);
+  double after_drift = weight_drift(after.weights, reference_weights);
+  f.verified = before_drift > 0 && after_drift <= 0.5 * before_drift;
+  f.verification = fmt::format(
+      "{}: with its {} on the reference, the trained weights drift {:.3g} from the all-reference "
+      "run (before: {:.3g})",
+      f.verified ? "verified" : "not verified", f.phase, after_drift, before_drift);
+}
 
 std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& config,
                                                 std::size_t every, const AccumulationBound& bound) {

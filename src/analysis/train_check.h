@@ -18,6 +18,8 @@ struct TrainFinding {
   std::size_t step = 0;   // the step of the worst occurrence
   std::size_t steps = 0;  // checked steps where it occurred
   std::string detail;
+  bool verified = false;
+  std::string verification;
 };
 
 struct TrainCheck {
@@ -26,6 +28,19 @@ struct TrainCheck {
   // Worst local score per node along the model, forward and backward (for the report).
   std::vector<double> forward_scores, backward_scores;
 };
+
+// Relative distance between two sets of weights: the largest, over tensors, of
+// max|a - b| / max|b|.
+double weight_drift(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b);
+
+// Verification by replacement: trains again, same data order and steps, with the finding's node
+// on the reference (only its backward for a backward finding), and compares the final weights
+// with those of an all-reference run. Verified when the replacement removes at least half of
+// the drift from the reference trajectory that the original run had.
+void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, const Tensor& Y,
+                          const TrainConfig& config, const std::function<Plan()>& make_plan,
+                          const std::map<std::string, Tensor>& reference_weights,
+                          const std::map<std::string, Tensor>& original_weights);
 
 // Installs the hooks on `config` (check every `every` steps, the first included) and returns
 // where the findings go; valid while `config` trains.

@@ -72,22 +72,26 @@ void apply_hparams(TrainArgs& a) {
 int run(TrainArgs& a) {
   apply_hparams(a);
   Graph g = load_onnx(a.model);
-  Plan plan;
-  configure_plan(plan, a.bind, a.bind_ops, a.threads);
-  // Injected faults wrap the plan's framework bindings (forward or backward).
+  // The plan, its framework bindings wrapped with the injected faults (forward or backward).
   std::vector<FaultSpec> faults;
-  std::vector<FaultyBinding*> faulty;
   for (const auto& s : a.inject) faults.push_back(parse_fault(s));
-  for (const auto& b : binding_names()) {
-    if (b == "reference") continue;
-    std::vector<FaultSpec> mine;
-    for (const auto& f : faults)
-      if (f.binding.empty() || f.binding == b) mine.push_back(f);
-    if (mine.empty()) continue;
-    auto fb = std::make_unique<FaultyBinding>(make_binding(b), mine);
-    faulty.push_back(fb.get());
-    plan.add_binding(std::move(fb));
-  }
+  std::vector<FaultyBinding*> faulty;
+  auto make_plan = [&](std::vector<FaultyBinding*>* track) {
+    Plan p;
+    configure_plan(p, a.bind, a.bind_ops, a.threads);
+    for (const auto& b : binding_names()) {
+      if (b == "reference") continue;
+      std::vector<FaultSpec> mine;
+      for (const auto& f : faults)
+        if (f.binding.empty() || f.binding == b) mine.push_back(f);
+      if (mine.empty()) continue;
+      auto fb = std::make_unique<FaultyBinding>(make_binding(b), mine);
+      if (track) track->push_back(fb.get());
+      p.add_binding(std::move(fb));
+    }
+    return p;
+  };
+  Plan plan = make_plan(&faulty);
   check_supported(g, plan);
   std::shared_ptr<TrainCheck> tc;
   if (a.check || a.cmd->count("--check-every"))
@@ -105,6 +109,18 @@ int run(TrainArgs& a) {
     if (step == total) fmt::print(stderr, "\r\033[K");
   };
   TrainResult r = train(g, X, Y, plan, a.config);
+  if (tc && !tc->findings.empty()) {
+    // Verification by replacement of the five worst findings, against an all-reference run.
+    TrainConfig plain = a.config;
+    plain.watch = {};
+    plain.progress = {};
+    Plan reference_plan;
+    TrainResult ref = train(g, X, Y, reference_plan, plain);
+    for (std::size_t i = 0; i < tc->findings.size() && i < 5; ++i)
+      verify_train_finding(
+          tc->findings[i], g, X, Y, a.config, [&] { return make_plan(nullptr); }, ref.weights,
+          r.weights);
+  }
   std::size_t per_epoch = r.losses.size() / static_cast<std::size_t>(a.config.epochs);
   fmt::print("{}: {} steps under --bind {} ({} trainable tensors), loss {}\n", a.model,
              r.losses.size(), a.bind, r.trainable.size(), a.loss);
@@ -123,10 +139,10 @@ int run(TrainArgs& a) {
         "reference): {} finding(s)\n",
         tc->checked_steps, r.losses.size(), tc->findings.size());
     for (const auto& f : tc->findings)
-      fmt::print("  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n",
+      fmt::print("  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n{}",
                  f.phase, f.kind, f.binding, f.node, f.op_type,
                  std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step, f.steps,
-                 f.detail);
+                 f.detail, f.verification.empty() ? "" : "      " + f.verification + "\n");
   }
   if (!a.json_file.empty()) {
     nlohmann::json j;
@@ -149,7 +165,8 @@ int run(TrainArgs& a) {
              {"score", std::isfinite(f.score) ? nlohmann::json(f.score) : nlohmann::json("inf")},
              {"iteration", f.step},
              {"iterations", f.steps},
-             {"verified", false},
+             {"verified", f.verified},
+             {"verification", f.verification},
              {"repro", nullptr},
              {"detail", f.detail}});
     std::ofstream(a.json_file) << j.dump(1) << '\n';

@@ -82,7 +82,7 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     }
     NodeRecord rec;
     rec.node = *it;
-    Binding* b = plan.for_node(node);
+    Binding* b = plan.for_node_backward(node);
     rec.planned = b->name();
     auto t0 = std::chrono::steady_clock::now();
     Tensors gin;

@@ -43,6 +43,17 @@ Binding* Plan::for_node(const Node& n) {
   return binding(default_);
 }
 
+void Plan::bind_backward(const std::string& node_name, const std::string& b) {
+  binding(b);
+  backward_overrides_[node_name] = b;
+}
+
+Binding* Plan::for_node_backward(const Node& n) {
+  if (auto it = backward_overrides_.find(n.name); it != backward_overrides_.end())
+    return binding(it->second);
+  return for_node(n);
+}
+
 void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs,
                      const std::map<std::string, std::string>& source) {
   for (const auto& vi : g.inputs) {

@@ -23,12 +23,17 @@ class Plan {
   void set_default(const std::string& binding);
   void bind_op(const std::string& op_type_or_node, const std::string& binding);
   Binding* for_node(const Node& n);
+  // The backward of a node may be bound apart from its forward (verification by replacement of
+  // a gradient); by default it follows the forward's binding.
+  void bind_backward(const std::string& node_name, const std::string& binding);
+  Binding* for_node_backward(const Node& n);
   Binding* reference() { return binding("reference"); }
 
  private:
   std::map<std::string, std::unique_ptr<Binding>> bindings_;
   std::string default_ = "reference";
-  std::map<std::string, std::string> overrides_;  // node name or op type -> binding
+  std::map<std::string, std::string> overrides_;           // node name or op type -> binding
+  std::map<std::string, std::string> backward_overrides_;  // node name -> binding
 };
 
 struct NodeRecord {

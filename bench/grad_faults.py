@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Gradient-fault benchmark of `metaop train --check`: on the training test models (an MLP, a
+CNN and resnet18 in training mode), every op type's backward gets a sign-flipped or doubled
+gradient (grad_sign, grad_scale) at a seeded sample of its nodes, one at a time, under torch or
+onednn (alternating; the other when the first has no backward for the op). Reports detection
+(the node is a backward finding), localization (it is the top finding) and verification (its
+replacement by the reference restores the training trajectory).
+
+Usage: bench/grad_faults.py METAOP WORK_DIR [--nodes N] [--seed S] [--json OUT]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import onnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = {"mlp": ["--batch-size", "16"], "cnn": ["--batch-size", "8"],
+          "resnet18_train": ["--batch-size", "8"]}
+SKIP = {"Shape", "Constant", "Gather", "Unsqueeze", "Concat", "Reshape", "Flatten", "Identity"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("metaop")
+    ap.add_argument("work")
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "models",
+                                                 "make_train_models.py"), a.work],
+                   check=True, capture_output=True)
+    rng = random.Random(a.seed)
+    rows, k = [], 0
+    for model, extra in MODELS.items():
+        path = os.path.join(a.work, model + ".onnx")
+        by_type = {}
+        for n in onnx.load(path).graph.node:
+            if n.op_type not in SKIP:
+                by_type.setdefault(n.op_type, []).append(n.name)
+        for fault in ["grad_sign", "grad_scale"]:
+            for op, names in sorted(by_type.items()):
+                for node in rng.sample(names, min(a.nodes, len(names))):
+                    first = ["torch", "onednn"][k % 2]
+                    k += 1
+                    for binding in [first, "onednn" if first == "torch" else "torch"]:
+                        r = run(a.metaop, a.work, model, extra, node, op, fault, binding)
+                        if r["status"] != "n/a":
+                            break
+                    rows.append(r)
+                    print(f"{model:<15} {fault:<10} {op:<20} {binding:<7} {r['status']:<9} "
+                          f"localized={r.get('localized')} verified={r.get('verified')}", flush=True)
+    report(rows, a.json)
+
+
+def run(metaop, work, model, extra, node, op, fault, binding):
+    out = os.path.join(work, "f.json")
+    if os.path.exists(out):
+        os.remove(out)
+    spec = f"{node}:{fault}@{binding}:backward"
+    p = subprocess.run([metaop, "train", os.path.join(work, model + ".onnx"), "--data",
+                        os.path.join(work, model + "_x.npy"), "--labels",
+                        os.path.join(work, model + "_y.npy"), "--loss", "cross_entropy",
+                        "--epochs", "1", "--lr", "0.01", "--bind", binding, "--check",
+                        "--inject", spec, "--json", out, *extra], capture_output=True, text=True)
+    row = {"model": model, "node": node, "op_type": op, "fault": fault, "binding": binding}
+    applied = [l for l in p.stdout.splitlines() if l.startswith("injected")]
+    if not applied or "not applied" in applied[0]:
+        row.update(status="n/a", note=applied[0] if applied else "not reached")
+        return row
+    if p.returncode == 2 or not os.path.exists(out):
+        row.update(status="error", note=(p.stderr or p.stdout)[-300:])
+        return row
+    fs = json.load(open(out))["findings"]
+    mine = [f for f in fs if f["node"] == node and f["phase"] == "backward"]
+    row["others"] = [f["node"] for f in fs if f["node"] != node]
+    if not mine:
+        row["status"] = "missed"
+        return row
+    row.update(status="detected", localized=fs[0]["node"] == node and fs[0]["phase"] == "backward",
+               verified=bool(mine[0]["verified"]), verification=mine[0].get("verification", ""))
+    # A wrong gradient that reaches no weight (the gradient of the model's input, at the first
+    # layer) leaves the training trajectory as it was: masked for verification.
+    m = re.search(r"\(before: ([0-9.e+-]+)\)", row["verification"])
+    row["masked"] = bool(m) and float(m.group(1)) < 1e-5
+    return row
+
+
+def report(rows, path):
+    eff = [r for r in rows if r["status"] in ("detected", "missed")]
+    det = [r for r in eff if r["status"] == "detected"]
+    loc = [r for r in det if r["localized"]]
+    masked = [r for r in det if r.get("masked")]
+    ver = [r for r in det if r["verified"]]
+    pct = lambda x, y: f"{100.0 * len(x) / len(y):.1f}% ({len(x)}/{len(y)})" if y else "n/a"
+    print(f"\ninjections {len(rows)}: not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
+          f"errors {sum(r['status'] == 'error' for r in rows)}")
+    print(f"detection    {pct(det, eff)}")
+    print(f"localization {pct(loc, det)} of detected")
+    print(f"verification {pct(ver, [r for r in det if not r.get('masked')])} of detected faults "
+          f"that change the training trajectory ({len(masked)} do not: a wrong gradient of the "
+          f"model's input reaches no weight)")
+    for r in rows:
+        if r["status"] in ("missed", "error") or (r["status"] == "detected" and not r.get("masked")
+                                                  and not (r["localized"] and r["verified"])):
+            print(f"  {r}")
+    if path:
+        json.dump(rows, open(path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
