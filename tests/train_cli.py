@@ -61,6 +61,20 @@ for model, args in [("mlp", ["--loss", "cross_entropy", "--epochs", "3", "--batc
         check(worst < 1e-5, f"{model}: torch and onednn losses agree with the reference over the "
               f"first 5 steps (worst relative difference {worst:.2e})")
 
+# Dropout in training mode: every plan draws the same mask (the reference's, seeded per step).
+runs = {}
+for b in ["reference", "torch", "onednn"]:
+    rc, out, runs[b] = train("mlp_dropout", "--loss", "cross_entropy", "--epochs", "2",
+                             "--batch-size", "16", "--lr", "0.1", "--bind", b)
+    check(rc == 0, f"mlp with training-mode Dropout trains under {b}", out)
+if all(runs.values()):
+    worst = max(abs(runs[b][i] - runs["reference"][i]) / abs(runs["reference"][i])
+                for b in ["torch", "onednn"] for i in range(5))
+    check(worst < 1e-5, f"mlp_dropout: the plans share the dropout mask (worst {worst:.1e})")
+    check(runs["reference"] != train("mlp", "--loss", "cross_entropy", "--epochs", "2",
+                                     "--batch-size", "16", "--lr", "0.1")[2],
+          "dropout changes the trajectory (the mask is applied)")
+
 # 2. Optimizers against PyTorch's, full batch, from the same initial weights (the export's).
 x = torch.from_numpy(np.load(os.path.join(WORK, "mlp_x.npy")))
 y = torch.from_numpy(np.load(os.path.join(WORK, "mlp_y.npy")))

@@ -220,6 +220,14 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       std::map<std::string, Tensor> inputs{{g.inputs[0].name, take_rows(X, rows)}};
       if (config.loss != LossKind::Output) inputs[kLabelsInput] = take_rows(Y, rows);
       validate_inputs(h, inputs);
+      // Dropout runs on the reference with a mask drawn from a per-step, per-node seed: every
+      // plan drops the same elements, so runs stay comparable.
+      for (std::size_t k = 0; k < h.nodes.size(); ++k)
+        if (h.nodes[k].op_type == "Dropout") {
+          h.nodes[k].attrs["metaop_dropout_seed"] = Attribute::of_int(
+              static_cast<std::int64_t>(config.seed * 1000003 + (step + 1) * 7919 + k));
+          plan.bind_op(h.nodes[k].name, "reference");
+        }
       auto t0 = std::chrono::steady_clock::now();
       RunResult f = run_graph(h, inputs, plan, keep);
       bool watched = config.watch && config.watch(step + 1);

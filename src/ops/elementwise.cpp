@@ -3,6 +3,7 @@
 // Each reference computes in float64 on exactly widened inputs and rounds once to the output.
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
@@ -335,8 +336,20 @@ void register_elementwise_vjps(OpRegistry& r) {
     if (c.opset >= 11 && has_input(in, 2)) res[2] = grad_like({ghi}, in[2]);
     return res;
   });
-  // Cast between floating types, inference-mode Dropout: the gradient passes through.
-  for (const char* t : {"Cast", "CastLike", "Dropout"})
+  r.set_vjp("Dropout", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                          const Tensors& grads) {
+    Tensors res(in.size());
+    auto g = grad_of(grads, out, 0);
+    auto [ratio, training] = dropout_mode(c, in);
+    if (training && ratio > 0) {
+      auto keep = dropout_mask(c, in[0].numel(), ratio);
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = keep[i] ? g[i] / (1 - ratio) : 0.0;
+    }
+    res[0] = grad_like(g, in[0]);
+    return res;
+  });
+  // Cast between floating types: the gradient passes through.
+  for (const char* t : {"Cast", "CastLike"})
     r.set_vjp(
         t, [](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
           Tensors res(in.size());
@@ -358,6 +371,19 @@ ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
     if (has_input(in, 2)) hi = in[2].f64_at(0);
   }
   return {lo, hi};
+}
+
+std::vector<bool> dropout_mask(const KernelContext& c, std::int64_t n, double ratio) {
+  if (!c.node.has_attr("metaop_dropout_seed"))
+    throw Unsupported(fmt::format(
+        "{}: training-mode dropout with ratio {} draws a random mask; the reference draws it only "
+        "from a seed the training loop sets (so that every plan gets the same mask)",
+        c.node.label(), ratio));
+  std::mt19937_64 rng(static_cast<std::uint64_t>(c.node.attr_i("metaop_dropout_seed")));
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<bool> keep(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = u(rng) >= ratio;
+  return keep;
 }
 
 DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
@@ -553,14 +579,18 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add({"Dropout", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
            auto [ratio, training] = dropout_mode(c, in);
-           if (training && ratio > 0)
-             throw Unsupported(fmt::format(
-                 "{}: training-mode dropout with ratio {} draws a random mask; the reference runs "
-                 "it only with a mask shared by all bindings (training)",
-                 c.node.label(), ratio));
            Tensor mask(DType::Bool, x.shape());
-           for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = true;
-           return Tensors{x, mask};
+           if (!training || ratio == 0) {
+             for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = true;
+             return Tensors{x, mask};
+           }
+           auto keep = dropout_mask(c, x.numel(), ratio);
+           auto v = x.to_f64();
+           for (std::size_t i = 0; i < v.size(); ++i) {
+             mask.data<bool>()[i] = keep[i];
+             v[i] = keep[i] ? v[i] / (1 - ratio) : 0.0;
+           }
+           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype()), mask};
          }});
 
   register_elementwise_vjps(r);

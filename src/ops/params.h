@@ -37,6 +37,9 @@ struct DropoutMode {
   bool training;
 };
 DropoutMode dropout_mode(const KernelContext& c, const Tensors& in);
+// Training-mode Dropout's keep mask, drawn from the node's `metaop_dropout_seed` attribute (set by
+// the training loop each step, so that every plan gets the same mask); Unsupported without it.
+std::vector<bool> dropout_mask(const KernelContext& c, std::int64_t n, double ratio);
 
 // Squeeze / Unsqueeze (and others): `axes` from input i from `input_from_opset`, else attribute.
 std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,

@@ -32,6 +32,17 @@ np.save(os.path.join(out, "mlp_y.npy"), y.astype(np.int64))
 mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
 export(mlp, torch.zeros(2, 8), "mlp")
 
+# The same MLP with Dropout, exported in training mode (the mask is drawn at every step).
+torch.manual_seed(0)
+mlp_do = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+                             torch.nn.Linear(16, 3)).train()
+torch.onnx.export(mlp_do, torch.zeros(2, 8), os.path.join(out, "mlp_dropout.onnx"),
+                  opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                  dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+for suffix in ["x", "y"]:
+    np.save(os.path.join(out, f"mlp_dropout_{suffix}.npy"), np.load(os.path.join(out, f"mlp_{suffix}.npy")))
+
 # CNN on 1x8x8 images: the class is which third of the image holds a bright bar.
 y = rng.integers(0, 3, 48)
 x = rng.standard_normal((48, 1, 8, 8)).astype(np.float32) * 0.3
