@@ -142,7 +142,20 @@ for spec, node in [("/layer2/layer2.0/conv1/Conv:grad_sign@torch:backward", "/la
           and len(fs) == 1, f"{spec}: found at the node, backward phase, nothing else ({fs[:2]})",
           p.stdout + p.stderr)
 
-# 5. --save and --hparams.
+# 5. --compare: the same training under several bindings, per-step divergence and where the
+#    values part.
+out = os.path.join(WORK, "cmp.json")
+p = subprocess.run([METAOP, "train", os.path.join(WORK, "mlp.onnx"), "--data",
+                    os.path.join(WORK, "mlp_x.npy"), "--labels", os.path.join(WORK, "mlp_y.npy"),
+                    "--loss", "cross_entropy", "--batch-size", "16", "--compare",
+                    "reference,torch,onednn", "--json", out], capture_output=True, text=True)
+doc = json.load(open(out)) if os.path.exists(out) else {}
+check(p.returncode == 0 and set(doc.get("losses", {})) == {"reference", "torch", "onednn"} and
+      all(d < 1e-4 for d in doc.get("weight_drift", {}).values()),
+      f"--compare trains under each plan and reports the divergence ({doc.get('weight_drift')})",
+      p.stdout + p.stderr)
+
+# 6. --save and --hparams.
 hp = os.path.join(WORK, "hp.json")
 json.dump({"optimizer": "sgd", "lr": 0.1, "epochs": 2, "batch_size": 16}, open(hp, "w"))
 saved = os.path.join(WORK, "mlp_trained.onnx")
@@ -151,7 +164,7 @@ check(rc == 0 and len(losses) == 12, f"--hparams sets epochs and batch size ({le
 p = subprocess.run([METAOP, "run", saved, "--random-inputs"], capture_output=True, text=True)
 check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdout + p.stderr)
 
-# 6. Bad usage: exit 2 naming the culprit.
+# 7. Bad usage: exit 2 naming the culprit.
 for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "mse"], "labels are int64"),
                      (["--loss", "cross_entropy", "--optimizer", "lion"], "lion"),

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
+#include "analysis/accuracy.h"
 #include "analysis/train_check.h"
 #include "bindings/fault_injection.h"
 #include "cli/commands.h"
@@ -13,6 +15,7 @@
 #include "cli/plan_options.h"
 #include "engine/train.h"
 #include "graph/onnx_io.h"
+#include "ops/kernel_util.h"
 
 namespace metaop::cli {
 
@@ -27,6 +30,7 @@ struct TrainArgs {
   bool check = false;
   std::size_t check_every = 1;
   std::vector<std::string> inject;
+  std::string compare;
   CLI::App* cmd = nullptr;
 };
 
@@ -69,9 +73,116 @@ void apply_hparams(TrainArgs& a) {
   }
 }
 
+// --compare B1,B2,...: the same training (initial weights, data order, steps) under each
+// binding; per-step loss divergence from the first, final weight divergence, and on the first
+// batch the first node (in run order) whose values drift from the first plan's by more than
+// 1e-4 relative.
+int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
+  std::vector<std::string> plans;
+  for (std::size_t start = 0; start <= a.compare.size();) {
+    auto comma = a.compare.find(',', start);
+    std::string b = a.compare.substr(start, comma - start);
+    if (!b.empty()) plans.push_back(b);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  auto known = binding_names();
+  for (const auto& b : plans)
+    if (std::find(known.begin(), known.end(), b) == known.end())
+      fail("--compare {}: unknown binding '{}'", a.compare, b);
+  if (plans.size() < 2) fail("--compare {}: name at least two bindings", a.compare);
+  a.config.loss = parse_loss(a.loss);
+  std::map<std::string, TrainResult> runs;
+  for (const auto& b : plans) {
+    Plan p;
+    configure_plan(p, b, a.bind_ops, a.threads);
+    check_supported(g, p);
+    TrainConfig c = a.config;
+    c.progress = {};
+    runs[b] = train(g, X, Y, p, c);
+  }
+  const auto& base = runs.at(plans[0]);
+  fmt::print("{}: {} steps, loss {}; divergence from --bind {}\n\n{:>5}", a.model,
+             base.losses.size(), a.loss, plans[0], "step");
+  for (const auto& b : plans) fmt::print(" {:>16}", b);
+  fmt::print("  {:>12}\n", "max rel diff");
+  for (std::size_t s = 0; s < base.losses.size(); ++s) {
+    double worst = 0;
+    fmt::print("{:>5}", s + 1);
+    for (const auto& b : plans) {
+      double l = runs.at(b).losses.at(s);
+      fmt::print(" {:>16.9g}", l);
+      worst = std::max(worst,
+                       std::fabs(l - base.losses[s]) / std::max(std::fabs(base.losses[s]), 1e-30));
+    }
+    fmt::print("  {:>12.3g}\n", worst);
+  }
+  nlohmann::json j;
+  j["schema"] = "metaop-train-compare/1";
+  j["model"] = a.model;
+  j["plans"] = plans;
+  for (const auto& b : plans) {
+    double d = weight_drift(runs.at(b).weights, base.weights);
+    fmt::print("final weights under {}: relative drift {:.3g} from {}\n", b, d, plans[0]);
+    j["losses"][b] = runs.at(b).losses;
+    j["weight_drift"][b] = d;
+  }
+  // Where the values part, on the first batch at the initial weights.
+  Graph h = with_loss(g, a.config.loss, Y.dtype());
+  std::int64_t n = std::min<std::int64_t>(a.config.batch_size, X.dim(0));
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
+  std::iota(rows.begin(), rows.end(), 0);
+  auto take_first = [&](const Tensor& t) {
+    std::int64_t per = t.numel() / t.dim(0);
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(n * per));
+    std::iota(idx.begin(), idx.end(), 0);
+    Shape s = t.shape();
+    s[0] = n;
+    return take(t, s, idx);
+  };
+  std::map<std::string, Tensor> inputs{{g.inputs[0].name, take_first(X)}};
+  if (a.config.loss != LossKind::Output) inputs[kLabelsInput] = take_first(Y);
+  RunOptions keep;
+  keep.keep_all = true;
+  std::map<std::string, RunResult> fwd;
+  for (const auto& b : plans) {
+    Plan p;
+    configure_plan(p, b, a.bind_ops, a.threads);
+    for (const auto& node : h.nodes)
+      if (node.op_type == "Dropout") p.bind_op(node.name, "reference");
+    fwd[b] = run_graph(h, inputs, p, keep);
+  }
+  for (std::size_t k = 1; k < plans.size(); ++k) {
+    const auto& rb = fwd.at(plans[k]);
+    std::string first;
+    for (const auto& rec : rb.records) {
+      for (const auto& o : h.nodes[rec.node].outputs) {
+        if (o.empty() || !is_floating(rb.values.at(o).dtype())) continue;
+        Drift d = drift(rb.values.at(o), fwd.at(plans[0]).values.at(o));
+        if (d.nonfinite || d.rel > 1e-4) {
+          first = fmt::format("{} ({}): '{}' drifts {:.3g} relative", h.nodes[rec.node].name,
+                              h.nodes[rec.node].op_type, o, d.nonfinite ? INFINITY : d.rel);
+          break;
+        }
+      }
+      if (!first.empty()) break;
+    }
+    fmt::print("first node whose values part (> 1e-4) between {} and {} on the first batch: {}\n",
+               plans[0], plans[k], first.empty() ? "none" : first);
+    j["first_divergent_node"][plans[k]] = first;
+  }
+  if (!a.json_file.empty()) {
+    std::ofstream(a.json_file) << j.dump(1) << '\n';
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  return 0;
+}
+
 int run(TrainArgs& a) {
   apply_hparams(a);
   Graph g = load_onnx(a.model);
+  if (!a.compare.empty())
+    return compare(a, g, load_tensor_file(a.data), load_tensor_file(a.labels));
   // The plan, its framework bindings wrapped with the injected faults (forward or backward).
   std::vector<FaultSpec> faults;
   for (const auto& s : a.inject) faults.push_back(parse_fault(s));
@@ -154,6 +265,14 @@ int run(TrainArgs& a) {
     j["step_seconds"] = r.step_seconds;
     j["trainable"] = r.trainable;
     j["findings"] = nlohmann::json::array();
+    if (tc) {
+      // Worst local score of each node over the checked steps, forward and backward.
+      for (std::size_t k = 0; k < g.nodes.size(); ++k)
+        j["node_scores"].push_back({{"node", g.nodes[k].name},
+                                    {"op_type", g.nodes[k].op_type},
+                                    {"forward", tc->forward_scores[k]},
+                                    {"backward", tc->backward_scores[k]}});
+    }
     if (tc)
       for (const auto& f : tc->findings)
         j["findings"].push_back(
@@ -213,6 +332,8 @@ void add_train_command(CLI::App& app, Action& action) {
                 "findings)");
   cmd->add_option("--check-every", a->check_every, "Check every K-th step (implies --check)")
       ->capture_default_str();
+  cmd->add_option("--compare", a->compare,
+                  "Train under each of these bindings (B1,B2,...) and report where they diverge");
   cmd->add_option("--inject", a->inject,
                   "Inject a fault: OP:FAULT@BINDING, or OP:grad_sign|grad_scale@BINDING:backward");
   add_plan_options(cmd, a->bind, a->bind_ops, a->threads);
