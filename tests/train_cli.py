@@ -111,7 +111,7 @@ for b in ["reference", "torch", "onednn"]:
     saved = os.path.join(WORK, f"r18_{b}.onnx")
     rc, out, losses = train("resnet18_train", "--loss", "cross_entropy", "--batch-size", "8",
                             "--lr", "0.01", "--momentum", "0.9", "--bind", b, "--check",
-                            "--save", saved)
+                            "--save", saved, "--report", os.path.join(WORK, f"report_{b}"))
     check(rc == 0 and "0 finding(s)" in out and len(losses) == 2,
           f"resnet18 (training mode) steps under {b} with every node checked", out)
     runs[b] = losses
@@ -119,6 +119,9 @@ if all(runs.values()):
     worst = max(abs(runs[b][i] - runs["reference"][i]) / runs["reference"][i]
                 for b in ["torch", "onednn"] for i in range(2))
     check(worst < 1e-3, f"resnet18: losses agree across bindings (worst {worst:.1e})")
+html = open(os.path.join(WORK, "report_torch", "index.html")).read()
+check(html.count("<svg") == 2 and "<script" not in html and "Loss per step" in html,
+      "train --report: loss curve and per-node error plot, no scripts")
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(WORK, "r18_torch.onnx")).graph.initializer}

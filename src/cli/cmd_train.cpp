@@ -16,6 +16,7 @@
 #include "engine/train.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
+#include "report/train_report.h"
 
 namespace metaop::cli {
 
@@ -31,6 +32,7 @@ struct TrainArgs {
   std::size_t check_every = 1;
   std::vector<std::string> inject;
   std::string compare;
+  std::string report_dir;
   CLI::App* cmd = nullptr;
 };
 
@@ -175,6 +177,12 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
     std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }
+  if (!a.report_dir.empty()) {
+    TrainReport rep{a.model, a.loss, {}, &g, nullptr};
+    for (const auto& b : plans) rep.losses[b] = runs.at(b).losses;
+    write_train_report(rep, a.report_dir);
+    fmt::print("wrote {}/index.html\n", a.report_dir);
+  }
   return 0;
 }
 
@@ -291,6 +299,11 @@ int run(TrainArgs& a) {
     std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }
+  if (!a.report_dir.empty()) {
+    TrainReport rep{a.model, a.loss, {{a.bind, r.losses}}, &g, tc.get()};
+    write_train_report(rep, a.report_dir);
+    fmt::print("wrote {}/index.html\n", a.report_dir);
+  }
   if (!a.save.empty()) {
     write_file(a.save, with_initializers(a.model, r.weights));
     fmt::print("wrote {} (trained weights)\n", a.save);
@@ -327,6 +340,9 @@ void add_train_command(CLI::App& app, Action& action) {
                   "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");
   cmd->add_option("--json", a->json_file, "Write the per-step losses as JSON");
   cmd->add_option("--save", a->save, "Write the model with its trained weights");
+  cmd->add_option("--report", a->report_dir,
+                  "Write an HTML report (loss curves; per-node forward and gradient error with "
+                  "--check) into this folder");
   cmd->add_flag("--check", a->check,
                 "Check every node's forward and backward against the reference (exit 1 on "
                 "findings)");

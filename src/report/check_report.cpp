@@ -9,6 +9,7 @@
 #include <map>
 
 #include "graph/onnx_io.h"
+#include "report/html.h"
 #include "tensor/npy.h"
 
 namespace metaop {
@@ -32,29 +33,6 @@ nlohmann::json num(double v) {
 
 std::string fmt_score(double s) {
   return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
-}
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -242,54 +220,6 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
   if (!r.fault_log.empty()) j["injected"] = r.fault_log;
   return j;
 }
-
-namespace {
-
-// One SVG line chart: x = node position in run order, y = log10 of the value, clamped.
-std::string svg_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
-                     const std::vector<std::string>& colors, double lo, double hi, double threshold,
-                     const std::string& ylabel) {
-  const double W = 900, H = 220, L = 50, B = 25;
-  std::size_t n = 0;
-  for (const auto& [name, v] : lines) n = std::max(n, v.size());
-  auto X = [&](std::size_t i) { return L + (W - L - 10) * (n > 1 ? double(i) / (n - 1) : 0.5); };
-  auto Y = [&](double v) {
-    double l = v > 0 ? std::log10(v) : lo;
-    if (!std::isfinite(l)) l = hi;
-    l = std::clamp(l, lo, hi);
-    return (H - B) - (H - B - 10) * (l - lo) / (hi - lo);
-  };
-  std::string s = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='plot'>"
-      "<rect x='{}' y='0' width='{}' height='{}' fill='#fafafa' stroke='#ccc'/>",
-      W, H, L, W - L - 10, H - B);
-  for (double e = lo; e <= hi; e += 2)
-    s += fmt::format(
-        "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/>"
-        "<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>1e{:g}</text>",
-        L, W - 10, Y(std::pow(10, e)), Y(std::pow(10, e)), L - 4, Y(std::pow(10, e)) + 3, e);
-  if (threshold > 0)
-    s += fmt::format(
-        "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#d33' stroke-dasharray='4 3'/>", L,
-        W - 10, Y(threshold), Y(threshold));
-  for (std::size_t k = 0; k < lines.size(); ++k) {
-    std::string pts;
-    for (std::size_t i = 0; i < lines[k].second.size(); ++i)
-      pts += fmt::format("{:.1f},{:.1f} ", X(i), Y(lines[k].second[i]));
-    s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.2' points='{}'/>",
-                     colors[k % colors.size()], pts);
-    s += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", L + 8 + 110 * k, 14,
-                     colors[k % colors.size()], html_escape(lines[k].first));
-  }
-  s += fmt::format(
-      "<text x='{}' y='{}' font-size='11' text-anchor='middle'>node (run order)</text>"
-      "<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' "
-      "text-anchor='middle'>{}</text></svg>",
-      (W + L) / 2, H - 6, H / 2, H / 2, html_escape(ylabel));
-  return s;
-}
-
-}  // namespace
 
 void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir) {
   fs::create_directories(dir);

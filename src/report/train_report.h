@@ -1,0 +1,22 @@
+#pragma once
+// The offline HTML report of `metaop train`: loss curves of each plan, the per-node forward and
+// gradient error along the model (with --check), and the findings.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/train_check.h"
+
+namespace metaop {
+
+struct TrainReport {
+  std::string model, loss;
+  std::map<std::string, std::vector<double>> losses;  // plan -> per-step loss
+  const Graph* graph = nullptr;
+  const TrainCheck* check = nullptr;  // optional
+};
+
+// Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
+void write_train_report(const TrainReport& r, const std::string& dir);
+
+}  // namespace metaop
