@@ -248,10 +248,14 @@ int run(TrainArgs& a) {
     for (std::size_t i = 0; i < per_epoch; ++i) s += r.losses[e * per_epoch + i];
     fmt::print("epoch {:>3}: mean loss {:.8g}\n", e + 1, s / static_cast<double>(per_epoch));
   }
+  std::size_t reached = 0;
   for (auto* fb : faulty)
-    for (const auto& [node, note] : fb->log())
+    for (const auto& [node, note] : fb->log()) {
       fmt::print("injected {}/{}: {}\n", fb->name(), node, note);
-  if (a.inject.size() && faulty.empty()) fmt::print("no injected fault was reached\n");
+      ++reached;
+    }
+  if (!a.inject.empty() && reached == 0)
+    fmt::print("no injected fault was reached (no node of the plan's bindings matched)\n");
   if (tc) {
     fmt::print(
         "\nchecked {} of {} steps (forward and backward of every node against the "
