@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/accuracy.h"
 #include "analysis/binding_check.h"
 #include "analysis/conform.h"
 #include "graph/onnx_io.h"
@@ -196,6 +197,35 @@ std::set<std::string> known_findings() {
   return k;
 }
 
+// The binding's backward against the reference VJP with the backward error model, for random
+// gradients of the first output (what every binding differentiates); empty when within it or
+// when either side has no backward here.
+std::string vjp_verdict(Binding& b, const Node& node, std::int64_t opset, const Tensors& in,
+                        std::uint64_t seed) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->vjp) return "";
+  try {
+    Tensors outs = op->reference(KernelContext{node, opset}, in);
+    if (outs.empty() || !outs[0].defined() || !is_floating(outs[0].dtype())) return "";
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> v(static_cast<std::size_t>(outs[0].numel()));
+    for (auto& x : v) x = u(rng);
+    Tensors g(outs.size());
+    g[0] = Tensor::from_f64(v, outs[0].shape(), outs[0].dtype());
+    Tensors got = b.backward(node, opset, in, outs, g);
+    LocalCheck lc = check_local_backward(node, opset, in, outs, g, got);
+    if (!lc.score.bad()) return "";
+    if (!lc.score.mismatch.empty()) return lc.score.mismatch;
+    return fmt::format("score {:.3g}: input #{}{}: {:.9g}, reference {:.9g}, tolerance {:.3g}",
+                       lc.score.score, lc.score.worst_output,
+                       index_str(lc.reference[lc.score.worst_output].shape(), lc.score.worst_index),
+                       lc.score.worst_got, lc.score.worst_ref, lc.score.worst_tol);
+  } catch (const Unsupported&) {
+    return "";
+  }
+}
+
 void check_binding(const std::string& name) {
   auto binding = make_binding(name);
   auto cases = load_cases();
@@ -246,6 +276,17 @@ void check_binding(const std::string& name) {
           seen.insert(key);
         else
           unexpected.push_back(key + tag + ": " + b.status + ": " + b.detail);
+        // And against the reference VJP on the same inputs and output gradients, with the
+        // backward error model (what `train --check` applies).
+        if (name == "reference") continue;
+        std::string v = vjp_verdict(*binding, node, c.graph.opset, in, 11 + k);
+        key = name + " " + c.test + " vjp";
+        if (v.empty())
+          continue;
+        else if (known.count(key))
+          seen.insert(key);
+        else
+          unexpected.push_back(key + tag + ": " + v);
       }
     }
   }

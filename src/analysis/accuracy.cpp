@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+
+#include "ops/params.h"
 
 namespace metaop {
 
@@ -95,6 +99,53 @@ Tensors ones_like(const Tensors& ts) {
 
 }  // namespace
 
+// What the generic bound misses, per op kind: element-wise derivatives computed through the
+// result (1 - y^2, y (1 - y), 1 + y^2 ...) carry u |g| (1 + |y| + y^2); softmax's sum(g y) and
+// log-softmax's sum(g) are n-term sums; and at a kink (an element-wise op's critical point) or a
+// tie (selections), any subgradient is right: no judgement there.
+void backward_slack(const MetaOp& op, const KernelContext& c, const Tensors& in, const Tensors& out,
+                    const Tensors& grads, const AccumulationBound& bound, std::size_t input,
+                    std::vector<double>& m) {
+  if (grads.empty() || !grads[0].defined() || input >= in.size() || !in[input].defined()) return;
+  auto g = grads[0].to_f64(), y = out[0].to_f64();
+  const Tensor& x = in[input];
+  if (op.family == "elementwise" && x.numel() == grads[0].numel()) {
+    auto xv = x.to_f64();
+    std::vector<double> crit;
+    if (op.domain.critical && in.size() == 1) crit = op.domain.critical(c.node);
+    for (std::size_t j = 0; j < m.size(); ++j) {
+      m[j] += 4 * std::fabs(g[j]) * (1 + std::fabs(y[j]) + y[j] * y[j]);
+      for (double k : crit)
+        if (xv[j] == k) m[j] = INFINITY;
+    }
+  }
+  if (c.node.op_type == "Softmax" || c.node.op_type == "LogSoftmax") {
+    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+    (void)axis;
+    double kappa = bound.kappa(static_cast<double>(n));
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
+        double s = 0;
+        for (std::int64_t j = 0; j < n; ++j)
+          s += std::fabs(g[at(j)]) * (c.node.op_type == "Softmax" ? std::fabs(y[at(j)]) : 1.0);
+        for (std::int64_t j = 0; j < n; ++j) {
+          double p = c.node.op_type == "Softmax" ? std::fabs(y[at(j)]) : std::exp(y[at(j)]);
+          m[at(j)] += (kappa + 4) * (p * s + std::fabs(g[at(j)]) * (p + 1));
+        }
+      }
+  }
+  static const std::set<std::string> selections = {"ReduceMax", "ReduceMin", "MaxPool",
+                                                   "GlobalMaxPool", "TopK"};
+  if (selections.count(c.node.op_type) && input == 0) {
+    auto xv = x.to_f64();
+    std::map<double, int> seen;
+    for (double v : xv) ++seen[v];
+    for (std::size_t j = 0; j < m.size(); ++j)
+      if (seen[xv[j]] > 1) m[j] = INFINITY;
+  }
+}
+
 LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                                 const Tensors& outputs, const Tensors& output_grads,
                                 const Tensors& got, const AccumulationBound& bound) {
@@ -103,12 +154,15 @@ LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tens
   KernelContext ctx{node, opset};
   LocalCheck c;
   c.reference = op->vjp(ctx, inputs, outputs, output_grads);
-  Tensors mag;
+  Tensors mag, mag_same;
   Magnitudes own;
-  if (op->error.backward)
+  if (op->error.backward) {
     own = op->error.backward(ctx, inputs, outputs, output_grads, bound);
-  else
+  } else {
     mag = op->vjp(ctx, absolute(inputs), outputs, absolute(output_grads));
+    // At the inputs themselves too: selections (max pooling, min, top-k) pick the same elements.
+    mag_same = op->vjp(ctx, inputs, outputs, absolute(output_grads));
+  }
   Tensors count;
   try {
     count = op->vjp(ctx, ones_like(inputs), ones_like(outputs), ones_like(output_grads));
@@ -133,6 +187,11 @@ LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tens
       continue;
     }
     auto m = mag.at(i).to_f64();
+    if (i < mag_same.size() && mag_same[i].defined()) {
+      auto ms = mag_same[i].to_f64();
+      for (std::size_t j = 0; j < m.size(); ++j) m[j] = std::fabs(m[j]) + std::fabs(ms[j]);
+    }
+    backward_slack(*op, ctx, inputs, outputs, output_grads, bound, i, m);
     std::vector<double> n(rv.size(), largest);
     if (i < count.size() && count[i].defined()) {
       auto cv = count[i].to_f64();

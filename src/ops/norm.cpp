@@ -632,7 +632,12 @@ NormGradMagnitude normalize_vjp_magnitude(const std::vector<double>& x,
     auto k = group[i];
     m.dx[i] = (kappa + 4) * (std::fabs(g[i] * gamma[i]) + ag[k] + 2 * std::fabs(xh[i]) * agx[k]) /
               std::sqrt(var[k] + eps);
-    m.dgamma_terms[i] = std::fabs(g[i] * xh[i]) * 2;
+    // g * xh, with xh itself as accurate as the forward's normalization (its error magnitude).
+    double mean_abs = std::fabs(mean[k]) + std::sqrt(var[k]);  // bounds mean|x|
+    m.dgamma_terms[i] =
+        std::fabs(g[i]) *
+        ((std::fabs(x[i]) + std::fabs(mean[k]) + kappa * mean_abs) / std::sqrt(var[k] + eps) +
+         std::fabs(xh[i]) * (kappa + 4));
     m.dbeta_terms[i] = std::fabs(g[i]);
   }
   return m;
