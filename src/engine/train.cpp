@@ -124,6 +124,8 @@ Optimizer::Optimizer(OptimizerConfig c) : c_(std::move(c)) {
 }
 
 Tensor Optimizer::step(const std::string& name, const Tensor& weight, const Tensor& grad) {
+  if (weight.dtype() == DType::Float32 && grad.dtype() == DType::Float32)
+    return step_f32(name, weight, grad);
   auto w = weight.to_f64(), g = grad.to_f64();
   if (c_.kind == "sgd") {
     auto& buf = m_[name];
@@ -170,6 +172,48 @@ void update_running_stats(Graph& g, const RunResult& forward) {
       g.initializers[stat] = v->second;
     }
   }
+}
+
+// The same update for float32 weights without float64 copies of every tensor: each element is
+// widened, updated in float64 and rounded once, as above.
+Tensor Optimizer::step_f32(const std::string& name, const Tensor& weight, const Tensor& grad) {
+  const float* wp = weight.data<float>();
+  const float* gp = grad.data<float>();
+  std::size_t n = static_cast<std::size_t>(weight.numel());
+  Tensor out(DType::Float32, weight.shape());
+  float* op = out.data<float>();
+  if (c_.kind == "sgd") {
+    auto& buf = m_[name];
+    bool first = buf.empty();
+    if (first && c_.momentum != 0) buf.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      double w = wp[i], d = gp[i] + c_.weight_decay * w;
+      if (c_.momentum != 0) {
+        buf[i] = first ? d : c_.momentum * buf[i] + d;
+        d = c_.nesterov ? d + c_.momentum * buf[i] : buf[i];
+      }
+      op[i] = static_cast<float>(w - c_.lr * d);
+    }
+    return out;
+  }
+  auto &m = m_[name], &v = v_[name];
+  if (m.empty()) {
+    m.assign(n, 0.0);
+    v.assign(n, 0.0);
+  }
+  double b1 = 1 - std::pow(c_.beta1, static_cast<double>(t_)),
+         b2 = 1 - std::pow(c_.beta2, static_cast<double>(t_));
+  for (std::size_t i = 0; i < n; ++i) {
+    double w = wp[i], d = gp[i];
+    if (c_.kind == "adamw")
+      w -= c_.lr * c_.weight_decay * w;
+    else
+      d += c_.weight_decay * w;
+    m[i] = c_.beta1 * m[i] + (1 - c_.beta1) * d;
+    v[i] = c_.beta2 * v[i] + (1 - c_.beta2) * d * d;
+    op[i] = static_cast<float>(w - c_.lr * (m[i] / b1) / (std::sqrt(v[i] / b2) + c_.eps));
+  }
+  return out;
 }
 
 namespace {

@@ -41,6 +41,7 @@ class Optimizer {
   void next_step() { ++t_; }
 
  private:
+  Tensor step_f32(const std::string& name, const Tensor& weight, const Tensor& grad);
   OptimizerConfig c_;
   long t_ = 1;
   std::map<std::string, std::vector<double>> m_, v_;
@@ -64,8 +65,8 @@ struct TrainConfig {
 };
 
 struct TrainResult {
-  std::vector<double> losses;        // per step
-  std::vector<double> step_seconds;  // per step: forward, backward and update
+  std::vector<double> losses;             // per step
+  std::vector<double> step_seconds;       // per step: forward, backward and update
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
 };
