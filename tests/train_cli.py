@@ -154,7 +154,9 @@ p = subprocess.run([METAOP, "train", os.path.join(WORK, "mlp.onnx"), "--data",
                     "reference,torch,onednn", "--json", out], capture_output=True, text=True)
 doc = json.load(open(out)) if os.path.exists(out) else {}
 check(p.returncode == 0 and set(doc.get("losses", {})) == {"reference", "torch", "onednn"} and
-      all(d < 1e-4 for d in doc.get("weight_drift", {}).values()),
+      all(d < 1e-4 for d in doc.get("weight_drift", {}).values()) and
+      all(len(v) == len(doc["losses"]["reference"])
+          for v in doc.get("weight_drift_per_step", {"x": []}).values()),
       f"--compare trains under each plan and reports the divergence ({doc.get('weight_drift')})",
       p.stdout + p.stderr)
 

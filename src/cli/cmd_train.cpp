@@ -76,7 +76,7 @@ void apply_hparams(TrainArgs& a) {
 }
 
 // --compare B1,B2,...: the same training (initial weights, data order, steps) under each
-// binding; per-step loss divergence from the first, final weight divergence, and on the first
+// binding; per-step loss and weight divergence from the first, and on the first
 // batch the first node (in run order) whose values drift from the first plan's by more than
 // 1e-4 relative.
 int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
@@ -95,19 +95,32 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
   if (plans.size() < 2) fail("--compare {}: name at least two bindings", a.compare);
   a.config.loss = parse_loss(a.loss);
   std::map<std::string, TrainResult> runs;
+  // The first plan's weights after every step (kept: memory grows with steps x model size), and
+  // each other plan's drift from them, step by step.
+  std::vector<std::map<std::string, Tensor>> base_weights;
+  std::map<std::string, std::vector<double>> drift_per_step;
   for (const auto& b : plans) {
     Plan p;
     configure_plan(p, b, a.bind_ops, a.threads);
     check_supported(g, p);
     TrainConfig c = a.config;
     c.progress = {};
+    bool first_plan = b == plans[0];
+    c.after_step = [&](std::size_t, const std::map<std::string, Tensor>& w) {
+      std::map<std::string, Tensor> mine;
+      for (const auto& [name, t] : g.initializers) mine[name] = w.at(name);
+      if (first_plan)
+        base_weights.push_back(std::move(mine));
+      else
+        drift_per_step[b].push_back(weight_drift(mine, base_weights.at(drift_per_step[b].size())));
+    };
     runs[b] = train(g, X, Y, p, c);
   }
   const auto& base = runs.at(plans[0]);
   fmt::print("{}: {} steps, loss {}; divergence from --bind {}\n\n{:>5}", a.model,
              base.losses.size(), a.loss, plans[0], "step");
   for (const auto& b : plans) fmt::print(" {:>16}", b);
-  fmt::print("  {:>12}\n", "max rel diff");
+  fmt::print("  {:>12}  {:>12}\n", "max rel diff", "weight drift");
   for (std::size_t s = 0; s < base.losses.size(); ++s) {
     double worst = 0;
     fmt::print("{:>5}", s + 1);
@@ -117,7 +130,9 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
       worst = std::max(worst,
                        std::fabs(l - base.losses[s]) / std::max(std::fabs(base.losses[s]), 1e-30));
     }
-    fmt::print("  {:>12.3g}\n", worst);
+    double wd = 0;
+    for (const auto& [b, d] : drift_per_step) wd = std::max(wd, d.at(s));
+    fmt::print("  {:>12.3g}  {:>12.3g}\n", worst, wd);
   }
   nlohmann::json j;
   j["schema"] = "metaop-train-compare/1";
@@ -128,6 +143,7 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
     fmt::print("final weights under {}: relative drift {:.3g} from {}\n", b, d, plans[0]);
     j["losses"][b] = runs.at(b).losses;
     j["weight_drift"][b] = d;
+    if (drift_per_step.count(b)) j["weight_drift_per_step"][b] = drift_per_step.at(b);
   }
   // Where the values part, on the first batch at the initial weights.
   Graph h = with_loss(g, a.config.loss, Y.dtype());

@@ -296,6 +296,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       for (const auto& [name, grad] : b.grads)
         h.initializers[name] = opt.step(name, h.initializers.at(name), grad);
       opt.next_step();
+      if (config.after_step) config.after_step(step + 1, h.initializers);
       if (config.progress) config.progress(++step, total, lv);
     }
   }

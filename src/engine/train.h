@@ -55,6 +55,9 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   // After each step: (step, total steps, loss).
   std::function<void(std::size_t, std::size_t, double)> progress;
+  // After each step's update, with the model's current initializers.
+  std::function<void(std::size_t step, const std::map<std::string, Tensor>& initializers)>
+      after_step;
   // Checking hooks (src/analysis/train_check): on the steps `watch` selects (1-based), the
   // forward run and each node's backward.
   std::function<bool(std::size_t step)> watch;
