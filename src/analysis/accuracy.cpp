@@ -78,17 +78,6 @@ LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inpu
 
 namespace {
 
-Tensors absolute(const Tensors& ts) {
-  Tensors r = ts;
-  for (auto& t : r) {
-    if (!t.defined() || !is_floating(t.dtype())) continue;
-    auto v = t.to_f64();
-    for (auto& x : v) x = std::fabs(x);
-    t = Tensor::from_f64(v, t.shape(), DType::Float64);
-  }
-  return r;
-}
-
 Tensors ones_like(const Tensors& ts) {
   Tensors r = ts;
   for (auto& t : r)
@@ -159,9 +148,9 @@ LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tens
   if (op->error.backward) {
     own = op->error.backward(ctx, inputs, outputs, output_grads, bound);
   } else {
-    mag = op->vjp(ctx, absolute(inputs), outputs, absolute(output_grads));
+    mag = op->vjp(ctx, absolute_f64(inputs), outputs, absolute_f64(output_grads));
     // At the inputs themselves too: selections (max pooling, min, top-k) pick the same elements.
-    mag_same = op->vjp(ctx, inputs, outputs, absolute(output_grads));
+    mag_same = op->vjp(ctx, inputs, outputs, absolute_f64(output_grads));
   }
   Tensors count;
   try {

@@ -120,6 +120,19 @@ double model_error(const Graph& g, const RunResult& run, const RunResult& ref) {
   return worst;
 }
 
+// A node's record of a run, as the check reports it (scores are filled in later).
+NodeCheck node_check(const NodeRecord& rec) {
+  NodeCheck nc;
+  nc.node = rec.node;
+  nc.ran_on = rec.binding;
+  nc.fallback = rec.fallback_reason;
+  nc.crash = rec.crash;
+  nc.seconds = rec.seconds;
+  nc.output_bytes = rec.output_bytes;
+  nc.heap_delta = rec.heap_delta;
+  return nc;
+}
+
 struct Sample {
   int index;
   const Inputs* inputs;
@@ -180,14 +193,8 @@ class Checker {
     run.binding = "reference";
     run.sample = smp.index;
     for (const auto& rec : smp.reference.records) {
-      NodeCheck nc;
-      nc.node = rec.node;
-      nc.ran_on = rec.binding;
-      nc.seconds = rec.seconds;
-      nc.output_bytes = rec.output_bytes;
-      nc.heap_delta = rec.heap_delta;
       run.seconds += rec.seconds;
-      run.nodes.push_back(nc);
+      run.nodes.push_back(node_check(rec));
       const Node& node = g_.nodes[rec.node];
       Tensors in = node_values(node.inputs, smp.reference.values);
       Tensors out = node_values(node.outputs, smp.reference.values);
@@ -236,14 +243,7 @@ class Checker {
       if (++done % 16 == 0)
         status(
             fmt::format("sample {}: {} node {}/{}", smp.index, binding, done, run.records.size()));
-      NodeCheck nc;
-      nc.node = rec.node;
-      nc.ran_on = rec.binding;
-      nc.fallback = rec.fallback_reason;
-      nc.crash = rec.crash;
-      nc.seconds = rec.seconds;
-      nc.output_bytes = rec.output_bytes;
-      nc.heap_delta = rec.heap_delta;
+      NodeCheck nc = node_check(rec);
       br.seconds += rec.seconds;
       Tensors in = node_values(node.inputs, run.values);
       Tensors out = node_values(node.outputs, run.values);

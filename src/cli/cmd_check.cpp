@@ -10,6 +10,7 @@
 #include "bindings/torch/torch_binding.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/linear_util.h"
@@ -35,30 +36,10 @@ struct CheckArgs {
   bool no_verify = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    auto comma = s.find(',', start);
-    std::string item = s.substr(start, comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 int run(const CheckArgs& a) {
   Graph g = load_onnx(a.model);
   CheckOptions opt;
-  auto known = binding_names();
-  for (const auto& b : split_list(a.bind)) {
-    if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
-      fail("--bind {}: '{}' is not a framework binding (known: {})", a.bind, b,
-           fmt::join(known.begin() + 1, known.end(), ", "));
-    opt.bindings.push_back(b);
-  }
-  if (opt.bindings.empty()) fail("--bind '{}': no binding named", a.bind);
+  opt.bindings = framework_bindings("--bind", a.bind);
   if (a.samples < 1) fail("--samples {}: must be at least 1", a.samples);
   if (a.threads < 1) fail("--threads {}: must be at least 1", a.threads);
   if (a.bound != "probabilistic" && a.bound != "rigorous")

@@ -8,6 +8,7 @@
 #include "analysis/probe.h"
 #include "bindings/binding.h"
 #include "cli/commands.h"
+#include "cli/plan_options.h"
 #include "report/check_report.h"
 
 #ifndef METAOP_ONNX_NODE_TESTS
@@ -27,28 +28,12 @@ struct ProbeArgs {
   std::string testdata = METAOP_ONNX_NODE_TESTS;
 };
 
-nlohmann::json num(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-}
-
 int run(const ProbeArgs& a) {
   ProbeOptions opt;
   opt.testdata = a.testdata;
   if (!std::filesystem::is_directory(a.testdata))
     fail("--testdata {}: no such folder (ONNX node tests, from libonnx-testdata)", a.testdata);
-  auto known = binding_names();
-  for (std::size_t start = 0; start <= a.bind.size();) {
-    auto comma = a.bind.find(',', start);
-    std::string b = a.bind.substr(start, comma - start);
-    if (!b.empty()) {
-      if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
-        fail("--bind {}: '{}' is not a framework binding", a.bind, b);
-      opt.bindings.push_back(b);
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  opt.bindings = framework_bindings("--bind", a.bind);
   for (const auto& op : a.ops)
     if (!OpRegistry::instance().find(op)) fail("--op {}: no such meta operator", op);
   opt.ops = a.ops;
@@ -97,7 +82,7 @@ int run(const ProbeArgs& a) {
                   {"cases", f.cases},
                   {"test", f.test},
                   {"pattern", f.pattern},
-                  {"score", num(f.score)},
+                  {"score", json_number(f.score)},
                   {"detail", f.detail},
                   {"repro", repro}});
   }

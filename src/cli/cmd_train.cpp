@@ -16,6 +16,7 @@
 #include "engine/train.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
+#include "report/check_report.h"
 #include "report/train_report.h"
 
 namespace metaop::cli {
@@ -80,14 +81,7 @@ void apply_hparams(TrainArgs& a) {
 // batch the first node (in run order) whose values drift from the first plan's by more than
 // 1e-4 relative.
 int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
-  std::vector<std::string> plans;
-  for (std::size_t start = 0; start <= a.compare.size();) {
-    auto comma = a.compare.find(',', start);
-    std::string b = a.compare.substr(start, comma - start);
-    if (!b.empty()) plans.push_back(b);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  std::vector<std::string> plans = split_list(a.compare);
   auto known = binding_names();
   for (const auto& b : plans)
     if (std::find(known.begin(), known.end(), b) == known.end())
@@ -303,19 +297,18 @@ int run(TrainArgs& a) {
     }
     if (tc)
       for (const auto& f : tc->findings)
-        j["findings"].push_back(
-            {{"node", f.node},
-             {"op_type", f.op_type},
-             {"binding", f.binding},
-             {"phase", f.phase},
-             {"kind", f.kind},
-             {"score", std::isfinite(f.score) ? nlohmann::json(f.score) : nlohmann::json("inf")},
-             {"iteration", f.step},
-             {"iterations", f.steps},
-             {"verified", f.verified},
-             {"verification", f.verification},
-             {"repro", nullptr},
-             {"detail", f.detail}});
+        j["findings"].push_back({{"node", f.node},
+                                 {"op_type", f.op_type},
+                                 {"binding", f.binding},
+                                 {"phase", f.phase},
+                                 {"kind", f.kind},
+                                 {"score", json_number(f.score)},
+                                 {"iteration", f.step},
+                                 {"iterations", f.steps},
+                                 {"verified", f.verified},
+                                 {"verification", f.verification},
+                                 {"repro", nullptr},
+                                 {"detail", f.detail}});
     std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }

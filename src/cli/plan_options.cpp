@@ -55,4 +55,30 @@ void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) 
     fmt::print("  fell back to the reference: {} x{} ({})\n", op, f.first, f.second);
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto comma = s.find(',', start);
+    std::string item = s.substr(start, comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> framework_bindings(const std::string& option, const std::string& value) {
+  auto known = binding_names();
+  std::vector<std::string> out;
+  for (const auto& b : split_list(value)) {
+    if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
+      fail("{} {}: '{}' is not a framework binding (known: {})", option, value, b,
+           fmt::join(known.begin() + 1, known.end(), ", "));
+    out.push_back(b);
+  }
+  if (out.empty()) fail("{} '{}': no binding named", option, value);
+  return out;
+}
+
 }  // namespace metaop::cli

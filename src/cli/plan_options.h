@@ -10,6 +10,12 @@ namespace metaop::cli {
 
 void add_plan_options(CLI::App* cmd, std::string& bind, std::vector<std::string>& bind_ops,
                       int& threads);
+// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> split_list(const std::string& s);
+// The framework bindings named in a comma-separated `value` of `option`; fails on an unknown
+// one, on "reference", and on an empty list.
+std::vector<std::string> framework_bindings(const std::string& option, const std::string& value);
+
 // bind_ops entries are OPTYPE=BINDING or NODE_NAME=BINDING.
 void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
                     int threads);

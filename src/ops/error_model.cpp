@@ -43,6 +43,17 @@ double ulp_of(double x, DType t) {
   return std::ldexp(u2, e - 1);
 }
 
+Tensors absolute_f64(const Tensors& ts) {
+  Tensors r = ts;
+  for (auto& t : r) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    auto v = t.to_f64();
+    for (auto& x : v) x = std::fabs(x);
+    t = Tensor::from_f64(v, t.shape(), DType::Float64);
+  }
+  return r;
+}
+
 namespace error_models {
 
 ErrorModel exact(std::string why) {
@@ -62,14 +73,7 @@ ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
   MagnitudeFn m = [terms](const KernelContext& c, const Tensors& in, const Tensors& ref,
                           const AccumulationBound& bound) {
     const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
-    Tensors abs_in = in;
-    for (auto& t : abs_in) {
-      if (!t.defined() || !is_floating(t.dtype())) continue;
-      auto v = t.to_f64();
-      for (auto& x : v) x = std::fabs(x);
-      t = Tensor::from_f64(v, t.shape(), DType::Float64);
-    }
-    Tensors abs_out = op->reference(c, abs_in);
+    Tensors abs_out = op->reference(c, absolute_f64(in));
     double k = bound.kappa(terms(c, in));
     Magnitudes out(ref.size());
     for (std::size_t o = 0; o < ref.size() && o < abs_out.size(); ++o) {

@@ -95,6 +95,10 @@ ErrorModel condition(MagnitudeFn magnitude, std::string doc, double ulps = 4);
 
 }  // namespace error_models
 
+// The floating tensors replaced by their absolute values in float64 (the others as they are):
+// what the accumulation bounds run their op on.
+Tensors absolute_f64(const Tensors& ts);
+
 // Per-element tolerances of `reference` (the op's outputs) for `ctx` and `inputs`; one vector
 // per output, empty for outputs that are not floating point (those must match exactly).
 std::vector<std::vector<double>> tolerances(const MetaOp& op, const KernelContext& ctx,

@@ -282,30 +282,54 @@ Magnitudes instance_norm_magnitude(const KernelContext& c, const Tensors& in, co
   return {norm_magnitude(x.to_f64(), g, bound)};
 }
 
-Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
-                                const AccumulationBound& bound) {
-  const Tensor& x = in[0];
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+// LayerNormalization's view of X: groups of `inner` elements (the dims from `axis` on), each
+// element's position in the normalized shape, and Scale (and B) per element.
+struct LayerNormLayout {
   std::int64_t inner = 1;
-  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
-  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  std::size_t outer = 0;
+  Shape norm_shape;
+  std::vector<std::int64_t> group, pos;
+  std::vector<double> gamma, beta;
+};
+
+LayerNormLayout layer_norm_layout(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = in[0];
+  LayerNormLayout l;
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  for (std::int64_t d = axis; d < x.rank(); ++d) l.inner *= x.shape()[d];
+  l.norm_shape.assign(x.shape().begin() + axis, x.shape().end());
+  l.outer = static_cast<std::size_t>(x.numel() / std::max<std::int64_t>(l.inner, 1));
   auto sc = in[1].to_f64();
-  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  auto smap = broadcast_map(in[1].shape(), l.norm_shape);
   std::vector<double> b;
   std::vector<std::int64_t> bmap;
   if (has_input(in, 2)) {
     b = in[2].to_f64();
-    bmap = broadcast_map(in[2].shape(), norm_shape);
+    bmap = broadcast_map(in[2].shape(), l.norm_shape);
   }
+  auto n = static_cast<std::size_t>(x.numel());
+  l.group.resize(n);
+  l.pos.resize(n);
+  l.gamma.resize(n);
+  l.beta.assign(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    l.group[i] = static_cast<std::int64_t>(i) / l.inner;
+    l.pos[i] = static_cast<std::int64_t>(i) % l.inner;
+    l.gamma[i] = sc[smap[l.pos[i]]];
+    if (!b.empty()) l.beta[i] = b[bmap[l.pos[i]]];
+  }
+  return l;
+}
+
+Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  LayerNormLayout l = layer_norm_layout(c, in);
+  std::int64_t inner = l.inner;
   NormGroups g;
-  g.group.resize(x.numel());
-  g.gamma.resize(x.numel());
-  g.beta.assign(x.numel(), 0.0);
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    g.group[i] = i / inner;
-    g.gamma[i] = sc[smap[i % inner]];
-    if (!b.empty()) g.beta[i] = b[bmap[i % inner]];
-  }
+  g.group = l.group;
+  g.gamma = l.gamma;
+  g.beta = l.beta;
   g.eps = c.node.attr_f("epsilon", 1e-5);
   g.n = static_cast<double>(inner);
   auto vx = x.to_f64();
@@ -490,20 +514,13 @@ Tensors instance_norm_vjp(const KernelContext& c, const Tensors& in, const Tenso
 Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                        const Tensors& grads) {
   const Tensor& x = in[0];
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
-  std::int64_t inner = 1;
-  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
-  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
-  auto vx = x.to_f64(), sc = in[1].to_f64();
-  auto smap = broadcast_map(in[1].shape(), norm_shape);
-  std::vector<std::int64_t> group(vx.size()), pmap(vx.size());
-  std::vector<double> gamma(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) {
-    group[i] = static_cast<std::int64_t>(i) / inner;
-    pmap[i] = static_cast<std::int64_t>(i) % inner;
-    gamma[i] = sc[smap[pmap[i]]];
-  }
-  std::size_t outer = vx.size() / static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
+  LayerNormLayout l = layer_norm_layout(c, in);
+  auto vx = x.to_f64();
+  const auto &group = l.group, &pmap = l.pos;
+  const auto& gamma = l.gamma;
+  const Shape& norm_shape = l.norm_shape;
+  std::int64_t inner = l.inner;
+  std::size_t outer = l.outer;
   double eps = c.node.attr_f("epsilon", 1e-5);
   NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
   // Mean and InvStdDev outputs, when they receive gradients.
@@ -707,20 +724,13 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
 Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
                                     const Tensors& grads, const AccumulationBound& bound) {
   const Tensor& x = in[0];
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
-  std::int64_t inner = 1;
-  for (std::int64_t d = axis; d < x.rank(); ++d) inner *= x.shape()[d];
-  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
-  auto vx = x.to_f64(), sc = in[1].to_f64();
-  auto smap = broadcast_map(in[1].shape(), norm_shape);
-  std::vector<std::int64_t> group(vx.size()), pmap(vx.size());
-  std::vector<double> gamma(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) {
-    group[i] = static_cast<std::int64_t>(i) / inner;
-    pmap[i] = static_cast<std::int64_t>(i) % inner;
-    gamma[i] = sc[smap[pmap[i]]];
-  }
-  std::size_t outer = vx.size() / static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
+  LayerNormLayout l = layer_norm_layout(c, in);
+  auto vx = x.to_f64();
+  const auto &group = l.group, &pmap = l.pos;
+  const auto& gamma = l.gamma;
+  const Shape& norm_shape = l.norm_shape;
+  std::int64_t inner = l.inner;
+  std::size_t outer = l.outer;
   auto nm =
       normalize_vjp_magnitude(vx, group, outer, gamma, c.node.attr_f("epsilon", 1e-5),
                               grad_of(grads, out, 0), bound.kappa(static_cast<double>(inner)));

@@ -251,6 +251,24 @@ std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x,
 
 // --- gradients
 
+// Each element's group (its output element) under the node's reduce axes; `noop` when the node
+// reduces nothing (noop_with_empty_axes), then the gradient passes through.
+struct ReduceGroups {
+  bool noop = false;
+  std::vector<std::int64_t> map;  // element -> group
+  double n = 1;                   // elements per group
+};
+
+ReduceGroups reduce_groups(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = in[0];
+  auto ra = reduce_axes(c, in, x.rank());
+  if (ra.noop) return {true, {}, 1};
+  Shape kept = x.shape();
+  for (auto a : ra.axes) kept[a] = 1;
+  return {false, broadcast_map(kept, x.shape()),
+          static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept))};
+}
+
 // A reduction's gradient, element by element: d(element) gets g[group] * dy/dx, where the
 // derivative sees the element, its group's result y and the group's element count.
 using ReduceDeriv = std::function<double(double x, double y, double n)>;
@@ -259,16 +277,12 @@ ReferenceVjp reduce_vjp(ReduceDeriv d) {
   return [d](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
     const Tensor& x = in[0];
     Tensors r(in.size());
-    auto ra = reduce_axes(c, in, x.rank());
+    auto [noop, map, n] = reduce_groups(c, in);
     auto g = grad_of(grads, out, 0), vx = x.to_f64(), y = out[0].to_f64();
-    if (ra.noop) {
+    if (noop) {
       r[0] = grad_like(g, x);
       return r;
     }
-    Shape kept = x.shape();
-    for (auto a : ra.axes) kept[a] = 1;
-    auto map = broadcast_map(kept, x.shape());
-    double n = static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept));
     std::vector<double> gx(vx.size());
     for (std::size_t i = 0; i < vx.size(); ++i) {
       double gg = g[map[i]];
@@ -284,15 +298,13 @@ ReferenceVjp reduce_select_vjp() {
   return [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
     const Tensor& x = in[0];
     Tensors r(in.size());
-    auto ra = reduce_axes(c, in, x.rank());
+    auto groups = reduce_groups(c, in);
+    const auto& map = groups.map;
     auto g = grad_of(grads, out, 0), vx = x.to_f64(), y = out[0].to_f64();
-    if (ra.noop) {
+    if (groups.noop) {
       r[0] = grad_like(g, x);
       return r;
     }
-    Shape kept = x.shape();
-    for (auto a : ra.axes) kept[a] = 1;
-    auto map = broadcast_map(kept, x.shape());
     std::vector<double> gx(vx.size(), 0.0);
     std::vector<bool> taken(y.size(), false);
     for (std::size_t i = 0; i < vx.size(); ++i)
@@ -310,15 +322,13 @@ Tensors reduce_prod_vjp(const KernelContext& c, const Tensors& in, const Tensors
                         const Tensors& grads) {
   const Tensor& x = in[0];
   Tensors r(in.size());
-  auto ra = reduce_axes(c, in, x.rank());
+  auto groups = reduce_groups(c, in);
+  const auto& map = groups.map;
   auto g = grad_of(grads, out, 0), vx = x.to_f64();
-  if (ra.noop) {
+  if (groups.noop) {
     r[0] = grad_like(g, x);
     return r;
   }
-  Shape kept = x.shape();
-  for (auto a : ra.axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
   std::vector<double> nonzero(g.size(), 1.0), zeros(g.size(), 0.0);
   for (std::size_t i = 0; i < vx.size(); ++i) {
     if (vx[i] == 0)
@@ -490,9 +500,10 @@ void register_reduce_ops(OpRegistry& r) {
   r.set_domain("ReduceLogSum", {{0}, [](const Node&) { return std::vector<double>{0, 1}; }});
   auto reduced = [](const KernelContext& c, const Tensors& in) {
     const Tensor& x = in[0];
-    if (reduce_axes(c, in, x.rank()).noop) return 1.0;
+    auto ra = reduce_axes(c, in, x.rank());
+    if (ra.noop) return 1.0;
     double n = 1;
-    for (auto a : reduce_axes(c, in, x.rank()).axes) n *= static_cast<double>(x.shape()[a]);
+    for (auto a : ra.axes) n *= static_cast<double>(x.shape()[a]);
     return n;
   };
   r.set_error_model("ReduceSum", accumulation(reduced, "kappa(n) * sum|x|, 1 ulp", 1));
@@ -501,25 +512,22 @@ void register_reduce_ops(OpRegistry& r) {
   r.set_error_model("ReduceSumSquare", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
   r.set_error_model("ReduceL2", accumulation(reduced, "kappa(n) * |y|, 4 ulp", 4));
   r.set_error_model("ReduceProd", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
-  r.set_error_model(
-      "ReduceLogSum",
-      condition(
-          [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
-                    const AccumulationBound& bound) {
-            // log of an n-term sum: absolute error kappa(n) * sum|x| / |sum x|.
-            Tensors abs_in = in;
-            auto v = in[0].to_f64();
-            for (auto& x : v) x = std::fabs(x);
-            abs_in[0] = Tensor::from_f64(v, in[0].shape(), DType::Float64);
-            auto sum_abs =
-                OpRegistry::instance().find("ReduceSum")->reference(c, abs_in)[0].to_f64();
-            auto y = ref[0].to_f64();
-            double k = bound.kappa(reduced(c, in));
-            for (std::size_t i = 0; i < y.size(); ++i)
-              y[i] = k * sum_abs[i] / std::exp(y[i]) + 2 * std::fabs(y[i]);
-            return Magnitudes{y};
-          },
-          "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"));
+  r.set_error_model("ReduceLogSum",
+                    condition(
+                        [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                  const AccumulationBound& bound) {
+                          // log of an n-term sum: absolute error kappa(n) * sum|x| / |sum x|.
+                          auto sum_abs = OpRegistry::instance()
+                                             .find("ReduceSum")
+                                             ->reference(c, absolute_f64(in))[0]
+                                             .to_f64();
+                          auto y = ref[0].to_f64();
+                          double k = bound.kappa(reduced(c, in));
+                          for (std::size_t i = 0; i < y.size(); ++i)
+                            y[i] = k * sum_abs[i] / std::exp(y[i]) + 2 * std::fabs(y[i]);
+                          return Magnitudes{y};
+                        },
+                        "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"));
   r.set_error_model("CumSum", accumulation(
                                   [](const KernelContext& c, const Tensors& in) {
                                     const Tensor& x = in[0];

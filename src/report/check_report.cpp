@@ -23,13 +23,12 @@ std::string safe_file_name(std::string s) {
   return s;
 }
 
-namespace {
-
-// JSON has no infinity: non-finite numbers become strings ("inf", "nan").
-nlohmann::json num(double v) {
+nlohmann::json json_number(double v) {
   if (std::isfinite(v)) return v;
   return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
+
+namespace {
 
 std::string fmt_score(double s) {
   return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
@@ -165,7 +164,7 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
               {"binding", f.binding},
               {"phase", f.phase},
               {"kind", f.kind},
-              {"score", num(f.score)},
+              {"score", json_number(f.score)},
               {"verified", f.verified},
               {"verification", f.verification},
               {"sample", f.sample},
@@ -174,13 +173,13 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
     if (!f.output.empty()) {
       o["output"] = f.output;
       o["index"] = f.index;
-      o["reference_value"] = num(f.reference_value);
-      o["binding_value"] = num(f.binding_value);
-      o["tolerance"] = num(f.tolerance);
+      o["reference_value"] = json_number(f.reference_value);
+      o["binding_value"] = json_number(f.binding_value);
+      o["tolerance"] = json_number(f.tolerance);
     }
     if (f.kind == "accuracy" || f.kind == "nonfinite") {
-      o["model_error_before"] = num(f.model_error_before);
-      o["model_error_after"] = num(f.model_error_after);
+      o["model_error_before"] = json_number(f.model_error_before);
+      o["model_error_after"] = json_number(f.model_error_after);
     }
     findings.push_back(o);
   }
@@ -190,7 +189,7 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
     json rn = {{"binding", run.binding},
                {"sample", run.sample},
                {"seconds", run.seconds},
-               {"output_error", num(run.output.rel)},
+               {"output_error", json_number(run.output.rel)},
                {"output_nonfinite", run.output.nonfinite}};
     json ns = json::array();
     for (const auto& n : run.nodes) {
@@ -200,13 +199,13 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
                 {"output_bytes", n.output_bytes},
                 {"heap_delta", n.heap_delta}};
       if (run.binding != "reference") {
-        e["local"] = {{"score", num(n.local.score)},
-                      {"max_abs_err", num(n.local.max_abs_err)},
-                      {"max_ulp_err", num(n.local.max_ulp_err)},
+        e["local"] = {{"score", json_number(n.local.score)},
+                      {"max_abs_err", json_number(n.local.max_abs_err)},
+                      {"max_ulp_err", json_number(n.local.max_ulp_err)},
                       {"over", n.local.over},
                       {"nonfinite", n.local.nonfinite}};
-        e["propagated"] = {{"max_abs_err", num(n.propagated.max_abs_err)},
-                           {"rel", num(n.propagated.rel)},
+        e["propagated"] = {{"max_abs_err", json_number(n.propagated.max_abs_err)},
+                           {"rel", json_number(n.propagated.rel)},
                            {"nonfinite", n.propagated.nonfinite}};
       }
       if (!n.fallback.empty()) e["fallback"] = n.fallback;

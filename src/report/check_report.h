@@ -9,6 +9,9 @@
 
 namespace metaop {
 
+// A number for JSON, which has no infinity: non-finite ones become "inf", "-inf", "nan".
+nlohmann::json json_number(double v);
+
 // A value or node name made safe as a file name (punctuation becomes '_').
 std::string safe_file_name(std::string s);
 
