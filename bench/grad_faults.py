@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Gradient-fault benchmark of `metaop train --check`: on the training test models (an MLP, a
-CNN and resnet18 in training mode), every op type's backward gets a sign-flipped or doubled
-gradient (grad_sign, grad_scale) at a seeded sample of its nodes, one at a time, under torch or
-onednn (alternating; the other when the first has no backward for the op). Reports detection
-(the node is a backward finding), localization (it is the top finding) and verification (its
-replacement by the reference restores the training trajectory).
+"""Gradient- and update-fault benchmark of `metaop train --check`: on the training test models
+(an MLP, a CNN and resnet18 in training mode), every op type's backward gets a sign-flipped or
+doubled gradient (grad_sign, grad_scale) at a seeded sample of its nodes, one at a time, under
+torch or onednn (alternating; the other when the first has no backward for the op); then
+torch's optimizer (SGD with momentum, and Adam) gets each update fault (update_sign,
+update_scale, update_nan, half_state, stale_state) on a seeded sample of weights. Reports
+detection (the node or weight is a finding of the right phase), localization (it is the top
+finding) and verification (its replacement by the reference restores the training trajectory).
 
-Usage: bench/grad_faults.py METAOP WORK_DIR [--nodes N] [--seed S] [--json OUT]
+Usage: bench/grad_faults.py METAOP WORK_DIR [--nodes N] [--weights N] [--seed S] [--json OUT]
 """
 import argparse
 import json
@@ -22,6 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = {"mlp": ["--batch-size", "16"], "cnn": ["--batch-size", "8"],
           "resnet18_train": ["--batch-size", "8"]}
 SKIP = {"Shape", "Constant", "Gather", "Unsqueeze", "Concat", "Reshape", "Flatten", "Identity"}
+UPDATE_FAULTS = ["update_sign", "update_scale", "update_nan", "half_state", "stale_state"]
+OPTIMIZERS = {"sgd": ["--optimizer", "sgd", "--momentum", "0.9"], "adam": ["--optimizer", "adam"]}
 
 
 def main():
@@ -29,6 +33,7 @@ def main():
     ap.add_argument("metaop")
     ap.add_argument("work")
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--weights", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -54,22 +59,42 @@ def main():
                         if r["status"] != "n/a":
                             break
                     rows.append(r)
-                    print(f"{model:<15} {fault:<10} {op:<20} {binding:<7} {r['status']:<9} "
-                          f"localized={r.get('localized')} verified={r.get('verified')}", flush=True)
+                    show(r)
+    # Update faults in torch's optimizer, on a sample of each model's trainable weights.
+    for model, extra in MODELS.items():
+        g = onnx.load(os.path.join(a.work, model + ".onnx")).graph
+        weights = sorted(i.name for i in g.initializer
+                         if i.data_type == onnx.TensorProto.FLOAT and len(i.dims) > 0
+                         and "running" not in i.name)
+        for opt, opt_args in OPTIMIZERS.items():
+            for fault in UPDATE_FAULTS:
+                for w in rng.sample(weights, min(a.weights, len(weights))):
+                    rows.append(run(a.metaop, a.work, model, extra + opt_args, w, opt, fault,
+                                    "torch", "update"))
+                    show(rows[-1])
     report(rows, a.json)
 
 
-def run(metaop, work, model, extra, node, op, fault, binding):
+def show(r):
+    print(f"{r['model']:<15} {r['fault']:<12} {r['op_type']:<20} {r['binding']:<7} "
+          f"{r['status']:<9} localized={r.get('localized')} verified={r.get('verified')}",
+          flush=True)
+
+
+def run(metaop, work, model, extra, node, op, fault, binding, phase="backward"):
+    """One injection at `node` (a weight for phase update; `op` is then the optimizer)."""
     out = os.path.join(work, "f.json")
     if os.path.exists(out):
         os.remove(out)
-    spec = f"{node}:{fault}@{binding}:backward"
+    spec = f"{node}:{fault}@{binding}:{phase}"
     p = subprocess.run([metaop, "train", os.path.join(work, model + ".onnx"), "--data",
                         os.path.join(work, model + "_x.npy"), "--labels",
                         os.path.join(work, model + "_y.npy"), "--loss", "cross_entropy",
                         "--epochs", "1", "--lr", "0.01", "--bind", binding, "--check",
-                        "--inject", spec, "--json", out, *extra], capture_output=True, text=True)
-    row = {"model": model, "node": node, "op_type": op, "fault": fault, "binding": binding}
+                        "--inject", spec, "--json", out, "--repro", os.path.join(work, "repro"),
+                        *extra], capture_output=True, text=True)
+    row = {"model": model, "node": node, "op_type": op, "fault": fault, "binding": binding,
+           "phase": phase}
     applied = [l for l in p.stdout.splitlines() if l.startswith("injected")]
     if not applied or "not applied" in applied[0]:
         row.update(status="n/a", note=applied[0] if applied else "not reached")
@@ -78,12 +103,12 @@ def run(metaop, work, model, extra, node, op, fault, binding):
         row.update(status="error", note=(p.stderr or p.stdout)[-300:])
         return row
     fs = json.load(open(out))["findings"]
-    mine = [f for f in fs if f["node"] == node and f["phase"] == "backward"]
+    mine = [f for f in fs if f["node"] == node and f["phase"] == phase]
     row["others"] = [f["node"] for f in fs if f["node"] != node]
     if not mine:
         row["status"] = "missed"
         return row
-    row.update(status="detected", localized=fs[0]["node"] == node and fs[0]["phase"] == "backward",
+    row.update(status="detected", localized=fs[0]["node"] == node and fs[0]["phase"] == phase,
                verified=bool(mine[0]["verified"]), verification=mine[0].get("verification", ""))
     # A wrong gradient that reaches no weight (the gradient of the model's input, at the first
     # layer) leaves the training trajectory as it was: masked for verification.
@@ -93,13 +118,23 @@ def run(metaop, work, model, extra, node, op, fault, binding):
 
 
 def report(rows, path):
+    for phase in ["backward", "update"]:
+        mine = [r for r in rows if r["phase"] == phase]
+        if mine:
+            print(f"\n{phase} faults")
+            report_rows(mine)
+    if path:
+        json.dump(rows, open(path, "w"), indent=1)
+
+
+def report_rows(rows):
     eff = [r for r in rows if r["status"] in ("detected", "missed")]
     det = [r for r in eff if r["status"] == "detected"]
     loc = [r for r in det if r["localized"]]
     masked = [r for r in det if r.get("masked")]
     ver = [r for r in det if r["verified"]]
     pct = lambda x, y: f"{100.0 * len(x) / len(y):.1f}% ({len(x)}/{len(y)})" if y else "n/a"
-    print(f"\ninjections {len(rows)}: not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
+    print(f"injections {len(rows)}: not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
           f"errors {sum(r['status'] == 'error' for r in rows)}")
     print(f"detection    {pct(det, eff)}")
     print(f"localization {pct(loc, det)} of detected")
@@ -110,8 +145,6 @@ def report(rows, path):
         if r["status"] in ("missed", "error") or (r["status"] == "detected" and not r.get("masked")
                                                   and not (r["localized"] and r["verified"])):
             print(f"  {r}")
-    if path:
-        json.dump(rows, open(path, "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 """End-to-end tests of `metaop train`: an MLP and a small CNN train under the reference, torch
 and onednn plans, the loss falls in each and the three agree over the first steps; SGD (momentum,
 nesterov, weight decay), Adam and AdamW follow PyTorch's own optimizers step by step (full
-batch, same initial weights); --save writes a model that runs; bad usage exits 2.
+batch, same initial weights), on the reference's rule and on torch::optim; injected forward,
+backward and update faults are found at their node or weight and phase, and their reproducers
+reproduce them; --save writes a model that runs; bad usage exits 2.
 
 Usage: train_cli.py METAOP WORK_DIR
 """
@@ -96,12 +98,20 @@ for name, flags, make in [
         expected.append(loss.item())
         loss.backward()
         opt.step()
-    rc, out, losses = train("mlp", "--loss", "cross_entropy", "--epochs", "6", "--batch-size",
-                            str(len(y)), *flags)
-    worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
-    check(rc == 0 and len(losses) == 6 and worst < 1e-5,
-          f"{name}: losses follow PyTorch's optimizer (worst relative difference {worst:.2e})",
-          f"{out}\nmetaop {losses}\ntorch  {expected}")
+    # The reference's float64 rule (--bind reference) and torch::optim's kernels (--bind torch,
+    # whose update runs on torch's optimizer) with the update of every weight checked.
+    for bind in ["reference", "torch"]:
+        rc, out, losses = train("mlp", "--loss", "cross_entropy", "--epochs", "6", "--batch-size",
+                                str(len(y)), "--bind", bind, "--check", *flags)
+        doc = json.load(open(os.path.join(WORK, "t.json"))) if rc == 0 else {}
+        updated = set(doc.get("update_bindings", {}).values())
+        scores = doc.get("update_scores", {})
+        worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
+        check(rc == 0 and len(losses) == 6 and worst < 1e-5 and updated == {bind} and
+              (bind == "reference" or (len(scores) == 4 and 0 < max(scores.values()) <= 1)),
+              f"{name} on {bind}'s update: losses follow PyTorch's optimizer (worst relative "
+              f"difference {worst:.2e}; update scores {scores})",
+              f"{out}\nmetaop {losses}\ntorch  {expected}")
 
 # 3. resnet18 in training mode: forward, backward and SGD steps under each binding, every node's
 #    forward and backward within its error model (--check), the same losses; the running
@@ -137,13 +147,54 @@ for spec, node in [("/layer2/layer2.0/conv1/Conv:grad_sign@torch:backward", "/la
                         "--data", os.path.join(WORK, "resnet18_train_x.npy"),
                         "--labels", os.path.join(WORK, "resnet18_train_y.npy"),
                         "--loss", "cross_entropy", "--batch-size", "8", "--epochs", "1",
-                        "--bind", binding, "--check", "--inject", spec, "--json", out],
+                        "--bind", binding, "--check", "--inject", spec, "--json", out,
+                        "--repro", os.path.join(WORK, "repro")],
                        capture_output=True, text=True)
     fs = json.load(open(out))["findings"] if os.path.exists(out) else []
     top = fs[0] if fs else {}
     check(p.returncode == 1 and top.get("node") == node and top.get("phase") == "backward"
           and len(fs) == 1, f"{spec}: found at the node, backward phase, nothing else ({fs[:2]})",
           p.stdout + p.stderr)
+
+# 4b. Injected update faults in torch's optimizer: found at the weight, update phase, verified;
+#     each reproducer reproduces it (exit 1) and is clean on the reference (exit 0). half_state:
+#     Adam's second moment in float16 underflows (g^2 < 6e-8).
+for fault in ["update_sign", "update_scale", "half_state", "stale_state", "update_nan"]:
+    spec = f"0.weight:{fault}@torch:update"
+    repro_root = os.path.join(WORK, "repro_" + fault)
+    rc, out, _ = train("cnn", "--loss", "cross_entropy", "--epochs", "1", "--batch-size", "8",
+                       "--optimizer", "adam", "--lr", "0.01", "--bind", "torch", "--check",
+                       "--inject", spec, "--repro", repro_root)
+    fs = json.load(open(os.path.join(WORK, "t.json")))["findings"] if rc == 1 else []
+    top = fs[0] if fs else {}
+    check(rc == 1 and top.get("node") == "0.weight" and top.get("phase") == "update" and
+          top.get("binding") == "torch" and top.get("verified") and top.get("repro"),
+          f"{spec}: found at the weight, update phase, verified ({top.get('detail')}; "
+          f"{top.get('verification')})", out)
+    if top.get("repro"):
+        again = subprocess.run([METAOP, "repro", top["repro"]], capture_output=True, text=True)
+        clean = subprocess.run([METAOP, "repro", top["repro"], "--bind", "reference"],
+                               capture_output=True, text=True)
+        check(again.returncode == 1 and "reproduced" in again.stdout and clean.returncode == 0,
+              f"{spec}: the reproducer reproduces it, and the reference is clean on it",
+              again.stdout + again.stderr + clean.stdout + clean.stderr)
+
+# 4c. Forward and backward reproducers of training findings.
+for spec, phase in [("Conv:bias@torch", "forward"), ("Relu:grad_scale@onednn:backward", "backward")]:
+    binding = spec.split("@")[1].split(":")[0]
+    rc, out, _ = train("cnn", "--loss", "cross_entropy", "--epochs", "1", "--batch-size", "8",
+                       "--bind", binding, "--check", "--inject", spec, "--repro",
+                       os.path.join(WORK, "repro_" + phase))
+    fs = json.load(open(os.path.join(WORK, "t.json")))["findings"] if rc == 1 else []
+    top = fs[0] if fs else {}
+    ok = rc == 1 and top.get("phase") == phase and top.get("repro")
+    if ok:
+        again = subprocess.run([METAOP, "repro", top["repro"]], capture_output=True, text=True)
+        clean = subprocess.run([METAOP, "repro", top["repro"], "--bind", "reference"],
+                               capture_output=True, text=True)
+        ok = again.returncode == 1 and clean.returncode == 0
+        out += again.stdout + again.stderr + clean.stdout + clean.stderr
+    check(ok, f"{spec}: a {phase} reproducer that reproduces ({top.get('node')})", out)
 
 # 5. --compare: the same training under several bindings, per-step divergence and where the
 #    values part.
@@ -173,7 +224,14 @@ check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdo
 for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "mse"], "labels are int64"),
                      (["--loss", "cross_entropy", "--optimizer", "lion"], "lion"),
-                     (["--loss", "cross_entropy", "--batch-size", "0"], "--batch-size")]:
+                     (["--loss", "cross_entropy", "--batch-size", "0"], "--batch-size"),
+                     (["--loss", "cross_entropy", "--bind-update", "onednn"], "onednn"),
+                     (["--loss", "cross_entropy", "--bind-update", "nosuch=torch"], "nosuch"),
+                     (["--loss", "cross_entropy", "--inject", "nosuch:half_state@torch:update"],
+                      "nosuch"),
+                     (["--loss", "cross_entropy", "--inject", "Gemm:half_state@torch"], "update"),
+                     (["--loss", "cross_entropy", "--optimizer", "sgd", "--nesterov"],
+                      "--nesterov")]:
     rc, out, _ = train("mlp", *args)
     check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
 

@@ -16,6 +16,7 @@
 #include "ops/error_model.h"
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
+#include "ops/optimizer.h"
 #include "ops/registry.h"
 #include "tensor/npy.h"
 #include "tensor/tensor_proto.h"
@@ -585,4 +586,60 @@ TEST(Accuracy, ExactOpsMayFlushSubnormalsDataMovementMayNot) {
   Score moved =
       score_of(reshape, {x, shape}, {Tensor::from_f64({-1, 0.5, 2, 0}, {2, 2}, DType::Float32)});
   EXPECT_TRUE(std::isinf(moved.score));
+}
+
+// The update's error model: Adam evaluated tensor-op by tensor-op in float32 as torch.optim does
+// (float32 state) stays within it, also where m's terms cancel; a step with the bias correction
+// of the wrong step, or its second moment in float16, does not.
+TEST(ErrorModel, AdamUpdateFloat32PassesWrongBiasCorrectionAndHalfStateFail) {
+  OptimizerConfig c;
+  c.kind = "adam";
+  c.lr = 1e-3;
+  c.weight_decay = 0.01;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd;
+  const std::int64_t n = 4096;
+  std::vector<float> w(n), g(n), m(n), v(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    w[i] = nd(rng);
+    g[i] = 1e-3f * nd(rng);
+    m[i] = i % 4 == 0 ? -0.1f * g[i] : 1e-3f * nd(rng);  // cancelling terms every 4th element
+    v[i] = 1e-6f * nd(rng) * nd(rng);
+    v[i] = std::fabs(v[i]);
+  }
+  const long t = 5;
+  // torch's sequence in float32 with `t_used` in the bias corrections and v stored in `state`.
+  auto torch_like = [&](long t_used, DType state) {
+    std::vector<double> nw(n), nm(n), nv(n);
+    double bc1 = 1 - std::pow(c.beta1, t_used), bc2 = 1 - std::pow(c.beta2, t_used);
+    for (std::int64_t i = 0; i < n; ++i) {
+      float d = g[i] + static_cast<float>(c.weight_decay) * w[i];
+      float mi = m[i] * static_cast<float>(c.beta1) + d * static_cast<float>(1 - c.beta1);
+      float vi = v[i] * static_cast<float>(c.beta2) + d * d * static_cast<float>(1 - c.beta2);
+      if (state == DType::Float16) vi = static_cast<float>(half_bits_to_f64(f64_to_half_bits(vi)));
+      float denom = std::sqrt(vi) / static_cast<float>(std::sqrt(bc2)) + static_cast<float>(c.eps);
+      nw[i] = w[i] - static_cast<float>(c.lr / bc1) * (mi / denom);
+      nm[i] = mi;
+      nv[i] = vi;
+    }
+    Shape s{n};
+    return Tensors{Tensor::from_f64(nw, s, DType::Float32), Tensor::from_f64(nm, s, DType::Float32),
+                   Tensor::from_f64(nv, s, DType::Float32)};
+  };
+  Shape s{n};
+  auto f32 = [&](const std::vector<float>& x) {
+    return Tensor::from_f64(std::vector<double>(x.begin(), x.end()), s, DType::Float32);
+  };
+  auto score = [&](const Tensors& got) {
+    UpdateReference r =
+        reference_update(c, t, f32(w), f32(g), {f32(m), f32(v)}, DType::Float32, DType::Float32);
+    Tensors g64, ref{r.weight, r.slots[0], r.slots[1]};
+    for (const auto& x : got) g64.push_back(x.to(DType::Float64));
+    return score_outputs(g64, ref, {r.weight_tol, r.slot_tols[0], r.slot_tols[1]});
+  };
+  Score good = score(torch_like(t, DType::Float32));
+  EXPECT_LE(good.score, 1.0) << good.worst_index;
+  EXPECT_GT(good.score, 1e-3);  // the bound is not vacuous
+  EXPECT_GT(score(torch_like(t + 1, DType::Float32)).score, 1.0);
+  EXPECT_GT(score(torch_like(t, DType::Float16)).score, 1.0);
 }

@@ -7,26 +7,41 @@
 #include <functional>
 #include <memory>
 
+#include "ops/optimizer.h"
+
 namespace metaop {
 
 namespace {
 
-void record(TrainCheck& tc, const Node& node, const std::string& binding, const std::string& phase,
-            const std::string& kind, double score, std::size_t step, std::string detail) {
-  for (auto& f : tc.findings)
-    if (f.node == node.name && f.binding == binding && f.phase == phase && f.kind == kind) {
-      ++f.steps;
-      if (score > f.score) {
-        f.score = score;
-        f.step = step;
-        f.detail = std::move(detail);
-      }
+// Adds an occurrence: one finding per (node, binding, phase, kind), keeping the worst step's
+// details and reproducer data.
+void record(TrainCheck& tc, TrainFinding f) {
+  for (auto& old : tc.findings)
+    if (old.node == f.node && old.binding == f.binding && old.phase == f.phase &&
+        old.kind == f.kind) {
+      std::size_t steps = old.steps + 1;
+      if (f.score > old.score) old = std::move(f);
+      old.steps = steps;
       return;
     }
-  tc.findings.push_back({node.name, node.op_type, binding, phase, kind, score, step, 1,
-                         std::move(detail), false, ""});
+  f.steps = 1;
+  tc.findings.push_back(std::move(f));
   std::stable_sort(tc.findings.begin(), tc.findings.end(),
                    [](const TrainFinding& a, const TrainFinding& b) { return a.score > b.score; });
+}
+
+TrainFinding finding(const Node& node, const std::string& binding, const std::string& phase,
+                     const std::string& kind, double score, std::size_t step, std::string detail) {
+  TrainFinding f;
+  f.node = node.name;
+  f.op_type = node.op_type;
+  f.binding = binding;
+  f.phase = phase;
+  f.kind = kind;
+  f.score = score;
+  f.step = step;
+  f.detail = std::move(detail);
+  return f;
 }
 
 std::string worst_text(const Score& s, const Tensors& ref, const std::vector<std::string>& names,
@@ -55,6 +70,38 @@ double weight_drift(const std::map<std::string, Tensor>& a,
   return worst;
 }
 
+LocalCheck check_update(const OptimizerConfig& c, long t, const Tensor& before, const Tensor& grad,
+                        const Tensors& state_before, const Tensor& after,
+                        const Tensors& state_after) {
+  DType state_dtype = state_after.empty() ? after.dtype() : state_after[0].dtype();
+  UpdateReference ref =
+      reference_update(c, t, before, grad, state_before, after.dtype(), state_dtype);
+  LocalCheck lc;
+  lc.reference = {ref.weight};
+  for (const auto& s : ref.slots) lc.reference.push_back(s);
+  std::vector<std::vector<double>> tol{ref.weight_tol};
+  for (const auto& s : ref.slot_tols) tol.push_back(s);
+  // Compared in float64: the tolerances count the kernel's final rounding.
+  Tensors got{after.to(DType::Float64)};
+  for (const auto& s : state_after) {
+    if (s.numel() != after.numel()) {
+      lc.score.score = INFINITY;
+      lc.score.mismatch = fmt::format("a state tensor of shape {} for a weight of shape {}",
+                                      shape_str(s.shape()), shape_str(after.shape()));
+      return lc;
+    }
+    got.push_back(s.reshaped(after.shape()).to(DType::Float64));
+  }
+  if (got.size() != lc.reference.size()) {
+    lc.score.score = INFINITY;
+    lc.score.mismatch = fmt::format("the kernel kept {} state tensors, the {} rule {}",
+                                    state_after.size(), c.kind, ref.slots.size());
+    return lc;
+  }
+  lc.score = score_outputs(got, lc.reference, tol);
+  return lc;
+}
+
 void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, const Tensor& Y,
                           const TrainConfig& config, const std::function<Plan()>& make_plan,
                           const std::map<std::string, Tensor>& reference_weights,
@@ -63,16 +110,21 @@ void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, cons
   plain.watch = {};
   plain.on_forward = {};
   plain.on_backward = {};
+  plain.on_update = {};
   plain.progress = {};
   Plan plan = make_plan();
   if (f.phase == "backward")
     plan.bind_backward(f.node, "reference");
+  else if (f.phase == "update")
+    plain.update_bind[f.node] = "reference";
   else
     plan.bind_op(f.node, "reference");
   TrainResult after = train(g, X, Y, plan, plain);
   double before_drift = weight_drift(original_weights, reference_weights);
   double after_drift = weight_drift(after.weights, reference_weights);
-  f.verified = before_drift > 0 && after_drift <= 0.5 * before_drift;
+  // A non-finite drift is removed or not; a finite one must at least halve.
+  f.verified = std::isfinite(after_drift) && before_drift > 0 &&
+               (std::isinf(before_drift) || after_drift <= 0.5 * before_drift);
   f.verification = fmt::format(
       "{}: with its {} on the reference, the trained weights drift {:.3g} from the all-reference "
       "run (before: {:.3g})",
@@ -95,19 +147,26 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     for (const auto& rec : f.records) {
       const Node& node = h.nodes[rec.node];
       if (rec.binding == "reference" && rec.crash.empty()) continue;  // nothing to judge
-      if (!rec.crash.empty()) {
-        record(*tc, node, rec.planned, "forward", "crash", INFINITY, step, rec.crash);
-        continue;
-      }
       Tensors in, out;
       for (const auto& i : node.inputs) in.push_back(i.empty() ? Tensor() : f.values.at(i));
+      if (!rec.crash.empty()) {
+        auto c = finding(node, rec.planned, "forward", "crash", INFINITY, step, rec.crash);
+        c.inputs = in;
+        record(*tc, std::move(c));
+        continue;
+      }
       for (const auto& o : node.outputs) out.push_back(o.empty() ? Tensor() : f.values.at(o));
       LocalCheck lc = check_local(node, h.opset, in, out, bound);
       if (rec.node < n)
         tc->forward_scores[rec.node] = std::max(tc->forward_scores[rec.node], lc.score.score);
-      if (lc.score.bad())
-        record(*tc, node, rec.binding, "forward", lc.score.nonfinite ? "nonfinite" : "accuracy",
-               lc.score.score, step, worst_text(lc.score, lc.reference, node.outputs, rec.binding));
+      if (lc.score.bad()) {
+        auto f = finding(node, rec.binding, "forward",
+                         lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
+                         worst_text(lc.score, lc.reference, node.outputs, rec.binding));
+        f.inputs = in;
+        f.got = out;
+        record(*tc, std::move(f));
+      }
     }
   };
   config.on_backward = [tc, bound, n, opset = g.opset](std::size_t step, const Node& node,
@@ -115,7 +174,11 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
                                                        const Tensors& grads, const Tensors& gin,
                                                        const NodeRecord& rec) {
     if (!rec.crash.empty()) {
-      record(*tc, node, rec.planned, "backward", "crash", INFINITY, step, rec.crash);
+      auto c = finding(node, rec.planned, "backward", "crash", INFINITY, step, rec.crash);
+      c.inputs = ins;
+      c.outputs = outs;
+      c.output_grads = grads;
+      record(*tc, std::move(c));
       return;
     }
     if (rec.binding == "reference") return;
@@ -124,9 +187,40 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     for (const auto& i : node.inputs) names.push_back("grad " + i);
     if (rec.node < n)
       tc->backward_scores[rec.node] = std::max(tc->backward_scores[rec.node], lc.score.score);
-    if (lc.score.bad())
-      record(*tc, node, rec.binding, "backward", lc.score.nonfinite ? "nonfinite" : "accuracy",
-             lc.score.score, step, worst_text(lc.score, lc.reference, names, rec.binding));
+    if (lc.score.bad()) {
+      auto f =
+          finding(node, rec.binding, "backward", lc.score.nonfinite ? "nonfinite" : "accuracy",
+                  lc.score.score, step, worst_text(lc.score, lc.reference, names, rec.binding));
+      f.inputs = ins;
+      f.outputs = outs;
+      f.output_grads = grads;
+      f.got = gin;
+      record(*tc, std::move(f));
+    }
+  };
+  config.on_update = [tc, opt = config.optimizer](std::size_t step, const UpdateCall& u) {
+    if (u.binding == "reference") return;
+    LocalCheck lc =
+        check_update(opt, u.t, *u.before, *u.grad, *u.state_before, *u.after, *u.state_after);
+    double& worst = tc->update_scores[u.weight];
+    worst = std::max(worst, lc.score.score);
+    if (!lc.score.bad()) return;
+    std::vector<std::string> names{u.weight};
+    for (const auto& s : optimizer_slots(opt)) names.push_back(s);
+    TrainFinding f;
+    f.node = u.weight;
+    f.op_type = opt.kind;
+    f.binding = u.binding;
+    f.phase = "update";
+    f.kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
+    f.score = lc.score.score;
+    f.step = step;
+    f.detail = worst_text(lc.score, lc.reference, names, u.binding);
+    f.inputs = {*u.before, *u.grad};
+    for (const auto& s : *u.state_before) f.inputs.push_back(s);
+    f.got = {*u.after};
+    for (const auto& s : *u.state_after) f.got.push_back(s);
+    record(*tc, std::move(f));
   };
   return tc;
 }

@@ -38,6 +38,12 @@ const std::vector<FaultInfo>& fault_catalog() {
       // Backward (OP:FAULT@BINDING:backward).
       {"grad_sign", "backward: the gradient of the first input has its sign flipped", {}},
       {"grad_scale", "backward: the gradient of the first input is doubled", {}},
+      // Update (WEIGHT_NODE_OR_OP:FAULT@BINDING:update; an op or node names its weights).
+      {"update_sign", "update: the step applied with its sign flipped", {}},
+      {"update_scale", "update: the step doubled", {}},
+      {"half_state", "update: the optimizer state kept in float16 precision", {}},
+      {"stale_state", "update: the optimizer state not written back", {}},
+      {"update_nan", "update: NaN in the new weight's element of largest magnitude", {}},
   };
   return catalog;
 }
@@ -48,6 +54,12 @@ bool fault_applies(const std::string& fault, const std::string& op_type) {
       return f.op_types.empty() ||
              std::find(f.op_types.begin(), f.op_types.end(), op_type) != f.op_types.end();
   return false;
+}
+
+std::string fault_phase(const std::string& fault) {
+  if (fault == "grad_sign" || fault == "grad_scale") return "backward";
+  if (fault.starts_with("update_") || fault.ends_with("_state")) return "update";
+  return "forward";
 }
 
 FaultSpec parse_fault(const std::string& spec) {
@@ -63,8 +75,8 @@ FaultSpec parse_fault(const std::string& spec) {
     if (auto c = f.binding.find(':'); c != std::string::npos) {
       f.phase = f.binding.substr(c + 1);
       f.binding = f.binding.substr(0, c);
-      if (f.phase != "forward" && f.phase != "backward")
-        fail("--inject '{}': phase '{}' (expected forward or backward)", spec, f.phase);
+      if (f.phase != "forward" && f.phase != "backward" && f.phase != "update")
+        fail("--inject '{}': phase '{}' (expected forward, backward or update)", spec, f.phase);
     }
   }
   f.fault = rest;
@@ -72,11 +84,13 @@ FaultSpec parse_fault(const std::string& spec) {
   for (const auto& c : fault_catalog()) names.push_back(c.name);
   if (std::find(names.begin(), names.end(), f.fault) == names.end())
     fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
-  bool grad_fault = f.fault == "grad_sign" || f.fault == "grad_scale";
-  if (grad_fault != (f.phase == "backward"))
-    fail("--inject '{}': {} is a {} fault", spec, f.fault, grad_fault ? "backward" : "forward");
+  std::string phase = fault_phase(f.fault);
+  if (phase != f.phase)
+    fail("--inject '{}': {} is a{} {} fault (write {}:{}@BINDING{})", spec, f.fault,
+         phase == "update" ? "n" : "", phase, f.target, f.fault,
+         phase == "forward" ? "" : ":" + phase);
   if (!f.binding.empty()) {
-    auto known = binding_names();
+    auto known = f.phase == "update" ? update_binding_names() : binding_names();
     if (std::find(known.begin(), known.end(), f.binding) == known.end() || f.binding == "reference")
       fail("--inject '{}': '{}' is not a framework binding (known: {})", spec, f.binding,
            fmt::join(known, ", "));
@@ -324,6 +338,55 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
   note = fmt::format("{} at {}", fault, index_str(y.shape(), i));
   y = Tensor::from_f64(v, y.shape(), y.dtype());
   return out;
+}
+
+FaultyUpdate::FaultyUpdate(std::unique_ptr<UpdateKernel> inner,
+                           std::map<std::string, FaultSpec> faults)
+    : inner_(std::move(inner)), faults_(std::move(faults)) {}
+
+Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, const Tensor& g) {
+  auto f = faults_.find(weight);
+  if (f == faults_.end()) return inner_->step(weight, t, w, g);
+  Tensors before = inner_->state(weight);
+  Tensor nw = inner_->step(weight, t, w, g);
+  const std::string& fault = f->second.fault;
+  // The log keeps the first application (or why none happened yet).
+  std::string scratch;
+  auto logged = log_.find(weight);
+  std::string& note =
+      logged == log_.end() || logged->second.starts_with("not applied") ? log_[weight] : scratch;
+  if (fault == "update_sign" || fault == "update_scale") {
+    auto a = w.to_f64(), b = nw.to_f64();
+    double k = fault == "update_sign" ? -1 : 2;
+    for (std::size_t i = 0; i < a.size(); ++i) b[i] = a[i] + k * (b[i] - a[i]);
+    nw = Tensor::from_f64(b, nw.shape(), nw.dtype());
+    note = fault == "update_sign" ? "step applied with the wrong sign" : "step doubled";
+  } else if (fault == "update_nan") {
+    auto b = nw.to_f64();
+    auto i = argmax_abs(b);
+    if (i < 0) {
+      note = "not applied: no finite element";
+      return nw;
+    }
+    b[static_cast<std::size_t>(i)] = NAN;
+    nw = Tensor::from_f64(b, nw.shape(), nw.dtype());
+    note = fmt::format("NaN at {}", index_str(nw.shape(), i));
+  } else if (fault == "half_state" || fault == "stale_state") {
+    Tensors after = inner_->state(weight);
+    if (after.empty()) {
+      note = "not applied: the optimizer keeps no state";
+      return nw;
+    }
+    if (fault == "stale_state") {
+      inner_->set_state(weight, t - 1, before);
+      note = "state not written back";
+    } else {
+      for (auto& s : after) s = s.to(DType::Float16).to(s.dtype());
+      inner_->set_state(weight, t, after);
+      note = "state rounded to float16";
+    }
+  }
+  return nw;
 }
 
 }  // namespace metaop

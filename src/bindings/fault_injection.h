@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings/binding.h"
+#include "bindings/update_kernel.h"
 
 namespace metaop {
 
@@ -14,11 +15,15 @@ struct FaultSpec {
   std::string target;             // node name or op type
   std::string fault;              // one of fault_names()
   std::string binding;            // empty: every binding under test
-  std::string phase = "forward";  // or backward (the kernel's VJP)
+  std::string phase = "forward";  // or backward (the kernel's VJP), or update (the optimizer's
+                                  // step of the weights the target names or reads)
 };
 
-// Parses OPTYPE_OR_NODE:FAULT[@BINDING[:backward]]; fails naming the spec and the known faults.
+// Parses OPTYPE_OR_NODE:FAULT[@BINDING[:backward|:update]]; fails naming the spec and the known
+// faults.
 FaultSpec parse_fault(const std::string& spec);
+// The phase a fault belongs to: forward, backward or update.
+std::string fault_phase(const std::string& fault);
 
 struct FaultInfo {
   std::string name;
@@ -46,6 +51,26 @@ class FaultyBinding : public Binding {
                          const Tensors& inputs, std::string& note);
   std::unique_ptr<Binding> inner_;
   std::vector<FaultSpec> faults_;
+  std::map<std::string, std::string> log_;
+};
+
+// An update kernel whose step of chosen weights is faulty (the weight's step applied with a
+// flipped sign or doubled, a NaN, the state rounded to float16 or not written back).
+class FaultyUpdate : public UpdateKernel {
+ public:
+  FaultyUpdate(std::unique_ptr<UpdateKernel> inner, std::map<std::string, FaultSpec> faults);
+  std::string name() const override { return inner_->name(); }
+  Tensor step(const std::string& weight, long t, const Tensor& w, const Tensor& g) override;
+  Tensors state(const std::string& weight) const override { return inner_->state(weight); }
+  void set_state(const std::string& weight, long t, const Tensors& slots) override {
+    inner_->set_state(weight, t, slots);
+  }
+  // Weight -> what was done to it.
+  const std::map<std::string, std::string>& log() const { return log_; }
+
+ private:
+  std::unique_ptr<UpdateKernel> inner_;
+  std::map<std::string, FaultSpec> faults_;
   std::map<std::string, std::string> log_;
 };
 

@@ -28,12 +28,13 @@ struct TrainArgs {
   TrainConfig config;
   std::string bind = "reference";
   std::vector<std::string> bind_ops;
+  std::vector<std::string> bind_update;  // BINDING, or WEIGHT_NODE_OR_OP=BINDING
   int threads = 1;
   bool check = false;
   std::size_t check_every = 1;
   std::vector<std::string> inject;
   std::string compare;
-  std::string report_dir;
+  std::string report_dir, repro_dir;
   CLI::App* cmd = nullptr;
 };
 
@@ -76,6 +77,31 @@ void apply_hparams(TrainArgs& a) {
   }
 }
 
+// The update kernels of a plan whose nodes run on `bind`: --bind-update's, else the binding's own
+// optimizer when it has one, else the reference's rule.
+void configure_update(TrainConfig& c, const Graph& g, const std::string& bind,
+                      const std::vector<std::string>& specs) {
+  c.update_binding = has_update_kernel(bind) ? bind : "reference";
+  c.update_bind.clear();
+  auto trainable = trainable_initializers(g);
+  for (const auto& spec : specs) {
+    auto eq = spec.find('=');
+    std::string b = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    if (!has_update_kernel(b))
+      fail("--bind-update '{}': '{}' has no optimizer (update kernels: {})", spec, b,
+           fmt::join(update_binding_names(), ", "));
+    if (eq == std::string::npos) {
+      c.update_binding = b;
+      continue;
+    }
+    auto ws = weights_named(g, trainable, spec.substr(0, eq));
+    if (ws.empty())
+      fail("--bind-update '{}': '{}' is no trainable weight, node or op type of {}", spec,
+           spec.substr(0, eq), g.path);
+    for (const auto& w : ws) c.update_bind[w] = b;
+  }
+}
+
 // --compare B1,B2,...: the same training (initial weights, data order, steps) under each
 // binding; per-step loss and weight divergence from the first, and on the first
 // batch the first node (in run order) whose values drift from the first plan's by more than
@@ -99,6 +125,7 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
     check_supported(g, p);
     TrainConfig c = a.config;
     c.progress = {};
+    configure_update(c, g, b, a.bind_update);
     bool first_plan = b == plans[0];
     c.after_step = [&](std::size_t, const std::map<std::string, Tensor>& w) {
       std::map<std::string, Tensor> mine;
@@ -203,7 +230,18 @@ int run(TrainArgs& a) {
     return compare(a, g, load_tensor_file(a.data), load_tensor_file(a.labels));
   // The plan, its framework bindings wrapped with the injected faults (forward or backward).
   std::vector<FaultSpec> faults;
-  for (const auto& s : a.inject) faults.push_back(parse_fault(s));
+  for (const auto& s : a.inject) {
+    FaultSpec f = parse_fault(s);
+    if (f.phase != "update") {
+      faults.push_back(f);
+      continue;
+    }
+    if (weights_named(g, trainable_initializers(g), f.target).empty())
+      fail("--inject '{}': '{}' is no trainable weight, node or op type of {}", s, f.target,
+           a.model);
+    a.config.update_faults.push_back(f);
+  }
+  configure_update(a.config, g, a.bind, a.bind_update);
   std::vector<FaultyBinding*> faulty;
   auto make_plan = [&](std::vector<FaultyBinding*>* track) {
     Plan p;
@@ -243,6 +281,9 @@ int run(TrainArgs& a) {
     TrainConfig plain = a.config;
     plain.watch = {};
     plain.progress = {};
+    plain.update_binding = "reference";
+    plain.update_bind.clear();
+    plain.update_faults.clear();
     Plan reference_plan;
     TrainResult ref = train(g, X, Y, reference_plan, plain);
     for (std::size_t i = 0; i < tc->findings.size() && i < 5; ++i)
@@ -250,9 +291,33 @@ int run(TrainArgs& a) {
           tc->findings[i], g, X, Y, a.config, [&] { return make_plan(nullptr); }, ref.weights,
           r.weights);
   }
+  if (tc && !tc->findings.empty()) {
+    // A reproducer per finding (`metaop repro DIR` judges it again), with the injected faults
+    // that apply to the finding's binding and phase.
+    std::string root = !a.repro_dir.empty()    ? a.repro_dir
+                       : !a.report_dir.empty() ? a.report_dir + "/repro"
+                                               : "metaop-repro";
+    Graph h = with_loss(g, a.config.loss, Y.dtype());
+    for (auto& f : tc->findings) {
+      if (f.inputs.empty()) continue;
+      std::vector<std::string> applied;
+      for (const auto& s : a.inject) {
+        FaultSpec fs = parse_fault(s);
+        if (fs.phase == f.phase && (fs.binding.empty() || fs.binding == f.binding))
+          applied.push_back(s);
+      }
+      f.repro = write_train_reproducer(h, f, a.config.optimizer, applied, a.model, root);
+    }
+  }
   std::size_t per_epoch = r.losses.size() / static_cast<std::size_t>(a.config.epochs);
-  fmt::print("{}: {} steps under --bind {} ({} trainable tensors), loss {}\n", a.model,
-             r.losses.size(), a.bind, r.trainable.size(), a.loss);
+  std::map<std::string, int> updated_by;
+  for (const auto& [w, b] : r.update_bindings) ++updated_by[b];
+  std::string updates;
+  for (const auto& [b, n] : updated_by)
+    updates += fmt::format("{}{} on {}", updates.empty() ? "" : ", ", n, b);
+  fmt::print("{}: {} steps under --bind {} ({} trainable tensors, {} {} update{}), loss {}\n",
+             a.model, r.losses.size(), a.bind, r.trainable.size(), a.config.optimizer.kind, updates,
+             updated_by.size() == 1 ? "" : "s", a.loss);
   for (int e = 0; e < a.config.epochs; ++e) {
     double s = 0;
     for (std::size_t i = 0; i < per_epoch; ++i) s += r.losses[e * per_epoch + i];
@@ -264,18 +329,24 @@ int run(TrainArgs& a) {
       fmt::print("injected {}/{}: {}\n", fb->name(), node, note);
       ++reached;
     }
+  for (const auto& [w, note] : r.update_fault_log) {
+    fmt::print("injected update of {} under {}\n", w, note);
+    ++reached;
+  }
   if (!a.inject.empty() && reached == 0)
     fmt::print("no injected fault was reached (no node of the plan's bindings matched)\n");
   if (tc) {
     fmt::print(
-        "\nchecked {} of {} steps (forward and backward of every node against the "
-        "reference): {} finding(s)\n",
+        "\nchecked {} of {} steps (forward and backward of every node, and the update of every "
+        "weight, against the reference): {} finding(s)\n",
         tc->checked_steps, r.losses.size(), tc->findings.size());
     for (const auto& f : tc->findings)
-      fmt::print("  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n{}",
-                 f.phase, f.kind, f.binding, f.node, f.op_type,
-                 std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step, f.steps,
-                 f.detail, f.verification.empty() ? "" : "      " + f.verification + "\n");
+      fmt::print(
+          "  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n{}{}",
+          f.phase, f.kind, f.binding, f.node, f.op_type,
+          std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step, f.steps,
+          f.detail, f.verification.empty() ? "" : "      " + f.verification + "\n",
+          f.repro.empty() ? "" : "      reproducer: " + f.repro + "\n");
   }
   if (!a.json_file.empty()) {
     nlohmann::json j;
@@ -286,6 +357,8 @@ int run(TrainArgs& a) {
     j["losses"] = r.losses;
     j["step_seconds"] = r.step_seconds;
     j["trainable"] = r.trainable;
+    j["optimizer"] = a.config.optimizer.kind;
+    j["update_bindings"] = r.update_bindings;
     j["findings"] = nlohmann::json::array();
     if (tc) {
       // Worst local score of each node over the checked steps, forward and backward.
@@ -294,21 +367,23 @@ int run(TrainArgs& a) {
                                     {"op_type", g.nodes[k].op_type},
                                     {"forward", tc->forward_scores[k]},
                                     {"backward", tc->backward_scores[k]}});
+      for (const auto& [w, score] : tc->update_scores) j["update_scores"][w] = json_number(score);
     }
     if (tc)
       for (const auto& f : tc->findings)
-        j["findings"].push_back({{"node", f.node},
-                                 {"op_type", f.op_type},
-                                 {"binding", f.binding},
-                                 {"phase", f.phase},
-                                 {"kind", f.kind},
-                                 {"score", json_number(f.score)},
-                                 {"iteration", f.step},
-                                 {"iterations", f.steps},
-                                 {"verified", f.verified},
-                                 {"verification", f.verification},
-                                 {"repro", nullptr},
-                                 {"detail", f.detail}});
+        j["findings"].push_back(
+            {{"node", f.node},
+             {"op_type", f.op_type},
+             {"binding", f.binding},
+             {"phase", f.phase},
+             {"kind", f.kind},
+             {"score", json_number(f.score)},
+             {"iteration", f.step},
+             {"iterations", f.steps},
+             {"verified", f.verified},
+             {"verification", f.verification},
+             {"repro", f.repro.empty() ? nlohmann::json() : nlohmann::json(f.repro)},
+             {"detail", f.detail}});
     std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }
@@ -356,6 +431,9 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--report", a->report_dir,
                   "Write an HTML report (loss curves; per-node forward and gradient error with "
                   "--check) into this folder");
+  cmd->add_option("--repro", a->repro_dir,
+                  "Folder for the reproducers of --check's findings (default: REPORT/repro, else "
+                  "./metaop-repro)");
   cmd->add_flag("--check", a->check,
                 "Check every node's forward and backward against the reference (exit 1 on "
                 "findings)");
@@ -364,7 +442,13 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--compare", a->compare,
                   "Train under each of these bindings (B1,B2,...) and report where they diverge");
   cmd->add_option("--inject", a->inject,
-                  "Inject a fault: OP:FAULT@BINDING, or OP:grad_sign|grad_scale@BINDING:backward");
+                  "Inject a fault: OP:FAULT@BINDING, OP:grad_sign|grad_scale@BINDING:backward, or "
+                  "WEIGHT_OR_OP:update_sign|update_scale|update_nan|half_state|stale_state@torch:"
+                  "update");
+  cmd->add_option("--bind-update", a->bind_update,
+                  "Update kernel: BINDING for every weight, or WEIGHT_NODE_OR_OP=BINDING "
+                  "(reference or torch; default: --bind's optimizer if it has one, else the "
+                  "reference's float64 rule)");
   add_plan_options(cmd, a->bind, a->bind_ops, a->threads);
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }

@@ -117,50 +117,6 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
   return h;
 }
 
-Optimizer::Optimizer(OptimizerConfig c) : c_(std::move(c)) {
-  if (c_.kind != "sgd" && c_.kind != "adam" && c_.kind != "adamw")
-    fail("--optimizer {}: expected sgd, adam or adamw", c_.kind);
-  if (!(c_.lr > 0)) fail("--lr {}: must be positive", c_.lr);
-}
-
-Tensor Optimizer::step(const std::string& name, const Tensor& weight, const Tensor& grad) {
-  if (weight.dtype() == DType::Float32 && grad.dtype() == DType::Float32)
-    return step_f32(name, weight, grad);
-  auto w = weight.to_f64(), g = grad.to_f64();
-  if (c_.kind == "sgd") {
-    auto& buf = m_[name];
-    bool first = buf.empty();
-    if (first) buf.assign(w.size(), 0.0);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      double d = g[i] + c_.weight_decay * w[i];
-      if (c_.momentum != 0) {
-        buf[i] = first ? d : c_.momentum * buf[i] + d;
-        d = c_.nesterov ? d + c_.momentum * buf[i] : buf[i];
-      }
-      w[i] -= c_.lr * d;
-    }
-  } else {
-    auto &m = m_[name], &v = v_[name];
-    if (m.empty()) {
-      m.assign(w.size(), 0.0);
-      v.assign(w.size(), 0.0);
-    }
-    double b1 = 1 - std::pow(c_.beta1, static_cast<double>(t_)),
-           b2 = 1 - std::pow(c_.beta2, static_cast<double>(t_));
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      double d = g[i];
-      if (c_.kind == "adamw")
-        w[i] -= c_.lr * c_.weight_decay * w[i];
-      else
-        d += c_.weight_decay * w[i];
-      m[i] = c_.beta1 * m[i] + (1 - c_.beta1) * d;
-      v[i] = c_.beta2 * v[i] + (1 - c_.beta2) * d * d;
-      w[i] -= c_.lr * (m[i] / b1) / (std::sqrt(v[i] / b2) + c_.eps);
-    }
-  }
-  return Tensor::from_f64(w, weight.shape(), weight.dtype());
-}
-
 void update_running_stats(Graph& g, const RunResult& forward) {
   for (const auto& n : g.nodes) {
     if (n.op_type != "BatchNormalization" || n.outputs.size() < 3) continue;
@@ -172,48 +128,6 @@ void update_running_stats(Graph& g, const RunResult& forward) {
       g.initializers[stat] = v->second;
     }
   }
-}
-
-// The same update for float32 weights without float64 copies of every tensor: each element is
-// widened, updated in float64 and rounded once, as above.
-Tensor Optimizer::step_f32(const std::string& name, const Tensor& weight, const Tensor& grad) {
-  const float* wp = weight.data<float>();
-  const float* gp = grad.data<float>();
-  std::size_t n = static_cast<std::size_t>(weight.numel());
-  Tensor out(DType::Float32, weight.shape());
-  float* op = out.data<float>();
-  if (c_.kind == "sgd") {
-    auto& buf = m_[name];
-    bool first = buf.empty();
-    if (first && c_.momentum != 0) buf.assign(n, 0.0);
-    for (std::size_t i = 0; i < n; ++i) {
-      double w = wp[i], d = gp[i] + c_.weight_decay * w;
-      if (c_.momentum != 0) {
-        buf[i] = first ? d : c_.momentum * buf[i] + d;
-        d = c_.nesterov ? d + c_.momentum * buf[i] : buf[i];
-      }
-      op[i] = static_cast<float>(w - c_.lr * d);
-    }
-    return out;
-  }
-  auto &m = m_[name], &v = v_[name];
-  if (m.empty()) {
-    m.assign(n, 0.0);
-    v.assign(n, 0.0);
-  }
-  double b1 = 1 - std::pow(c_.beta1, static_cast<double>(t_)),
-         b2 = 1 - std::pow(c_.beta2, static_cast<double>(t_));
-  for (std::size_t i = 0; i < n; ++i) {
-    double w = wp[i], d = gp[i];
-    if (c_.kind == "adamw")
-      w -= c_.lr * c_.weight_decay * w;
-    else
-      d += c_.weight_decay * w;
-    m[i] = c_.beta1 * m[i] + (1 - c_.beta1) * d;
-    v[i] = c_.beta2 * v[i] + (1 - c_.beta2) * d * d;
-    op[i] = static_cast<float>(w - c_.lr * (m[i] / b1) / (std::sqrt(v[i] / b2) + c_.eps));
-  }
-  return out;
 }
 
 namespace {
@@ -232,6 +146,75 @@ Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
 
 }  // namespace
 
+std::vector<std::string> weights_named(const Graph& g, const std::vector<std::string>& trainable,
+                                       const std::string& target) {
+  std::set<std::string> hit;
+  for (const auto& w : trainable)
+    if (w == target) hit.insert(w);
+  for (const auto& n : g.nodes)
+    if (n.name == target || n.op_type == target)
+      for (const auto& i : n.inputs)
+        if (std::find(trainable.begin(), trainable.end(), i) != trainable.end()) hit.insert(i);
+  return {hit.begin(), hit.end()};
+}
+
+namespace {
+
+// The update kernels of a run, one per binding, made on first use and wrapped with the faults
+// injected into that binding.
+class UpdateKernels {
+ public:
+  UpdateKernels(const Graph& g, const TrainConfig& c, const std::vector<std::string>& trainable)
+      : g_(g), c_(c), trainable_(trainable) {
+    for (const auto& [w, b] : c.update_bind) {
+      if (std::find(trainable.begin(), trainable.end(), w) == trainable.end())
+        fail("update binding for '{}': not a trainable weight of {}", w, g.path);
+      if (!has_update_kernel(b))
+        fail("update binding '{}' for weight '{}': no optimizer (update kernels: {})", b, w,
+             fmt::join(update_binding_names(), ", "));
+    }
+    if (!has_update_kernel(c.update_binding))
+      fail("update binding '{}': no optimizer (update kernels: {})", c.update_binding,
+           fmt::join(update_binding_names(), ", "));
+  }
+  const std::string& binding_of(const std::string& weight) const {
+    auto it = c_.update_bind.find(weight);
+    return it == c_.update_bind.end() ? c_.update_binding : it->second;
+  }
+  UpdateKernel& of(const std::string& weight) {
+    const std::string& b = binding_of(weight);
+    auto& k = kernels_[b];
+    if (k) return *k;
+    k = make_update_kernel(b, c_.optimizer);
+    std::map<std::string, FaultSpec> mine;
+    if (b != "reference")
+      for (const auto& f : c_.update_faults)
+        if (f.binding.empty() || f.binding == b)
+          for (const auto& w : weights_named(g_, trainable_, f.target)) mine.emplace(w, f);
+    if (!mine.empty()) {
+      auto fk = std::make_unique<FaultyUpdate>(std::move(k), std::move(mine));
+      faulty_.push_back(fk.get());
+      k = std::move(fk);
+    }
+    return *k;
+  }
+  std::map<std::string, std::string> fault_log() const {
+    std::map<std::string, std::string> out;
+    for (auto* f : faulty_)
+      for (const auto& [w, note] : f->log()) out[w] = f->name() + ": " + note;
+    return out;
+  }
+
+ private:
+  const Graph& g_;
+  const TrainConfig& c_;
+  const std::vector<std::string>& trainable_;
+  std::map<std::string, std::unique_ptr<UpdateKernel>> kernels_;
+  std::vector<FaultyUpdate*> faulty_;
+};
+
+}  // namespace
+
 TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
                   const TrainConfig& config) {
   if (g.inputs.size() != 1)
@@ -246,7 +229,8 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   res.trainable = trainable_initializers(g);
   if (res.trainable.empty()) fail("{}: the model has no trainable (float) initializer", g.path);
   std::set<std::string> wrt(res.trainable.begin(), res.trainable.end());
-  Optimizer opt(config.optimizer);
+  validate(config.optimizer);
+  UpdateKernels kernels(g, config, res.trainable);
   std::int64_t N = X.dim(0);
   std::size_t steps_per_epoch =
       static_cast<std::size_t>((N + config.batch_size - 1) / config.batch_size);
@@ -293,15 +277,30 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       update_running_stats(h, f);
       res.step_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      for (const auto& [name, grad] : b.grads)
-        h.initializers[name] = opt.step(name, h.initializers.at(name), grad);
-      opt.next_step();
+      long t = static_cast<long>(step + 1);
+      for (const auto& [name, grad] : b.grads) {
+        UpdateKernel& k = kernels.of(name);
+        Tensor& w = h.initializers.at(name);
+        if (!(watched && config.on_update)) {
+          w = k.step(name, t, w, grad);
+          continue;
+        }
+        Tensors before_state = k.state(name);
+        Tensor before = w;
+        w = k.step(name, t, w, grad);
+        Tensors after_state = k.state(name);
+        config.on_update(step + 1,
+                         {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
+      }
       if (config.after_step) config.after_step(step + 1, h.initializers);
-      if (config.progress) config.progress(++step, total, lv);
+      ++step;
+      if (config.progress) config.progress(step, total, lv);
     }
   }
   // Trained weights and the running statistics training mode updated.
   for (const auto& [name, t] : g.initializers) res.weights[name] = h.initializers.at(name);
+  for (const auto& w : res.trainable) res.update_bindings[w] = kernels.binding_of(w);
+  res.update_fault_log = kernels.fault_log();
   return res;
 }
 

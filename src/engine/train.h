@@ -1,13 +1,15 @@
 #pragma once
 // Training under a binding plan: a loss appended to the model, mini-batches of seeded shuffled
 // data, forward and backward node by node (each on the binding the plan names), and an optimizer
-// that updates the trainable initializers (float64 arithmetic, rounded once to each weight's
-// dtype, so that every plan gets the same update rule).
+// that updates the trainable initializers on each weight's update kernel (the float64 reference
+// rule, or a framework's optimizer: bindings/update_kernel.h).
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "bindings/fault_injection.h"
+#include "bindings/update_kernel.h"
 #include "engine/autodiff.h"
 
 namespace metaop {
@@ -27,29 +29,23 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype);
 // into the mean and var initializers they read, as a framework's module state would.
 void update_running_stats(Graph& g, const RunResult& forward);
 
-struct OptimizerConfig {
-  std::string kind = "sgd";  // sgd, adam, adamw
-  double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  bool nesterov = false;
-};
-
-// SGD (momentum, nesterov, L2 weight decay) and Adam / AdamW, as PyTorch defines them.
-class Optimizer {
- public:
-  explicit Optimizer(OptimizerConfig c);
-  Tensor step(const std::string& name, const Tensor& weight, const Tensor& grad);
-  void next_step() { ++t_; }
-
- private:
-  Tensor step_f32(const std::string& name, const Tensor& weight, const Tensor& grad);
-  OptimizerConfig c_;
-  long t_ = 1;
-  std::map<std::string, std::vector<double>> m_, v_;
+// What the update hook sees of one weight's step.
+struct UpdateCall {
+  std::string weight, binding;
+  long t = 0;  // 1-based
+  const Tensor *before = nullptr, *grad = nullptr, *after = nullptr;
+  const Tensors *state_before = nullptr, *state_after = nullptr;  // empty before the first step
 };
 
 struct TrainConfig {
   LossKind loss = LossKind::CrossEntropy;
   OptimizerConfig optimizer;
+  // The update kernel of every weight (reference, torch), but the weights `update_bind` names.
+  std::string update_binding = "reference";
+  std::map<std::string, std::string> update_bind;
+  // Faults injected into the update kernels (phase update; the target names a weight, or a node
+  // or op type whose weights it means).
+  std::vector<FaultSpec> update_faults;
   int epochs = 1;
   std::int64_t batch_size = 32;
   std::uint64_t seed = 0;
@@ -65,6 +61,7 @@ struct TrainConfig {
   std::function<void(std::size_t step, const Node&, const Tensors& inputs, const Tensors& outputs,
                      const Tensors& output_grads, const Tensors& input_grads, const NodeRecord&)>
       on_backward;
+  std::function<void(std::size_t step, const UpdateCall&)> on_update;
 };
 
 struct TrainResult {
@@ -72,7 +69,14 @@ struct TrainResult {
   std::vector<double> step_seconds;       // per step: forward, backward and update
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
+  std::map<std::string, std::string> update_bindings;   // weight -> the kernel that updated it
+  std::map<std::string, std::string> update_fault_log;  // weight -> what an injected fault did
 };
+
+// The weights `target` names (an update binding's or fault's): the weight itself, or the
+// trainable initializers read by the nodes of that name or op type.
+std::vector<std::string> weights_named(const Graph& g, const std::vector<std::string>& trainable,
+                                       const std::string& target);
 
 // X: [N, ...] model inputs (the model's first input), Y: [N, ...] labels.
 TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,

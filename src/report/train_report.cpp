@@ -5,8 +5,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "graph/onnx_io.h"
+#include "ops/kernel_util.h"
+#include "report/check_report.h"
 #include "report/html.h"
+#include "tensor/npy.h"
 
 namespace metaop {
 
@@ -66,6 +71,108 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
   }
   h += "</body></html>\n";
   std::ofstream(std::filesystem::path(dir) / "index.html") << h;
+}
+
+std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
+                                   const OptimizerConfig& optimizer,
+                                   const std::vector<std::string>& inject, const std::string& model,
+                                   const std::string& root) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(root) /
+                 safe_file_name(fmt::format("{}_{}_{}_{}", f.binding, f.phase, f.kind, f.node));
+  fs::create_directories(dir);
+  nlohmann::json j;
+  j["schema"] = "metaop-repro/1";
+  j["phase"] = f.phase;
+  j["kind"] = f.kind;
+  j["binding"] = f.binding;
+  j["node"] = f.node;
+  j["op_type"] = f.op_type;
+  j["model"] = model;
+  j["step"] = f.step;
+  j["detail"] = f.detail;
+  j["inject"] = inject;
+  // Files named after the values: ROLE_INDEX_NAME.npy; null for an omitted or absent tensor.
+  auto save = [&](const std::string& role, const Tensors& ts,
+                  const std::vector<std::string>& names) {
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      if (!ts[i].defined()) {
+        list.push_back(nullptr);
+        continue;
+      }
+      std::string file = safe_file_name(
+          fmt::format("{}_{}_{}.npy", role, i, i < names.size() ? names[i] : std::string()));
+      write_npy((dir / file).string(), ts[i]);
+      list.push_back(file);
+    }
+    j["files"][role] = list;
+  };
+  std::string what;
+  if (f.phase == "update") {
+    std::vector<std::string> names{"weight", "grad"};
+    for (const auto& s : optimizer_slots(optimizer)) names.push_back(s);
+    save("inputs", f.inputs, names);
+    names.erase(names.begin() + 1);
+    save("got", f.got, names);
+    j["optimizer"] = {{"kind", optimizer.kind},
+                      {"lr", optimizer.lr},
+                      {"momentum", optimizer.momentum},
+                      {"nesterov", optimizer.nesterov},
+                      {"weight_decay", optimizer.weight_decay},
+                      {"beta1", optimizer.beta1},
+                      {"beta2", optimizer.beta2},
+                      {"eps", optimizer.eps}};
+    what = fmt::format(
+        "the {} update of weight '{}' at step {}: inputs_0 is the weight before the step, "
+        "inputs_1 its gradient, the others the optimizer's state before the step (none at the "
+        "first step); got_* are what {} made of them (the new weight, then the new state)",
+        optimizer.kind, f.node, f.step, f.binding);
+  } else {
+    std::size_t k = 0;
+    while (k < h.nodes.size() && h.nodes[k].name != f.node) ++k;
+    if (k == h.nodes.size()) fail("reproducer: node '{}' is not in {}", f.node, h.path);
+    const Node& node = h.nodes[k];
+    SubgraphSpec spec;
+    spec.nodes = {k};
+    for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
+      if (!node.inputs[i].empty() && f.inputs[i].defined())
+        spec.values[node.inputs[i]] = f.inputs[i];
+    const Tensors& outs = f.phase == "backward" ? f.outputs : f.got;
+    for (std::size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
+      if (!node.outputs[i].empty() && outs[i].defined()) spec.values[node.outputs[i]] = outs[i];
+    write_file((dir / "model.onnx").string(), export_subgraph(h, spec));
+    save("inputs", f.inputs, node.inputs);
+    if (f.phase == "backward") {
+      save("outputs", f.outputs, node.outputs);
+      save("output_grads", f.output_grads, node.outputs);
+      save("got", f.got, node.inputs);
+    } else {
+      save("got", f.got, node.outputs);
+    }
+    what = f.phase == "backward"
+               ? fmt::format(
+                     "the backward of node '{}' ({}) at step {}: model.onnx is the node "
+                     "alone, inputs_* its inputs, outputs_* its forward outputs, "
+                     "output_grads_* the gradients that reached them; got_* are the input "
+                     "gradients {} computed",
+                     f.node, f.op_type, f.step, f.binding)
+               : fmt::format(
+                     "the forward of node '{}' ({}) at step {}: model.onnx is the node "
+                     "alone, inputs_* its inputs; got_* are its outputs under {}",
+                     f.node, f.op_type, f.step, f.binding);
+  }
+  std::ofstream(dir / "repro.json") << j.dump(1) << '\n';
+  std::string inject_text;
+  for (const auto& s : inject) inject_text += " (injected: " + s + ")";
+  std::ofstream readme(dir / "README.txt");
+  readme << fmt::format(
+      "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
+      "Judge it again against the float64 reference and the error model (exit 1 when the "
+      "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
+      "--bind reference\n",
+      f.phase, f.kind, f.binding, inject_text, model, f.detail, f.verification, what);
+  return dir.string();
 }
 
 }  // namespace metaop

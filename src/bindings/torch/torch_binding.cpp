@@ -124,6 +124,7 @@
 #include <map>
 #include <numeric>
 
+#include "bindings/torch/aten_convert.h"
 #include "ops/kernel_util.h"
 #include "ops/params.h"
 #include "ops/window.h"
@@ -133,72 +134,6 @@ namespace metaop {
 namespace {
 
 using ATs = std::vector<at::Tensor>;
-
-at::ScalarType to_aten(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return at::kFloat;
-    case DType::Float64:
-      return at::kDouble;
-    case DType::Float16:
-      return at::kHalf;
-    case DType::BFloat16:
-      return at::kBFloat16;
-    case DType::Int64:
-      return at::kLong;
-    case DType::Int32:
-      return at::kInt;
-    case DType::Int8:
-      return at::kChar;
-    case DType::UInt8:
-      return at::kByte;
-    case DType::Bool:
-      return at::kBool;
-  }
-  return at::kFloat;
-}
-
-DType from_aten(at::ScalarType t, const Node& n) {
-  switch (t) {
-    case at::kFloat:
-      return DType::Float32;
-    case at::kDouble:
-      return DType::Float64;
-    case at::kHalf:
-      return DType::Float16;
-    case at::kBFloat16:
-      return DType::BFloat16;
-    case at::kLong:
-      return DType::Int64;
-    case at::kInt:
-      return DType::Int32;
-    case at::kChar:
-      return DType::Int8;
-    case at::kByte:
-      return DType::UInt8;
-    case at::kBool:
-      return DType::Bool;
-    default:
-      break;
-  }
-  throw Unsupported(fmt::format("{}: ATen produced dtype {}", n.label(), c10::toString(t)));
-}
-
-at::Tensor to_aten(const Tensor& t) {
-  if (!t.defined()) return at::Tensor();
-  std::vector<std::int64_t> dims(t.shape().begin(), t.shape().end());
-  auto out = at::empty(dims, at::TensorOptions().dtype(to_aten(t.dtype())));
-  if (t.nbytes()) std::memcpy(out.data_ptr(), t.raw(), t.nbytes());
-  return out;
-}
-
-Tensor from_aten(const at::Tensor& a, const Node& n) {
-  if (!a.defined()) return Tensor();
-  at::Tensor c = a.detach().contiguous();
-  Tensor t(from_aten(c.scalar_type(), n), Shape(c.sizes().begin(), c.sizes().end()));
-  if (t.nbytes()) std::memcpy(t.raw(), c.data_ptr(), t.nbytes());
-  return t;
-}
 
 // What an op's ATen implementation sees of a node.
 struct Ctx {
@@ -965,7 +900,7 @@ Tensors TorchBinding::forward(const Node& node, std::int64_t opset, const Tensor
   for (const auto& t : inputs) x.push_back(to_aten(t));
   ATs y = run_op(node, opset, inputs, x);
   Tensors out;
-  for (const auto& t : y) out.push_back(from_aten(t, node));
+  for (const auto& t : y) out.push_back(from_aten(t, node.label()));
   return out;
 }
 
@@ -1006,7 +941,7 @@ Tensors TorchBinding::backward(const Node& node, std::int64_t opset, const Tenso
   // An input ATen took as a plain number (Clip bounds, the Pad value) gets no gradient: it is
   // left undefined, which says "not differentiated", rather than a false zero.
   for (std::size_t j = 0; j < wrt.size(); ++j)
-    if (g[j].defined()) grads[wrt_index[j]] = from_aten(g[j], node);
+    if (g[j].defined()) grads[wrt_index[j]] = from_aten(g[j], node.label());
   return grads;
 }
 

@@ -1,0 +1,165 @@
+// metaop repro DIR: judges a training finding's reproducer folder again (repro.json, written by
+// `metaop train --check`): the node's forward, its backward or a weight's update under the
+// binding, against the float64 reference with the error model.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/train_check.h"
+#include "bindings/fault_injection.h"
+#include "cli/commands.h"
+#include "graph/onnx_io.h"
+#include "ops/kernel_util.h"
+#include "tensor/npy.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct ReproArgs {
+  std::string dir, bind;
+};
+
+std::string format_score(double s) {
+  return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
+}
+
+int run(const ReproArgs& a) {
+  namespace fs = std::filesystem;
+  fs::path dir(a.dir), manifest = dir / "repro.json";
+  std::ifstream in(manifest);
+  if (!in) fail("{}: no repro.json (a folder written by metaop train --check)", a.dir);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    fail("{}: not JSON: {}", manifest.string(), e.what());
+  }
+  if (j.value("schema", "") != "metaop-repro/1")
+    fail("{}: schema '{}', expected metaop-repro/1", manifest.string(), j.value("schema", ""));
+  std::string phase, binding;
+  std::vector<std::string> inject;
+  try {
+    phase = j.at("phase").get<std::string>();
+    binding = a.bind.empty() ? j.at("binding").get<std::string>() : a.bind;
+    inject = j.value("inject", std::vector<std::string>{});
+  } catch (const std::exception& e) {
+    fail("{}: {}", manifest.string(), e.what());
+  }
+  auto files = [&](const std::string& role) {
+    Tensors ts;
+    if (!j.contains("files") || !j["files"].contains(role)) return ts;
+    for (const auto& f : j["files"][role])
+      ts.push_back(f.is_null() ? Tensor() : read_npy((dir / f.get<std::string>()).string()));
+    return ts;
+  };
+  std::vector<FaultSpec> faults;
+  for (const auto& s : inject) {
+    FaultSpec f = parse_fault(s);
+    if (f.binding.empty() || f.binding == binding) faults.push_back(f);
+  }
+  Tensors inputs = files("inputs");
+  LocalCheck lc;
+  std::vector<std::string> names;
+  std::string what, crash;
+  // The binding's kernel: an exception it throws (other than Unsupported) is the crash.
+  auto guarded = [&](auto&& kernel) {
+    try {
+      kernel();
+    } catch (const Unsupported&) {
+      throw;
+    } catch (const std::exception& e) {
+      crash = e.what();
+    }
+  };
+  {
+    if (phase == "update") {
+      OptimizerConfig c;
+      const auto& o = j.at("optimizer");
+      c.kind = o.at("kind").get<std::string>();
+      c.lr = o.at("lr").get<double>();
+      c.momentum = o.at("momentum").get<double>();
+      c.nesterov = o.at("nesterov").get<bool>();
+      c.weight_decay = o.at("weight_decay").get<double>();
+      c.beta1 = o.at("beta1").get<double>();
+      c.beta2 = o.at("beta2").get<double>();
+      c.eps = o.at("eps").get<double>();
+      std::string weight = j.at("node").get<std::string>();
+      long t = j.at("step").get<long>();
+      if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
+      Tensors before(inputs.begin() + 2, inputs.end());
+      auto kernel = make_update_kernel(binding, c);
+      std::map<std::string, FaultSpec> mine;
+      for (const auto& f : faults)
+        if (f.phase == "update") mine.emplace(weight, f);
+      if (!mine.empty())
+        kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
+      what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
+      names = {weight};
+      for (const auto& s : optimizer_slots(c)) names.push_back(s);
+      guarded([&] {
+        if (!before.empty()) kernel->set_state(weight, t - 1, before);
+        Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
+        lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
+      });
+    } else if (phase == "forward" || phase == "backward") {
+      Graph g = load_onnx((dir / "model.onnx").string());
+      if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
+      const Node& node = g.nodes[0];
+      std::unique_ptr<Binding> b = make_binding(binding);
+      if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
+      what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
+      if (phase == "forward") {
+        names = node.outputs;
+        guarded([&] {
+          Tensors got = b->forward(node, g.opset, inputs);
+          lc = check_local(node, g.opset, inputs, got);
+        });
+      } else {
+        for (const auto& i : node.inputs) names.push_back("grad " + i);
+        Tensors outs = files("outputs"), grads = files("output_grads");
+        guarded([&] {
+          Tensors got = b->backward(node, g.opset, inputs, outs, grads);
+          lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
+        });
+      }
+    } else {
+      fail("{}: phase '{}' (expected forward, backward or update)", manifest.string(), phase);
+    }
+  }
+  if (!crash.empty()) {
+    fmt::print("reproduced: {} under {} crashed: {}\n", what, binding, crash);
+    return 1;
+  }
+  const Score& s = lc.score;
+  std::string worst = s.mismatch;
+  if (worst.empty() && s.worst_index >= 0)
+    worst = fmt::format(
+        "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} "
+        "non-finite mismatches",
+        s.worst_output < names.size() ? names[s.worst_output] : "",
+        index_str(lc.reference[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
+        s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite);
+  fmt::print("{}: {} under {}{}: score {} ({})\n{}", s.bad() ? "reproduced" : "not reproduced",
+             what, binding, faults.empty() ? "" : " (with the injected faults)",
+             format_score(s.score), s.bad() ? "outside the error model" : "within the error model",
+             worst.empty() ? "" : "  " + worst + "\n");
+  return s.bad() ? 1 : 0;
+}
+
+}  // namespace
+
+void add_repro_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<ReproArgs>();
+  auto* cmd = app.add_subcommand(
+      "repro",
+      "Judge a reproducer folder of `metaop train --check` again (exit 1 when the defect "
+      "reproduces, 0 when the binding is within the error model)");
+  cmd->add_option("dir", a->dir, "Reproducer folder (holds repro.json)")->required();
+  cmd->add_option("--bind", a->bind, "Judge this binding instead of the finding's");
+  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+}
+
+}  // namespace metaop::cli

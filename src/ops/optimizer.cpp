@@ -1,0 +1,138 @@
+#include "ops/optimizer.h"
+
+#include <cmath>
+
+#include "ops/error_model.h"
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+void validate(const OptimizerConfig& c) {
+  if (c.kind != "sgd" && c.kind != "adam" && c.kind != "adamw")
+    fail("--optimizer {}: expected sgd, adam or adamw", c.kind);
+  if (!(c.lr > 0)) fail("--lr {}: must be positive", c.lr);
+  if (!(c.weight_decay >= 0)) fail("--weight-decay {}: must be at least 0", c.weight_decay);
+  if (c.kind == "sgd") {
+    if (!(c.momentum >= 0 && c.momentum < 1)) fail("--momentum {}: must be in [0, 1)", c.momentum);
+    if (c.nesterov && c.momentum == 0) fail("--nesterov needs a positive --momentum");
+    return;
+  }
+  if (!(c.beta1 >= 0 && c.beta1 < 1)) fail("beta1 {}: must be in [0, 1)", c.beta1);
+  if (!(c.beta2 >= 0 && c.beta2 < 1)) fail("beta2 {}: must be in [0, 1)", c.beta2);
+  if (!(c.eps > 0)) fail("eps {}: must be positive", c.eps);
+}
+
+std::vector<std::string> optimizer_slots(const OptimizerConfig& c) {
+  if (c.kind == "sgd")
+    return c.momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
+                           : std::vector<std::string>{};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+UpdateRule::UpdateRule(const OptimizerConfig& c, long t)
+    : c_(c),
+      b1_(1 - std::pow(c.beta1, static_cast<double>(t))),
+      b2_(1 - std::pow(c.beta2, static_cast<double>(t))) {}
+
+UpdateElement UpdateRule::operator()(bool first, double w, double g, double m, double v) const {
+  const OptimizerConfig& c = c_;
+  UpdateElement r;
+  double aw = std::fabs(w);
+  if (c.kind == "sgd") {
+    double d = g + c.weight_decay * w, dmag = std::fabs(g) + c.weight_decay * aw;
+    double s = d, smag = dmag;
+    if (c.momentum != 0) {
+      r.m = first ? d : c.momentum * m + d;
+      r.m_mag = first ? dmag : c.momentum * std::fabs(m) + dmag;
+      s = c.nesterov ? d + c.momentum * r.m : r.m;
+      smag = c.nesterov ? dmag + c.momentum * r.m_mag : r.m_mag;
+    }
+    r.w = w - c.lr * s;
+    r.w_mag = aw + c.lr * smag;
+    return r;
+  }
+  bool decoupled = c.kind == "adamw";
+  double shrink = decoupled ? c.lr * c.weight_decay : 0;
+  double d = decoupled ? g : g + c.weight_decay * w;
+  double dmag = decoupled ? std::fabs(g) : std::fabs(g) + c.weight_decay * aw;
+  r.m = c.beta1 * m + (1 - c.beta1) * d;
+  r.m_mag = c.beta1 * std::fabs(m) + (1 - c.beta1) * dmag;
+  r.v = c.beta2 * v + (1 - c.beta2) * d * d;
+  r.v_mag = c.beta2 * std::fabs(v) + (1 - c.beta2) * dmag * dmag;
+  double denom = std::sqrt(r.v / b2_) + c.eps;
+  double step = c.lr / b1_ * r.m / denom;
+  // The step's error: the numerator's, plus |step| times the denominator's relative error, at
+  // most half of v's (square root) -- large when v's terms cancelled, i.e. v_mag >> v.
+  double v_ratio = r.v > 0 ? r.v_mag / r.v : 1;
+  double step_mag = c.lr / b1_ * (r.m_mag + 0.5 * std::fabs(r.m) * v_ratio) / denom;
+  r.w = w - shrink * w - step;
+  r.w_mag = aw + shrink * aw + step_mag;
+  return r;
+}
+
+UpdateRoundings update_roundings(const OptimizerConfig& c) {
+  // Products with a scalar cost 2, sums 1 more than their deepest term, a square root halves
+  // the relative error and rounds once. Weight decay g + wd * w: 3.
+  if (c.kind == "sgd") {
+    if (c.momentum == 0) return {6, 0, 0};  // w + (-lr) d
+    if (!c.nesterov) return {7, 4, 0};      // buf = mu buf + d; w + (-lr) buf
+    return {10, 4, 0};                      // d + mu buf, then w + (-lr) (...)
+  }
+  // m = beta1 m + (1 - beta1) d: 6; v = beta2 v + (1 - beta2) d d: 10; denominator
+  // sqrt(v) / sqrt(bc2) + eps: 10; m / denom times the step size: 13; w - step: 14 (adamw's
+  // w (1 - lr wd) is a shorter path).
+  return {14, 6, 10};
+}
+
+UpdateReference reference_update(const OptimizerConfig& c, long t, const Tensor& weight,
+                                 const Tensor& grad, const Tensors& slots, DType weight_dtype,
+                                 DType state_dtype) {
+  auto names = optimizer_slots(c);
+  if (weight.numel() != grad.numel())
+    fail("update: weight {} and gradient {} differ in size", shape_str(weight.shape()),
+         shape_str(grad.shape()));
+  bool first = slots.empty();
+  if (!first && slots.size() != names.size())
+    fail("update: {} state tensors given, the {} optimizer keeps {}", slots.size(), c.kind,
+         names.size());
+  for (const auto& s : slots)
+    if (s.numel() != weight.numel())
+      fail("update: a state tensor of shape {} for a weight of shape {}", shape_str(s.shape()),
+           shape_str(weight.shape()));
+  auto w = weight.to_f64(), g = grad.to_f64();
+  std::vector<double> m = slots.size() > 0 ? slots[0].to_f64() : std::vector<double>(w.size(), 0);
+  std::vector<double> v = slots.size() > 1 ? slots[1].to_f64() : std::vector<double>(w.size(), 0);
+  UpdateRoundings n = update_roundings(c);
+  auto gamma = [](int k, DType dt) {
+    double u = unit_roundoff(dt);
+    return k * u / (1 - k * u);
+  };
+  double gw = gamma(n.weight, weight_dtype), gm = gamma(n.m, state_dtype),
+         gv = gamma(n.v, state_dtype);
+  double floor_w = n.weight * ulp_of(0, weight_dtype), floor_s = n.v * ulp_of(0, state_dtype);
+  std::size_t k = names.size();
+  std::vector<double> nw(w.size()), nm(k > 0 ? w.size() : 0), nv(k > 1 ? w.size() : 0);
+  UpdateReference r;
+  r.weight_tol.resize(w.size());
+  r.slot_tols.assign(k, std::vector<double>(w.size()));
+  UpdateRule rule(c, t);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    UpdateElement e = rule(first, w[i], g[i], m[i], v[i]);
+    nw[i] = e.w;
+    r.weight_tol[i] = gw * e.w_mag + floor_w;
+    if (k > 0) {
+      nm[i] = e.m;
+      r.slot_tols[0][i] = gm * e.m_mag + floor_s;
+    }
+    if (k > 1) {
+      nv[i] = e.v;
+      r.slot_tols[1][i] = gv * e.v_mag + floor_s;
+    }
+  }
+  r.weight = Tensor::from_f64(nw, weight.shape(), DType::Float64);
+  if (k > 0) r.slots.push_back(Tensor::from_f64(nm, weight.shape(), DType::Float64));
+  if (k > 1) r.slots.push_back(Tensor::from_f64(nv, weight.shape(), DType::Float64));
+  return r;
+}
+
+}  // namespace metaop
