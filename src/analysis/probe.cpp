@@ -9,7 +9,9 @@
 #include <random>
 
 #include "analysis/conform.h"
+#include "analysis/train_check.h"
 #include "bindings/binding.h"
+#include "bindings/update_kernel.h"
 #include "graph/onnx_io.h"
 
 namespace metaop {
@@ -55,6 +57,121 @@ bool single_node_test(const Graph& g) {
   return g.nodes.size() == 1;
 }
 
+// The optimizer settings the update probe runs.
+std::vector<std::pair<std::string, OptimizerConfig>> update_configs() {
+  OptimizerConfig sgd, nesterov, adam, adam_wd, adamw;
+  sgd.lr = 0.1;
+  nesterov.momentum = 0.9;
+  nesterov.nesterov = true;
+  nesterov.weight_decay = 1e-4;
+  adam.kind = adam_wd.kind = "adam";
+  adam.lr = adam_wd.lr = adamw.lr = 1e-3;
+  adam_wd.weight_decay = 0.01;
+  adamw.kind = "adamw";
+  adamw.weight_decay = 0.01;
+  return {{"update:sgd", sgd},
+          {"update:sgd_nesterov", nesterov},
+          {"update:adam", adam},
+          {"update:adam_wd", adam_wd},
+          {"update:adamw", adamw}};
+}
+
+// Edge values of the update's inputs: weights, gradients and state of every magnitude float32
+// has, and non-finite ones.
+std::vector<std::pair<std::string, std::vector<double>>> update_patterns() {
+  std::vector<double> normal{1e-3, -0.5, 1, -1, 2, -1e3};
+  std::vector<double> tiny{0, -0.0, 1.4e-45, -1e-40, 1e-30, -1e-20, 1e-10, 1};
+  std::vector<double> huge{1, -1e10, 1e20, -1e25, 1e30, -3e38, 3.4e38};
+  std::vector<double> nonfinite{1, -1, INFINITY, -INFINITY, NAN};
+  std::vector<double> all;
+  for (const auto* v : {&normal, &tiny, &huge, &nonfinite})
+    all.insert(all.end(), v->begin(), v->end());
+  return {
+      {"normal", normal}, {"tiny", tiny}, {"huge", huge}, {"nonfinite", nonfinite}, {"all", all}};
+}
+
+using RecordFn = std::function<void(ProbeFinding, const Score&)>;
+
+// Each framework update kernel on every combination of the pattern's values as weight,
+// gradient and state (the second moment takes their magnitudes: its domain is v >= 0), at the
+// first step (no state) and at step 10, against the float64 rule with the update's error model.
+void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& record) {
+  for (const auto& b : o.bindings) {
+    if (!has_update_kernel(b)) continue;
+    for (const auto& [name, c] : update_configs())
+      for (const auto& [pattern, V] : update_patterns())
+        for (long t : {1L, 10L}) {
+          std::size_t P = V.size(), k = t == 1 ? 2 : 2 + optimizer_slots(c).size(), n = 1;
+          for (std::size_t i = 0; i < k; ++i) n *= P;
+          std::vector<std::vector<double>> cols(k, std::vector<double>(n));
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0, q = i; j < k; ++j, q /= P)
+              cols[j][i] = j == 3 ? std::fabs(V[q % P]) : V[q % P];
+          Shape s{static_cast<std::int64_t>(n)};
+          Tensors in;
+          for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, DType::Float32));
+          Tensors state(in.begin() + 2, in.end());
+          if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
+          ++res.cases;
+          auto& counts = res.counts[name][b];
+          auto kernel = make_update_kernel(b, c);
+          Tensors got;
+          LocalCheck lc;
+          std::string kind, detail;
+          try {
+            if (!state.empty()) kernel->set_state("weight", t - 1, state);
+            got = {kernel->step("weight", t, in[0], in[1])};
+            Tensors after = kernel->state("weight");
+            got.insert(got.end(), after.begin(), after.end());
+            lc = check_update(c, t, in[0], in[1], state, got[0], after);
+            if (lc.score.bad()) kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
+          } catch (const std::exception& e) {
+            kind = "crash";
+            detail = fmt::format("threw: {}", e.what());
+            lc.score.score = INFINITY;
+          }
+          if (kind.empty()) {
+            ++counts["ok"];
+            continue;
+          }
+          ++counts["finding"];
+          const Score& sc = lc.score;
+          if (detail.empty() && !sc.mismatch.empty()) detail = sc.mismatch;
+          if (detail.empty()) {
+            std::vector<std::string> outs{"weight"};
+            for (const auto& slot : optimizer_slots(c)) outs.push_back(slot);
+            std::vector<std::string> ins{"weight", "grad"};
+            for (const auto& slot : optimizer_slots(c)) ins.push_back(slot);
+            std::string there;
+            for (std::size_t j = 0; j < k; ++j)
+              there += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
+                                   cols[j][static_cast<std::size_t>(sc.worst_index)]);
+            detail = fmt::format(
+                "new {}[{}]: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} "
+                "non-finite mismatches; at step {} with {}",
+                sc.worst_output < outs.size() ? outs[sc.worst_output] : "?", sc.worst_index, b,
+                sc.worst_got, sc.worst_ref, sc.worst_tol, sc.over, sc.elements, sc.nonfinite, t,
+                there);
+          }
+          ProbeFinding f;
+          f.op_type = name;
+          f.binding = b;
+          f.kind = kind;
+          f.test = fmt::format("step {}", t);
+          f.pattern = pattern;
+          f.score = sc.score;
+          f.detail = detail;
+          f.inputs = in;
+          f.reference_outputs = lc.reference;
+          f.binding_outputs = got;
+          f.phase = "update";
+          f.optimizer = c;
+          f.step = t;
+          record(std::move(f), sc);
+        }
+  }
+}
+
 }  // namespace
 
 ProbeResult probe(const ProbeOptions& o) {
@@ -63,6 +180,23 @@ ProbeResult probe(const ProbeOptions& o) {
   for (const auto& b : o.bindings) bindings.push_back(make_binding(b));
   std::vector<std::string> dirs = find_conformance_tests({o.testdata});
   std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index;
+  // One finding per (op, binding, kind): the worst case, and how many cases failed.
+  auto record = [&](ProbeFinding candidate, const Score& s) {
+    auto key = std::make_tuple(candidate.op_type, candidate.binding, candidate.kind);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      index[key] = res.findings.size();
+      res.findings.emplace_back();
+      it = index.find(key);
+    }
+    ProbeFinding& f = res.findings[it->second];
+    int cases = ++f.cases;
+    bool worse = cases == 1 || s.score > f.score ||
+                 (s.score == f.score && s.nonfinite > 0 && f.kind != "nonfinite");
+    if (!worse) return;
+    f = std::move(candidate);
+    f.cases = cases;
+  };
   const auto& reg = OpRegistry::instance();
   std::size_t done = 0;
   for (const auto& dir : dirs) {
@@ -181,24 +315,24 @@ ProbeResult probe(const ProbeOptions& o) {
                 inputs_there.empty() ? "" : "; inputs there: " + inputs_there);
           }
         }
-        auto key = std::make_tuple(node.op_type, b->name(), kind);
-        auto it = index.find(key);
-        if (it == index.end()) {
-          index[key] = res.findings.size();
-          res.findings.emplace_back();
-          it = index.find(key);
-        }
-        ProbeFinding& f = res.findings[it->second];
-        ++f.cases;
-        bool worse = f.cases == 1 || s.score > f.score ||
-                     (s.score == f.score && s.nonfinite > 0 && f.kind != "nonfinite");
-        if (!worse) continue;
-        int cases = f.cases;
-        f = ProbeFinding{node.op_type, b->name(), kind, test, pattern, s.score,
-                         detail,       cases,     g,    in,   ref,     got};
+        ProbeFinding f;
+        f.op_type = node.op_type;
+        f.binding = b->name();
+        f.kind = kind;
+        f.test = test;
+        f.pattern = pattern;
+        f.score = s.score;
+        f.detail = detail;
+        f.graph = g;
+        f.inputs = in;
+        f.reference_outputs = ref;
+        f.binding_outputs = got;
+        record(std::move(f), s);
       }
     }
   }
+  if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), "update") != o.ops.end())
+    probe_updates(o, res, record);
   std::stable_sort(res.findings.begin(), res.findings.end(),
                    [](const ProbeFinding& a, const ProbeFinding& b) {
                      if (a.op_type != b.op_type) return a.op_type < b.op_type;

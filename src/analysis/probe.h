@@ -4,17 +4,20 @@
 // subnormals, tiny and huge magnitudes up to overflow, NaN and infinities, and the op's own
 // critical points (from its meta operator's Domain) exactly and one ULP on either side -- and
 // every binding is judged against the reference with the op's error model, as `check` does.
+// The update ("update" among the ops) is probed the same way: each framework's optimizer on
+// edge-value weights, gradients and states, against the float64 rule.
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/accuracy.h"
+#include "ops/optimizer.h"
 
 namespace metaop {
 
 struct ProbeOptions {
-  std::vector<std::string> ops;       // empty: every op with a data input
+  std::vector<std::string> ops;       // empty: every op with a data input, and "update"
   std::vector<std::string> bindings;  // framework bindings to judge
   std::vector<DType> dtypes;          // empty: any; else the data inputs' dtype must be one
   std::string testdata;               // folder of ONNX node tests (.../data/node)
@@ -28,9 +31,13 @@ struct ProbeFinding {
   double score = 0;
   std::string detail;
   int cases = 0;  // cases of this (op, binding, kind) that failed
-  // The worst case, for the reproducer: its one-node graph and values.
+  // The worst case, for the reproducer: its one-node graph and values (for an update: no graph;
+  // inputs weight, gradient and state, outputs the new weight and state).
   Graph graph;
   Tensors inputs, reference_outputs, binding_outputs;
+  std::string phase = "forward";  // or update: op_type is then update:<optimizer setting>
+  OptimizerConfig optimizer;
+  long step = 0;
 };
 
 struct ProbeResult {

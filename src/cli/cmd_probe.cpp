@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "report/check_report.h"
+#include "report/train_report.h"
 
 #ifndef METAOP_ONNX_NODE_TESTS
 #define METAOP_ONNX_NODE_TESTS "/usr/share/libonnx-testdata/data/node"
@@ -35,7 +36,8 @@ int run(const ProbeArgs& a) {
     fail("--testdata {}: no such folder (ONNX node tests, from libonnx-testdata)", a.testdata);
   opt.bindings = framework_bindings("--bind", a.bind);
   for (const auto& op : a.ops)
-    if (!OpRegistry::instance().find(op)) fail("--op {}: no such meta operator", op);
+    if (op != "update" && !OpRegistry::instance().find(op))
+      fail("--op {}: no such meta operator (or 'update', the optimizers)", op);
   opt.ops = a.ops;
   for (const auto& d : a.dtypes) {
     bool found = false;
@@ -59,9 +61,25 @@ int run(const ProbeArgs& a) {
   j["counts"] = r.counts;
   nlohmann::json fs = nlohmann::json::array();
   for (auto& f : r.findings) {
+    std::string repro;
+    if (f.phase == "update") {
+      TrainFinding tf;
+      tf.node = f.op_type;  // names the reproducer folder
+      tf.op_type = f.op_type;
+      tf.binding = f.binding;
+      tf.phase = "update";
+      tf.kind = f.kind;
+      tf.score = f.score;
+      tf.step = static_cast<std::size_t>(f.step);
+      tf.detail = f.detail;
+      tf.verification = fmt::format("probe: {}, pattern {}", f.test, f.pattern);
+      tf.inputs = f.inputs;
+      tf.got = f.binding_outputs;
+      repro = write_train_reproducer(Graph{}, tf, f.optimizer, {}, "metaop probe", a.out_dir);
+    }
     Finding fin;
     fin.node = 0;
-    fin.node_name = f.graph.nodes[0].name;
+    fin.node_name = f.graph.nodes.empty() ? "" : f.graph.nodes[0].name;
     fin.op_type = f.op_type;
     fin.binding = f.binding;
     fin.kind = f.kind;
@@ -71,14 +89,14 @@ int run(const ProbeArgs& a) {
     fin.inputs = f.inputs;
     fin.reference_outputs = f.reference_outputs;
     fin.binding_outputs = f.binding_outputs;
-    std::string repro = write_reproducer(f.graph, fin, a.out_dir);
+    if (repro.empty()) repro = write_reproducer(f.graph, fin, a.out_dir);
     fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
                f.op_type, f.binding, f.kind, f.cases, f.test, f.pattern,
                std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.detail, repro);
     fs.push_back({{"op_type", f.op_type},
                   {"binding", f.binding},
                   {"kind", f.kind},
-                  {"phase", "forward"},
+                  {"phase", f.phase},
                   {"cases", f.cases},
                   {"test", f.test},
                   {"pattern", f.pattern},
@@ -105,7 +123,9 @@ void add_probe_command(CLI::App& app, Action& action) {
       "Sweep ops with edge-value inputs (zeros, subnormals, tiny/huge, NaN/INF, each op's "
       "critical points) over the ONNX node tests' attribute settings, judging every binding "
       "against the reference (exit 0 clean, 1 findings, 2 bad input)");
-  cmd->add_option("--op", a->ops, "Op type to probe (repeatable; default: every op)");
+  cmd->add_option("--op", a->ops,
+                  "Op type to probe, or 'update' for the optimizers (repeatable; default: every "
+                  "op and the optimizers)");
   cmd->add_option("--bind", a->bind, "Comma-separated framework bindings")->capture_default_str();
   cmd->add_option("--dtype", a->dtypes, "Only tests whose data inputs have this dtype");
   cmd->add_option("--json", a->json_file, "Write the findings and per-op counts as JSON");

@@ -39,7 +39,10 @@ UpdateElement UpdateRule::operator()(bool first, double w, double g, double m, d
   UpdateElement r;
   double aw = std::fabs(w);
   if (c.kind == "sgd") {
-    double d = g + c.weight_decay * w, dmag = std::fabs(g) + c.weight_decay * aw;
+    // No weight decay term at all when it is 0 (0 * inf would be NaN), as torch.optim skips it.
+    bool decay = c.weight_decay != 0;
+    double d = decay ? g + c.weight_decay * w : g;
+    double dmag = decay ? std::fabs(g) + c.weight_decay * aw : std::fabs(g);
     double s = d, smag = dmag;
     if (c.momentum != 0) {
       r.m = first ? d : c.momentum * m + d;
@@ -51,10 +54,10 @@ UpdateElement UpdateRule::operator()(bool first, double w, double g, double m, d
     r.w_mag = aw + c.lr * smag;
     return r;
   }
-  bool decoupled = c.kind == "adamw";
-  double shrink = decoupled ? c.lr * c.weight_decay : 0;
-  double d = decoupled ? g : g + c.weight_decay * w;
-  double dmag = decoupled ? std::fabs(g) : std::fabs(g) + c.weight_decay * aw;
+  bool decay = c.weight_decay != 0, decoupled = c.kind == "adamw";
+  double shrink = decay && decoupled ? c.lr * c.weight_decay : 0;
+  double d = decay && !decoupled ? g + c.weight_decay * w : g;
+  double dmag = decay && !decoupled ? std::fabs(g) + c.weight_decay * aw : std::fabs(g);
   r.m = c.beta1 * m + (1 - c.beta1) * d;
   r.m_mag = c.beta1 * std::fabs(m) + (1 - c.beta1) * dmag;
   r.v = c.beta2 * v + (1 - c.beta2) * d * d;
@@ -63,10 +66,13 @@ UpdateElement UpdateRule::operator()(bool first, double w, double g, double m, d
   double step = c.lr / b1_ * r.m / denom;
   // The step's error: the numerator's, plus |step| times the denominator's relative error, at
   // most half of v's (square root) -- large when v's terms cancelled, i.e. v_mag >> v.
-  double v_ratio = r.v > 0 ? r.v_mag / r.v : 1;
-  double step_mag = c.lr / b1_ * (r.m_mag + 0.5 * std::fabs(r.m) * v_ratio) / denom;
-  r.w = w - shrink * w - step;
-  r.w_mag = aw + shrink * aw + step_mag;
+  // An infinite denominator makes a finite step exactly 0.
+  double v_ratio = r.v > 0 && std::isfinite(r.v) ? r.v_mag / r.v : 1;
+  double step_mag = std::isinf(denom) && std::isfinite(r.m)
+                        ? 0
+                        : c.lr / b1_ * (r.m_mag + 0.5 * std::fabs(r.m) * v_ratio) / denom;
+  r.w = shrink != 0 ? w - shrink * w - step : w - step;
+  r.w_mag = (shrink != 0 ? aw + shrink * aw : aw) + step_mag;
   return r;
 }
 
@@ -109,7 +115,9 @@ UpdateReference reference_update(const OptimizerConfig& c, long t, const Tensor&
   };
   double gw = gamma(n.weight, weight_dtype), gm = gamma(n.m, state_dtype),
          gv = gamma(n.v, state_dtype);
-  double floor_w = n.weight * ulp_of(0, weight_dtype), floor_s = n.v * ulp_of(0, state_dtype);
+  // Subnormal results: each rounding may lose up to the smallest subnormal spacing.
+  double floor_w = n.weight * ulp_of(0, weight_dtype), floor_m = n.m * ulp_of(0, state_dtype),
+         floor_v = n.v * ulp_of(0, state_dtype);
   std::size_t k = names.size();
   std::vector<double> nw(w.size()), nm(k > 0 ? w.size() : 0), nv(k > 1 ? w.size() : 0);
   UpdateReference r;
@@ -122,11 +130,11 @@ UpdateReference reference_update(const OptimizerConfig& c, long t, const Tensor&
     r.weight_tol[i] = gw * e.w_mag + floor_w;
     if (k > 0) {
       nm[i] = e.m;
-      r.slot_tols[0][i] = gm * e.m_mag + floor_s;
+      r.slot_tols[0][i] = gm * e.m_mag + floor_m;
     }
     if (k > 1) {
       nv[i] = e.v;
-      r.slot_tols[1][i] = gv * e.v_mag + floor_s;
+      r.slot_tols[1][i] = gv * e.v_mag + floor_v;
     }
   }
   r.weight = Tensor::from_f64(nw, weight.shape(), DType::Float64);
