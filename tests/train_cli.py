@@ -130,8 +130,8 @@ if all(runs.values()):
                 for b in ["torch", "onednn"] for i in range(2))
     check(worst < 1e-3, f"resnet18: losses agree across bindings (worst {worst:.1e})")
 html = open(os.path.join(WORK, "report_torch", "index.html")).read()
-check(html.count("<svg") == 2 and "<script" not in html and "Loss per step" in html,
-      "train --report: loss curve and per-node error plot, no scripts")
+check(html.count("<svg") == 3 and "<script" not in html and "Loss per step" in html and
+      "Updates" in html, "train --report: loss curve, per-node error and update plots, no scripts")
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(WORK, "r18_torch.onnx")).graph.initializer}

@@ -53,19 +53,35 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
         r.check->checked_steps);
     h += svg_plot({{"forward", fwd}, {"backward", bwd}}, colors, -6, 4, 1, "local score",
                   "node (graph order)");
+    if (!r.check->update_scores.empty()) {
+      std::vector<double> upd;
+      std::string names;
+      for (const auto& [w, score] : r.check->update_scores) {
+        upd.push_back(score);
+        names += (names.empty() ? "" : ", ") + html_escape(w);
+      }
+      h += fmt::format(
+          "<h2>Updates</h2><p>Worst score of each weight's update by a framework's optimizer "
+          "(new weight and optimizer state against the float64 rule on the same weight, "
+          "gradient and state), over the checked steps. Weights in order: {}.</p>",
+          names);
+      h += svg_plot({{"update", upd}}, colors, -6, 4, 1, "local score", "weight");
+    }
     h += fmt::format("<h2>Findings ({})</h2>", r.check->findings.size());
     if (r.check->findings.empty()) {
-      h += "<p class='ok'>Every checked forward and backward is within its error model.</p>";
+      h += "<p class='ok'>Every checked forward, backward and update is within its error "
+           "model.</p>";
     } else {
       h += "<table><tr><th>phase</th><th>kind</th><th>binding</th><th>node</th><th>op</th>"
-           "<th>score</th><th>step</th><th>detail</th><th>verification</th></tr>";
+           "<th>score</th><th>step</th><th>detail</th><th>verification</th><th>reproducer</th>"
+           "</tr>";
       for (const auto& f : r.check->findings)
         h += fmt::format(
             "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-            "<td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             f.phase, f.kind, f.binding, html_escape(f.node), f.op_type,
             std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step,
-            html_escape(f.detail), html_escape(f.verification));
+            html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
       h += "</table>";
     }
   }
