@@ -84,6 +84,12 @@ for spec, kind in [("/features/features.4/Conv:bias@torch", "accuracy"),
         rc2, out2 = metaop("check", os.path.join(WORK, repro, "model.onnx"), *args, "--bind",
                            fault_binding, "--inject", spec, "--no-verify")
         check(rc2 == 1 and kind in out2, f"{spec}: the reproducer reproduces (exit {rc2})", out2)
+        # metaop repro judges the same folder from its repro.json (the --inject it records).
+        rc3, out3 = metaop("repro", os.path.join(WORK, repro))
+        rc4, out4 = metaop("repro", os.path.join(WORK, repro), "--bind", "reference")
+        check(rc3 == 1 and "reproduced" in out3 and rc4 == 0,
+              f"{spec}: metaop repro reproduces it, and the reference is clean on it",
+              out3 + out4)
 
 # 3. A kernel that aborts (OpenCV's Dropout with a mask output crashes only now and then,
 #    docs/findings.md, so the abort is injected) yields a crash finding, and the other nodes

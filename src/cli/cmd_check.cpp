@@ -48,11 +48,7 @@ int run(const CheckArgs& a) {
       a.bound == "rigorous" ? AccumulationBound::Rigorous : AccumulationBound::Probabilistic;
   TorchBinding::set_threads(a.threads);
   set_reference_threads(a.threads);
-  std::string inject_args;
-  for (const auto& s : a.inject) {
-    opt.faults.push_back(parse_fault(s));
-    inject_args += " --inject '" + s + "'";
-  }
+  for (const auto& s : a.inject) opt.faults.push_back(parse_fault(s));
   opt.verify = !a.no_verify;
   Plan reference_only;
   check_supported(g, reference_only);
@@ -79,7 +75,7 @@ int run(const CheckArgs& a) {
                                                    : "metaop-repro";
   for (auto& f : r.findings)
     if (f.verified && (f.kind == "accuracy" || f.kind == "nonfinite" || f.kind == "crash"))
-      f.repro = write_reproducer(g, f, repro_root, inject_args);
+      f.repro = write_reproducer(g, f, repro_root, a.inject);
   print_check_summary(stdout, g, r);
   if (!a.json_file.empty()) {
     std::ofstream(a.json_file) << check_to_json(g, r).dump(1) << '\n';

@@ -1,5 +1,5 @@
-// metaop repro DIR: judges a training finding's reproducer folder again (repro.json, written by
-// `metaop train --check`): the node's forward, its backward or a weight's update under the
+// metaop repro DIR: judges a reproducer folder again (repro.json, written by `metaop check`,
+// `probe` and `train --check`): the node's forward, its backward or a weight's update under the
 // binding, against the float64 reference with the error model.
 #include <fmt/core.h>
 
@@ -30,7 +30,7 @@ int run(const ReproArgs& a) {
   namespace fs = std::filesystem;
   fs::path dir(a.dir), manifest = dir / "repro.json";
   std::ifstream in(manifest);
-  if (!in) fail("{}: no repro.json (a folder written by metaop train --check)", a.dir);
+  if (!in) fail("{}: no repro.json (a reproducer folder of metaop check, probe or train)", a.dir);
   nlohmann::json j;
   try {
     in >> j;
@@ -108,6 +108,12 @@ int run(const ReproArgs& a) {
       Graph g = load_onnx((dir / "model.onnx").string());
       if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
       const Node& node = g.nodes[0];
+      // Inputs without a file are the model's initializers (or omitted).
+      inputs.resize(std::max(inputs.size(), node.inputs.size()));
+      for (std::size_t i = 0; i < node.inputs.size(); ++i)
+        if (!inputs[i].defined())
+          if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+            inputs[i] = it->second;
       std::unique_ptr<Binding> b = make_binding(binding);
       if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
       what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
@@ -155,8 +161,8 @@ void add_repro_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<ReproArgs>();
   auto* cmd = app.add_subcommand(
       "repro",
-      "Judge a reproducer folder of `metaop train --check` again (exit 1 when the defect "
-      "reproduces, 0 when the binding is within the error model)");
+      "Judge a reproducer folder of check, probe or train --check again (exit 1 when the "
+      "defect reproduces, 0 when the binding is within the error model)");
   cmd->add_option("dir", a->dir, "Reproducer folder (holds repro.json)")->required();
   cmd->add_option("--bind", a->bind, "Judge this binding instead of the finding's");
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });

@@ -294,7 +294,22 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
 }
 
 std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                             const std::string& extra_args) {
+                             const std::vector<std::string>& inject) {
+  std::string extra_args;
+  for (const auto& s : inject) extra_args += " --inject " + shell_quote(s);
+  // repro.json for `metaop repro`: the inputs' files in node order (null: an initializer of
+  // model.onnx, or an omitted input).
+  nlohmann::json manifest{{"schema", "metaop-repro/1"},
+                          {"phase", "forward"},
+                          {"kind", f.kind},
+                          {"binding", f.binding},
+                          {"node", g.nodes[f.node].name},
+                          {"op_type", g.nodes[f.node].op_type},
+                          {"model", g.path},
+                          {"detail", f.detail},
+                          {"inject", inject}};
+  manifest["files"]["inputs"] = nlohmann::json::array();
+  manifest["files"]["got"] = nlohmann::json::array();
   const Node& node = g.nodes[f.node];
   fs::path dir = fs::path(root) / safe_file_name(f.binding + "_" + f.kind + "_" + node.name);
   fs::create_directories(dir);
@@ -307,29 +322,38 @@ std::string write_reproducer(const Graph& g, const Finding& f, const std::string
       spec.values[node.outputs[i]] = f.reference_outputs[i];
   write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
   std::string input_args;
+  std::vector<std::string> files(node.inputs.size());
   for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i) {
     if (node.inputs[i].empty() || !f.inputs[i].defined() || g.initializers.count(node.inputs[i]))
       continue;
     std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
     write_npy((dir / file).string(), f.inputs[i]);
     input_args += " --input " + shell_quote(node.inputs[i] + "=" + file);
+    files[i] = file;
   }
+  for (const auto& file : files)
+    manifest["files"]["inputs"].push_back(file.empty() ? nlohmann::json() : nlohmann::json(file));
   input_args += extra_args;
   auto save = [&](const Tensors& ts, const std::string& who) {
-    for (std::size_t i = 0; i < ts.size() && i < node.outputs.size(); ++i)
-      if (ts[i].defined() && ts[i].dtype() != DType::BFloat16)
-        write_npy(
-            (dir / fmt::format("{}_{}_{}.npy", who, i, safe_file_name(node.outputs[i]))).string(),
-            ts[i]);
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t i = 0; i < ts.size() && i < node.outputs.size(); ++i) {
+      std::string file = fmt::format("{}_{}_{}.npy", who, i, safe_file_name(node.outputs[i]));
+      bool kept = ts[i].defined() && ts[i].dtype() != DType::BFloat16;
+      if (kept) write_npy((dir / file).string(), ts[i]);
+      list.push_back(kept ? nlohmann::json(file) : nlohmann::json());
+    }
+    return list;
   };
   save(f.reference_outputs, "reference");
-  save(f.binding_outputs, f.binding);
+  manifest["files"]["got"] = save(f.binding_outputs, f.binding);
+  std::ofstream(dir / "repro.json") << manifest.dump(1) << '\n';
   std::ofstream readme(dir / "README.txt");
   readme << fmt::format(
       "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
       "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
       "files. reference_*.npy are the float64 reference's outputs on these inputs (rounded\n"
       "once), {}_*.npy the binding's.\n\nShow it:\n"
+      "  metaop repro .\n"
       "  metaop check model.onnx{} --bind {}\n"
       "  metaop run model.onnx{} --bind {} --out out-{}\n"
       "  metaop run model.onnx{} --bind reference --out out-reference\n",

@@ -19,10 +19,11 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r);
 nlohmann::json check_to_json(const Graph& g, const CheckResult& r);
 // Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
 void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir);
-// Writes the one-node model, its inputs, the reference's and the binding's outputs and a
-// README with the commands that show the discrepancy into a new folder under `root`; returns it.
-// `extra_args` go on each command (e.g. the --inject flags of an evaluation run).
+// Writes the one-node model, its inputs, the reference's and the binding's outputs, repro.json
+// (for `metaop repro DIR`) and a README with the commands that show the discrepancy into a new
+// folder under `root`; returns it. `inject`: the --inject specs of an evaluation run, passed on
+// to each command.
 std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                             const std::string& extra_args = "");
+                             const std::vector<std::string>& inject = {});
 
 }  // namespace metaop
