@@ -139,8 +139,9 @@ def report_rows(rows):
     print(f"detection    {pct(det, eff)}")
     print(f"localization {pct(loc, det)} of detected")
     print(f"verification {pct(ver, [r for r in det if not r.get('masked')])} of detected faults "
-          f"that change the training trajectory ({len(masked)} do not: a wrong gradient of the "
-          f"model's input reaches no weight)")
+          f"that change the training trajectory ({len(masked)} do not: the trained weights drift "
+          f"less than 1e-5 from the reference run with the fault, e.g. a wrong gradient of the "
+          f"model's input, which reaches no weight)")
     for r in rows:
         if r["status"] in ("missed", "error") or (r["status"] == "detected" and not r.get("masked")
                                                   and not (r["localized"] and r["verified"])):

@@ -47,9 +47,9 @@ double weight_drift(const std::map<std::string, Tensor>& a, const std::map<std::
 
 // Verification by replacement: trains again, same data order and steps, with the finding's node
 // on the reference (only its backward for a backward finding, the weight's update for an update
-// finding), and compares the final weights
-// with those of an all-reference run. Verified when the replacement removes at least half of
-// the drift from the reference trajectory that the original run had.
+// finding), and compares the final weights (for an update finding, that weight) with those of
+// an all-reference run. Verified when the replacement removes at least half of the drift from
+// the reference trajectory that the original run had.
 void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, const Tensor& Y,
                           const TrainConfig& config, const std::function<Plan()>& make_plan,
                           const std::map<std::string, Tensor>& reference_weights,
