@@ -11,6 +11,18 @@
 
 namespace metaop {
 
+std::string describe_worst(const Score& s, const Tensors& reference,
+                           const std::vector<std::string>& names, const std::string& binding) {
+  if (!s.mismatch.empty()) return s.mismatch;
+  if (s.worst_index < 0 || s.worst_output >= reference.size()) return "";
+  std::string name = s.worst_output < names.size() ? names[s.worst_output] : "";
+  return fmt::format(
+      "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} non-finite "
+      "mismatches",
+      name, index_str(reference[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
+      s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite);
+}
+
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol) {
   Score s;

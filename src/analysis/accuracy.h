@@ -29,6 +29,11 @@ struct Score {
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol);
 
+// The worst element in words: "NAME[INDEX]: BINDING got, reference r, tolerance t; k of n over,
+// m non-finite mismatches" (names: the outputs'), or the shape/dtype mismatch; "" when none.
+std::string describe_worst(const Score& s, const Tensors& reference,
+                           const std::vector<std::string>& names, const std::string& binding);
+
 // Local check of one node: the reference on the same `inputs`, the op's error model, the score.
 struct LocalCheck {
   Tensors reference;

@@ -57,6 +57,24 @@ bool single_node_test(const Graph& g) {
   return g.nodes.size() == 1;
 }
 
+ProbeFinding probe_finding(const std::string& op_type, const std::string& binding,
+                           const std::string& kind, const std::string& test,
+                           const std::string& pattern, double score, const std::string& detail,
+                           const Tensors& inputs, const Tensors& reference, const Tensors& got) {
+  ProbeFinding f;
+  f.op_type = op_type;
+  f.binding = binding;
+  f.kind = kind;
+  f.test = test;
+  f.pattern = pattern;
+  f.score = score;
+  f.detail = detail;
+  f.inputs = inputs;
+  f.reference_outputs = reference;
+  f.binding_outputs = got;
+  return f;
+}
+
 // The optimizer settings the update probe runs.
 std::vector<std::pair<std::string, OptimizerConfig>> update_configs() {
   OptimizerConfig sgd, nesterov, adam, adam_wd, adamw;
@@ -136,34 +154,22 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
           }
           ++counts["finding"];
           const Score& sc = lc.score;
-          if (detail.empty() && !sc.mismatch.empty()) detail = sc.mismatch;
           if (detail.empty()) {
-            std::vector<std::string> outs{"weight"};
-            for (const auto& slot : optimizer_slots(c)) outs.push_back(slot);
-            std::vector<std::string> ins{"weight", "grad"};
-            for (const auto& slot : optimizer_slots(c)) ins.push_back(slot);
-            std::string there;
-            for (std::size_t j = 0; j < k; ++j)
-              there += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
-                                   cols[j][static_cast<std::size_t>(sc.worst_index)]);
-            detail = fmt::format(
-                "new {}[{}]: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} "
-                "non-finite mismatches; at step {} with {}",
-                sc.worst_output < outs.size() ? outs[sc.worst_output] : "?", sc.worst_index, b,
-                sc.worst_got, sc.worst_ref, sc.worst_tol, sc.over, sc.elements, sc.nonfinite, t,
-                there);
+            std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
+            for (const auto& slot : optimizer_slots(c)) {
+              outs.push_back("new " + slot);
+              ins.push_back(slot);
+            }
+            detail = describe_worst(sc, lc.reference, outs, b);
+            if (sc.mismatch.empty() && sc.worst_index >= 0) {
+              detail += fmt::format("; at step {} with ", t);
+              for (std::size_t j = 0; j < k; ++j)
+                detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
+                                      cols[j][static_cast<std::size_t>(sc.worst_index)]);
+            }
           }
-          ProbeFinding f;
-          f.op_type = name;
-          f.binding = b;
-          f.kind = kind;
-          f.test = fmt::format("step {}", t);
-          f.pattern = pattern;
-          f.score = sc.score;
-          f.detail = detail;
-          f.inputs = in;
-          f.reference_outputs = lc.reference;
-          f.binding_outputs = got;
+          ProbeFinding f = probe_finding(name, b, kind, fmt::format("step {}", t), pattern,
+                                         sc.score, detail, in, lc.reference, got);
           f.phase = "update";
           f.optimizer = c;
           f.step = t;
@@ -315,18 +321,9 @@ ProbeResult probe(const ProbeOptions& o) {
                 inputs_there.empty() ? "" : "; inputs there: " + inputs_there);
           }
         }
-        ProbeFinding f;
-        f.op_type = node.op_type;
-        f.binding = b->name();
-        f.kind = kind;
-        f.test = test;
-        f.pattern = pattern;
-        f.score = s.score;
-        f.detail = detail;
+        ProbeFinding f = probe_finding(node.op_type, b->name(), kind, test, pattern, s.score,
+                                       detail, in, ref, got);
         f.graph = g;
-        f.inputs = in;
-        f.reference_outputs = ref;
-        f.binding_outputs = got;
         record(std::move(f), s);
       }
     }

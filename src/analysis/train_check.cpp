@@ -30,11 +30,13 @@ void record(TrainCheck& tc, TrainFinding f) {
                    [](const TrainFinding& a, const TrainFinding& b) { return a.score > b.score; });
 }
 
-TrainFinding finding(const Node& node, const std::string& binding, const std::string& phase,
-                     const std::string& kind, double score, std::size_t step, std::string detail) {
+// `node`: a node's name, or the weight of an update (then `op_type` is the optimizer).
+TrainFinding finding(const std::string& node, const std::string& op_type,
+                     const std::string& binding, const std::string& phase, const std::string& kind,
+                     double score, std::size_t step, std::string detail) {
   TrainFinding f;
-  f.node = node.name;
-  f.op_type = node.op_type;
+  f.node = node;
+  f.op_type = op_type;
   f.binding = binding;
   f.phase = phase;
   f.kind = kind;
@@ -42,18 +44,6 @@ TrainFinding finding(const Node& node, const std::string& binding, const std::st
   f.step = step;
   f.detail = std::move(detail);
   return f;
-}
-
-std::string worst_text(const Score& s, const Tensors& ref, const std::vector<std::string>& names,
-                       const std::string& binding) {
-  if (!s.mismatch.empty()) return s.mismatch;
-  if (s.worst_index < 0) return "";
-  std::string name = s.worst_output < names.size() ? names[s.worst_output] : "";
-  return fmt::format(
-      "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} "
-      "non-finite mismatches",
-      name, index_str(ref[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
-      s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite);
 }
 
 }  // namespace
@@ -170,7 +160,8 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
       Tensors in, out;
       for (const auto& i : node.inputs) in.push_back(i.empty() ? Tensor() : f.values.at(i));
       if (!rec.crash.empty()) {
-        auto c = finding(node, rec.planned, "forward", "crash", INFINITY, step, rec.crash);
+        auto c = finding(node.name, node.op_type, rec.planned, "forward", "crash", INFINITY, step,
+                         rec.crash);
         c.inputs = in;
         record(*tc, std::move(c));
         continue;
@@ -180,9 +171,9 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
       if (rec.node < n)
         tc->forward_scores[rec.node] = std::max(tc->forward_scores[rec.node], lc.score.score);
       if (lc.score.bad()) {
-        auto f = finding(node, rec.binding, "forward",
+        auto f = finding(node.name, node.op_type, rec.binding, "forward",
                          lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
-                         worst_text(lc.score, lc.reference, node.outputs, rec.binding));
+                         describe_worst(lc.score, lc.reference, node.outputs, rec.binding));
         f.inputs = in;
         f.got = out;
         record(*tc, std::move(f));
@@ -194,7 +185,8 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
                                                        const Tensors& grads, const Tensors& gin,
                                                        const NodeRecord& rec) {
     if (!rec.crash.empty()) {
-      auto c = finding(node, rec.planned, "backward", "crash", INFINITY, step, rec.crash);
+      auto c = finding(node.name, node.op_type, rec.planned, "backward", "crash", INFINITY, step,
+                       rec.crash);
       c.inputs = ins;
       c.outputs = outs;
       c.output_grads = grads;
@@ -208,9 +200,9 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     if (rec.node < n)
       tc->backward_scores[rec.node] = std::max(tc->backward_scores[rec.node], lc.score.score);
     if (lc.score.bad()) {
-      auto f =
-          finding(node, rec.binding, "backward", lc.score.nonfinite ? "nonfinite" : "accuracy",
-                  lc.score.score, step, worst_text(lc.score, lc.reference, names, rec.binding));
+      auto f = finding(node.name, node.op_type, rec.binding, "backward",
+                       lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
+                       describe_worst(lc.score, lc.reference, names, rec.binding));
       f.inputs = ins;
       f.outputs = outs;
       f.output_grads = grads;
@@ -227,15 +219,9 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     if (!lc.score.bad()) return;
     std::vector<std::string> names{u.weight};
     for (const auto& s : optimizer_slots(opt)) names.push_back(s);
-    TrainFinding f;
-    f.node = u.weight;
-    f.op_type = opt.kind;
-    f.binding = u.binding;
-    f.phase = "update";
-    f.kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
-    f.score = lc.score.score;
-    f.step = step;
-    f.detail = worst_text(lc.score, lc.reference, names, u.binding);
+    auto f = finding(u.weight, opt.kind, u.binding, "update",
+                     lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
+                     describe_worst(lc.score, lc.reference, names, u.binding));
     f.inputs = {*u.before, *u.grad};
     for (const auto& s : *u.state_before) f.inputs.push_back(s);
     f.got = {*u.after};

@@ -140,14 +140,7 @@ int run(const ReproArgs& a) {
     return 1;
   }
   const Score& s = lc.score;
-  std::string worst = s.mismatch;
-  if (worst.empty() && s.worst_index >= 0)
-    worst = fmt::format(
-        "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} "
-        "non-finite mismatches",
-        s.worst_output < names.size() ? names[s.worst_output] : "",
-        index_str(lc.reference[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
-        s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite);
+  std::string worst = describe_worst(s, lc.reference, names, binding);
   fmt::print("{}: {} under {}{}: score {} ({})\n{}", s.bad() ? "reproduced" : "not reproduced",
              what, binding, faults.empty() ? "" : " (with the injected faults)",
              format_score(s.score), s.bad() ? "outside the error model" : "within the error model",
