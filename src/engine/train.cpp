@@ -275,8 +275,6 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
           run_backward(h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}},
                        plan, wrt, observe);
       update_running_stats(h, f);
-      res.step_seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       long t = static_cast<long>(step + 1);
       for (const auto& [name, grad] : b.grads) {
         UpdateKernel& k = kernels.of(name);
@@ -292,6 +290,9 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
         config.on_update(step + 1,
                          {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
       }
+      // Forward, backward and update (and, on checked steps, the checks).
+      res.step_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (config.after_step) config.after_step(step + 1, h.initializers);
       ++step;
       if (config.progress) config.progress(step, total, lv);
