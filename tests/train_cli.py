@@ -230,6 +230,8 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "cross_entropy", "--inject", "nosuch:half_state@torch:update"],
                       "nosuch"),
                      (["--loss", "cross_entropy", "--inject", "Gemm:half_state@torch"], "update"),
+                     (["--loss", "cross_entropy", "--inject", "0.weight:half_state@torch:update",
+                       "--inject", "Gemm:update_sign@torch:update"], "already has"),
                      (["--loss", "cross_entropy", "--optimizer", "sgd", "--nesterov"],
                       "--nesterov")]:
     rc, out, _ = train("mlp", *args)

@@ -337,8 +337,8 @@ int run(TrainArgs& a) {
     fmt::print("no injected fault was reached (no node of the plan's bindings matched)\n");
   if (tc) {
     fmt::print(
-        "\nchecked {} of {} steps (forward and backward of every node, and the update of every "
-        "weight, against the reference): {} finding(s)\n",
+        "\nchecked {} of {} steps (forward and backward of every node, and every framework "
+        "optimizer update, against the reference): {} finding(s)\n",
         tc->checked_steps, r.losses.size(), tc->findings.size());
     for (const auto& f : tc->findings)
       fmt::print(

@@ -165,7 +165,7 @@ namespace {
 class UpdateKernels {
  public:
   UpdateKernels(const Graph& g, const TrainConfig& c, const std::vector<std::string>& trainable)
-      : g_(g), c_(c), trainable_(trainable) {
+      : c_(c) {
     for (const auto& [w, b] : c.update_bind) {
       if (std::find(trainable.begin(), trainable.end(), w) == trainable.end())
         fail("update binding for '{}': not a trainable weight of {}", w, g.path);
@@ -176,6 +176,15 @@ class UpdateKernels {
     if (!has_update_kernel(c.update_binding))
       fail("update binding '{}': no optimizer (update kernels: {})", c.update_binding,
            fmt::join(update_binding_names(), ", "));
+    // The injected faults of each framework update kernel, one per weight.
+    for (const auto& f : c.update_faults)
+      for (const auto& b : update_binding_names()) {
+        if (b == "reference" || (!f.binding.empty() && f.binding != b)) continue;
+        for (const auto& w : weights_named(g, trainable, f.target))
+          if (auto [it, fresh] = faults_[b].emplace(w, f); !fresh)
+            fail("--inject {}:{}: weight '{}' of {} already has the update fault {}", f.target,
+                 f.fault, w, b, it->second.fault);
+      }
   }
   const std::string& binding_of(const std::string& weight) const {
     auto it = c_.update_bind.find(weight);
@@ -186,13 +195,8 @@ class UpdateKernels {
     auto& k = kernels_[b];
     if (k) return *k;
     k = make_update_kernel(b, c_.optimizer);
-    std::map<std::string, FaultSpec> mine;
-    if (b != "reference")
-      for (const auto& f : c_.update_faults)
-        if (f.binding.empty() || f.binding == b)
-          for (const auto& w : weights_named(g_, trainable_, f.target)) mine.emplace(w, f);
-    if (!mine.empty()) {
-      auto fk = std::make_unique<FaultyUpdate>(std::move(k), std::move(mine));
+    if (auto f = faults_.find(b); f != faults_.end()) {
+      auto fk = std::make_unique<FaultyUpdate>(std::move(k), f->second);
       faulty_.push_back(fk.get());
       k = std::move(fk);
     }
@@ -206,9 +210,8 @@ class UpdateKernels {
   }
 
  private:
-  const Graph& g_;
   const TrainConfig& c_;
-  const std::vector<std::string>& trainable_;
+  std::map<std::string, std::map<std::string, FaultSpec>> faults_;  // binding -> weight -> fault
   std::map<std::string, std::unique_ptr<UpdateKernel>> kernels_;
   std::vector<FaultyUpdate*> faulty_;
 };
