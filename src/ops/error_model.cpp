@@ -1,5 +1,6 @@
 #include "ops/error_model.h"
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 
@@ -38,9 +39,8 @@ double ulp_of(double x, DType t) {
   if (!std::isfinite(x)) return 0;
   double tiny = smallest_normal(t), u2 = 2 * unit_roundoff(t);  // u2: spacing at 1
   if (x < tiny) return tiny * u2;                               // subnormal spacing
-  int e;
-  std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
-  return std::ldexp(u2, e - 1);
+  // 2^floor(log2 x): x's exponent bits alone (x is a normal double here), times the spacing at 1.
+  return std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) & 0x7ff0000000000000ULL) * u2;
 }
 
 Tensors absolute_f64(const Tensors& ts) {

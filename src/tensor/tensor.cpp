@@ -111,15 +111,27 @@ double bf16_bits_to_f64(std::uint16_t b) {
 
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
-  buf_ = std::make_shared<std::vector<std::byte>>(nbytes());
+  buf_ = std::shared_ptr<std::byte[]>(new std::byte[nbytes()]());
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.buf_ = std::shared_ptr<std::byte[]>(new std::byte[t.nbytes()]);
+  return t;
 }
 
 Tensor Tensor::from_f64(const std::vector<double>& values, Shape shape, DType dtype) {
-  Tensor t(dtype, std::move(shape));
+  Tensor t = empty(dtype, std::move(shape));
   if (static_cast<std::int64_t>(values.size()) != t.numel_)
     fail("internal: {} values for shape {}", values.size(), shape_str(t.shape_));
   if (dtype == DType::Float64) {
     std::memcpy(t.raw(), values.data(), t.nbytes());
+  } else if (dtype == DType::Float32) {  // the common case, without a switch per element
+    float* p = t.data<float>();
+    for (std::int64_t i = 0; i < t.numel_; ++i) p[i] = static_cast<float>(values[i]);
   } else {
     for (std::int64_t i = 0; i < t.numel_; ++i) store(t.raw(), dtype, i, values[i]);
   }
@@ -127,7 +139,7 @@ Tensor Tensor::from_f64(const std::vector<double>& values, Shape shape, DType dt
 }
 
 Tensor Tensor::from_i64(const std::vector<std::int64_t>& values, Shape shape, DType dtype) {
-  Tensor t(dtype, std::move(shape));
+  Tensor t = empty(dtype, std::move(shape));
   if (static_cast<std::int64_t>(values.size()) != t.numel_)
     fail("internal: {} values for shape {}", values.size(), shape_str(t.shape_));
   if (dtype == DType::Int64) {
@@ -163,6 +175,9 @@ std::vector<double> Tensor::to_f64() const {
   std::vector<double> out(numel_);
   if (dtype_ == DType::Float64) {
     std::memcpy(out.data(), raw(), nbytes());
+  } else if (dtype_ == DType::Float32) {  // the common case, without a switch per element
+    const float* p = data<float>();
+    for (std::int64_t i = 0; i < numel_; ++i) out[i] = p[i];
   } else {
     for (std::int64_t i = 0; i < numel_; ++i) out[i] = load(raw(), dtype_, i);
   }
@@ -185,7 +200,7 @@ std::vector<std::int64_t> Tensor::to_i64() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor t(dtype, shape_);
+  Tensor t = empty(dtype, shape_);
   if (dtype_ == DType::Int64) {
     // Keep int64 values exact where the target is an integer type.
     const auto* src = data<std::int64_t>();
@@ -210,7 +225,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(dtype_, shape_);
+  Tensor t = empty(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

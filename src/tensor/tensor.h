@@ -47,6 +47,8 @@ class Tensor {
  public:
   Tensor() = default;                // undefined: an omitted optional input
   Tensor(DType dtype, Shape shape);  // zero-filled
+  // Contents undefined: for code that writes every element (no zero-filling pass first).
+  static Tensor empty(DType dtype, Shape shape);
 
   static Tensor from_f64(const std::vector<double>& values, Shape shape, DType dtype);
   static Tensor from_i64(const std::vector<std::int64_t>& values, Shape shape,
@@ -61,8 +63,8 @@ class Tensor {
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
   std::int64_t dim(std::int64_t i) const;  // negative i counts from the back
 
-  std::byte* raw() { return buf_->data(); }
-  const std::byte* raw() const { return buf_->data(); }
+  std::byte* raw() { return buf_.get(); }
+  const std::byte* raw() const { return buf_.get(); }
   template <typename T>
   T* data() {
     check_type(dtype_of<T>());
@@ -87,7 +89,7 @@ class Tensor {
   DType dtype_ = DType::Float32;
   Shape shape_;
   std::int64_t numel_ = 0;
-  std::shared_ptr<std::vector<std::byte>> buf_;
+  std::shared_ptr<std::byte[]> buf_;
 };
 
 // Float16 / bfloat16 conversions (through Eigen's implementations).

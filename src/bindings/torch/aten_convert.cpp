@@ -70,7 +70,8 @@ at::Tensor to_aten(const Tensor& t) {
 Tensor from_aten(const at::Tensor& a, const std::string& who) {
   if (!a.defined()) return Tensor();
   at::Tensor c = a.detach().contiguous();
-  Tensor t(from_aten(c.scalar_type(), who), Shape(c.sizes().begin(), c.sizes().end()));
+  Tensor t =
+      Tensor::empty(from_aten(c.scalar_type(), who), Shape(c.sizes().begin(), c.sizes().end()));
   if (t.nbytes()) std::memcpy(t.raw(), c.data_ptr(), t.nbytes());
   return t;
 }
