@@ -219,6 +219,24 @@ rc, out, losses = train("mlp", "--loss", "cross_entropy", "--hparams", hp, "--sa
 check(rc == 0 and len(losses) == 12, f"--hparams sets epochs and batch size ({len(losses)} steps)", out)
 p = subprocess.run([METAOP, "run", saved, "--random-inputs"], capture_output=True, text=True)
 check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdout + p.stderr)
+# Every key of --hparams (Adam's betas and eps too), a flag on the command line winning.
+# (beta2 0.99 instead of 0.6 would change the losses by 5% within 5 steps.)
+json.dump({"optimizer": "adam", "lr": 0.05, "beta1": 0.5, "beta2": 0.99, "eps": 0.01,
+           "epochs": 5, "batch_size": len(y)}, open(hp, "w"))
+rc, out, losses = train("mlp", "--loss", "cross_entropy", "--hparams", hp, "--beta2", "0.6")
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+opt = torch.optim.Adam(mlp.parameters(), lr=0.05, betas=(0.5, 0.6), eps=0.01)
+expected = []
+for _ in range(5):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(mlp(x), y)
+    expected.append(loss.item())
+    loss.backward()
+    opt.step()
+worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
+check(rc == 0 and len(losses) == 5 and worst < 1e-5,
+      f"--hparams with Adam's betas and eps, --beta2 winning (worst {worst:.2e})", out)
 
 # 7. Bad usage: exit 2 naming the culprit.
 for args, needle in [(["--loss", "hinge"], "hinge"),
@@ -233,7 +251,9 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "cross_entropy", "--inject", "0.weight:half_state@torch:update",
                        "--inject", "Gemm:update_sign@torch:update"], "already has"),
                      (["--loss", "cross_entropy", "--optimizer", "sgd", "--nesterov"],
-                      "--nesterov")]:
+                      "--nesterov"),
+                     (["--loss", "cross_entropy", "--optimizer", "adam", "--beta2", "1.5"],
+                      "beta2")]:
     rc, out, _ = train("mlp", *args)
     check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
 

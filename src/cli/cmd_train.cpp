@@ -420,6 +420,9 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)");
   cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (L2; decoupled for adamw)")
       ->capture_default_str();
+  cmd->add_option("--beta1", o.beta1, "Adam's first-moment decay")->capture_default_str();
+  cmd->add_option("--beta2", o.beta2, "Adam's second-moment decay")->capture_default_str();
+  cmd->add_option("--eps", o.eps, "Adam's epsilon")->capture_default_str();
   cmd->add_option("--epochs", a->config.epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", a->config.batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--seed", a->config.seed, "Seed of the data shuffling")->capture_default_str();
