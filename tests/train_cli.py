@@ -253,7 +253,8 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "cross_entropy", "--optimizer", "sgd", "--nesterov"],
                       "--nesterov"),
                      (["--loss", "cross_entropy", "--optimizer", "adam", "--beta2", "1.5"],
-                      "beta2")]:
+                      "beta2"),
+                     (["--loss", "cross_entropy", "--check-every", "0"], "--check-every")]:
     rc, out, _ = train("mlp", *args)
     check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
 

@@ -261,6 +261,7 @@ int run(TrainArgs& a) {
   Plan plan = make_plan(&faulty);
   check_supported(g, plan);
   std::shared_ptr<TrainCheck> tc;
+  if (a.check_every < 1) fail("--check-every {}: must be at least 1", a.check_every);
   if (a.check || a.cmd->count("--check-every"))
     tc = install_train_check(g, a.config, a.check_every);
   Tensor X = load_tensor_file(a.data), Y = load_tensor_file(a.labels);
