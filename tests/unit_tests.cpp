@@ -12,6 +12,7 @@
 #include "analysis/accuracy.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
+#include "engine/heap.h"
 #include "graph/onnx_io.h"
 #include "ops/error_model.h"
 #include "ops/kernel_util.h"
@@ -642,4 +643,27 @@ TEST(ErrorModel, AdamUpdateFloat32PassesWrongBiasCorrectionAndHalfStateFail) {
   EXPECT_GT(good.score, 1e-3);  // the bound is not vacuous
   EXPECT_GT(score(torch_like(t + 1, DType::Float32)).score, 1.0);
   EXPECT_GT(score(torch_like(t, DType::Float16)).score, 1.0);
+}
+
+// Per-kernel memory: every allocation path is counted, a freed temporary shows in the peak but
+// not in what remains in use.
+TEST(Heap, CountsEveryAllocationPathAndThePeak) {
+  const std::int64_t mb = 1 << 20;
+  std::int64_t start = heap_in_use();
+  reset_heap_peak();
+  { std::vector<char> temporary(static_cast<std::size_t>(10 * mb), 1); }
+  EXPECT_GE(heap_peak() - start, 10 * mb);
+  EXPECT_LT(std::llabs(heap_in_use() - start), mb);
+  void* a = std::malloc(static_cast<std::size_t>(mb));
+  void* b = std::calloc(2, static_cast<std::size_t>(mb));
+  void* c = nullptr;
+  ASSERT_EQ(posix_memalign(&c, 64, static_cast<std::size_t>(mb)), 0);
+  a = std::realloc(a, static_cast<std::size_t>(3 * mb));
+  // Used, so that the compiler keeps every allocation.
+  for (void* p : {a, b, c}) static_cast<volatile char*>(p)[0] = 1;
+  EXPECT_GE(heap_in_use() - start, 6 * mb);
+  std::free(a);
+  std::free(b);
+  std::free(c);
+  EXPECT_LT(std::llabs(heap_in_use() - start), mb);
 }

@@ -130,6 +130,7 @@ NodeCheck node_check(const NodeRecord& rec) {
   nc.seconds = rec.seconds;
   nc.output_bytes = rec.output_bytes;
   nc.heap_delta = rec.heap_delta;
+  nc.heap_peak = rec.heap_peak;
   return nc;
 }
 

@@ -35,7 +35,8 @@ struct NodeCheck {  // one node under one binding for one sample
   Drift propagated;  // worst output against the end-to-end reference run
   double seconds = 0;
   std::size_t output_bytes = 0;
-  std::int64_t heap_delta = 0;
+  std::int64_t heap_delta = 0;  // heap after the kernel minus before
+  std::int64_t heap_peak = 0;   // highest heap during the kernel minus before
 };
 
 struct BindingRun {

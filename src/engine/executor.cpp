@@ -1,11 +1,12 @@
 #include "engine/executor.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <chrono>
 #include <set>
 #include <unordered_map>
+
+#include "engine/heap.h"
 
 namespace metaop {
 
@@ -130,7 +131,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     rec.node = order[pos];
     Binding* b = plan.for_node(node);
     rec.planned = b->name();
-    auto heap0 = mallinfo2();
+    std::int64_t heap0 = heap_in_use();
+    reset_heap_peak();
     auto t0 = std::chrono::steady_clock::now();
     // What is wrong with a binding's outputs: a missing value, or a shape that ONNX shape
     // inference contradicts (where it knows the static shape).
@@ -180,9 +182,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       outs = b->forward(node, g.opset, ins);
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto heap1 = mallinfo2();
-    rec.heap_delta = static_cast<std::int64_t>(heap1.uordblks + heap1.hblkhd) -
-                     static_cast<std::int64_t>(heap0.uordblks + heap0.hblkhd);
+    rec.heap_delta = heap_in_use() - heap0;
+    rec.heap_peak = heap_peak() - heap0;
     rec.binding = b->name();
     if (std::string bad = output_problem(outs); !bad.empty()) fail("{}", bad);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {

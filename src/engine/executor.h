@@ -44,9 +44,10 @@ struct NodeRecord {
   std::string crash;            // non-empty when its kernel crashed
   double seconds = 0;
   std::size_t output_bytes = 0;  // size of the values it produced
-  // Heap in use after the kernel minus before (glibc mallinfo2: its outputs plus whatever it
-  // kept, e.g. caches); a kernel's transient peak inside the call is not seen.
-  std::int64_t heap_delta = 0;
+  // Heap in use after the kernel minus before (its outputs plus whatever it kept, e.g. caches),
+  // and the highest level during the kernel minus before (its workspace and temporaries too);
+  // engine/heap.h counts every allocation of the process.
+  std::int64_t heap_delta = 0, heap_peak = 0;
 };
 
 struct RunOptions {

@@ -46,6 +46,7 @@ struct NodeSeries {
   std::map<std::size_t, double> score;    // node -> worst local score
   std::map<std::size_t, double> drift;    // node -> worst relative propagated error
   std::map<std::size_t, double> seconds;  // node -> mean time
+  std::map<std::size_t, double> peak_mb;  // node -> largest heap peak of its kernel, MB
   std::map<std::size_t, std::string> ran_on;
 };
 
@@ -61,6 +62,7 @@ std::map<std::string, NodeSeries> series(const CheckResult& r) {
       double d = n.propagated.nonfinite ? INFINITY : n.propagated.rel;
       ns.drift[n.node] = std::max(ns.drift[n.node], d);
       ns.seconds[n.node] += n.seconds;
+      ns.peak_mb[n.node] = std::max(ns.peak_mb[n.node], static_cast<double>(n.heap_peak) / 1e6);
       ns.ran_on[n.node] = n.ran_on;
     }
   }
@@ -140,8 +142,9 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
     fmt::print(out, "\nslowest nodes under {}:\n", b);
     for (auto n : nodes) {
       double ref = ser["reference"].seconds.count(n) ? ser["reference"].seconds.at(n) : 0;
-      fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  (reference {:.3f} ms)\n", g.nodes[n].name,
-                 g.nodes[n].op_type, ns.seconds.at(n) * 1e3, ref * 1e3);
+      fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  {:>8.2f} MB peak  (reference {:.3f} ms)\n",
+                 g.nodes[n].name, g.nodes[n].op_type, ns.seconds.at(n) * 1e3, ns.peak_mb.at(n),
+                 ref * 1e3);
     }
   }
 }
@@ -193,11 +196,9 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
                {"output_nonfinite", run.output.nonfinite}};
     json ns = json::array();
     for (const auto& n : run.nodes) {
-      json e = {{"node", g.nodes[n.node].name},
-                {"ran_on", n.ran_on},
-                {"seconds", n.seconds},
-                {"output_bytes", n.output_bytes},
-                {"heap_delta", n.heap_delta}};
+      json e = {{"node", g.nodes[n.node].name}, {"ran_on", n.ran_on},
+                {"seconds", n.seconds},         {"output_bytes", n.output_bytes},
+                {"heap_delta", n.heap_delta},   {"heap_peak", n.heap_peak}};
       if (run.binding != "reference") {
         e["local"] = {{"score", json_number(n.local.score)},
                       {"max_abs_err", json_number(n.local.max_abs_err)},
@@ -269,9 +270,11 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
           html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
     h += "</table>";
   }
-  h += "<h2>Time per node</h2><p>Mean over samples; the slowest 25 nodes by the reference's "
-       "time.</p><table><tr><th>node</th><th>op</th><th>reference [ms]</th>";
-  for (const auto& b : r.bindings) h += fmt::format("<th>{} [ms]</th>", b);
+  h += "<h2>Time and memory per node</h2><p>Mean time over samples, and the largest heap peak "
+       "of the kernel (bytes allocated above the level before it, outputs and temporaries); the "
+       "slowest 25 nodes by the reference's time.</p><table><tr><th>node</th><th>op</th>"
+       "<th>reference [ms]</th>";
+  for (const auto& b : r.bindings) h += fmt::format("<th>{} [ms]</th><th>{} peak [MB]</th>", b, b);
   h += "</tr>";
   auto order = ser["reference"].order;
   std::sort(order.begin(), order.end(), [&](auto a, auto b) {
@@ -283,9 +286,10 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
                      g.nodes[n].op_type, ser["reference"].seconds.at(n) * 1e3);
     for (const auto& b : r.bindings) {
       auto& s = ser[b].seconds;
-      h += s.count(n) ? fmt::format("<td>{:.3f}{}</td>", s.at(n) * 1e3,
-                                    ser[b].ran_on.at(n) != b ? " (fallback)" : "")
-                      : "<td>-</td>";
+      h += s.count(n)
+               ? fmt::format("<td>{:.3f}{}</td><td>{:.2f}</td>", s.at(n) * 1e3,
+                             ser[b].ran_on.at(n) != b ? " (fallback)" : "", ser[b].peak_mb.at(n))
+               : "<td>-</td><td>-</td>";
     }
     h += "</tr>";
   }

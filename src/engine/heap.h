@@ -1,0 +1,17 @@
+#pragma once
+// Heap accounting for per-kernel memory: every allocation through malloc and its relatives
+// (and so C++ new, and the frameworks' allocators built on them) is counted by the replacements
+// in heap.cpp, which forward to glibc's allocator. The executor reads the bytes in use before
+// and after a kernel and the peak in between.
+#include <cstdint>
+
+namespace metaop {
+
+// Bytes in use (as malloc_usable_size counts them) by blocks allocated since start-up.
+std::int64_t heap_in_use();
+// The highest heap_in_use() since the last reset_heap_peak().
+std::int64_t heap_peak();
+// Starts a new peak at the current level.
+void reset_heap_peak();
+
+}  // namespace metaop
