@@ -80,6 +80,23 @@ if all(runs.values()):
 # 2. Optimizers against PyTorch's, full batch, from the same initial weights (the export's).
 x = torch.from_numpy(np.load(os.path.join(WORK, "mlp_x.npy")))
 y = torch.from_numpy(np.load(os.path.join(WORK, "mlp_y.npy")))
+
+
+def torch_losses(make_optimizer, steps):
+    """The MLP's full-batch losses under a torch.optim optimizer, from the export's weights."""
+    torch.manual_seed(0)  # as make_train_models.py: the same initial weights
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = make_optimizer(mlp.parameters())
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(mlp(x), y)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    return losses
+
+
 for name, flags, make in [
         ("sgd momentum nesterov wd", ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
                                       "--nesterov", "--weight-decay", "0.01"],
@@ -88,16 +105,7 @@ for name, flags, make in [
          lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01)),
         ("adamw", ["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1"],
          lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1))]:
-    torch.manual_seed(0)  # as make_train_models.py: the same initial weights
-    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
-    opt = make(mlp.parameters())
-    expected = []
-    for _ in range(6):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(mlp(x), y)
-        expected.append(loss.item())
-        loss.backward()
-        opt.step()
+    expected = torch_losses(make, 6)
     # The reference's float64 rule (--bind reference) and torch::optim's kernels (--bind torch,
     # whose update runs on torch's optimizer) with the update of every weight checked.
     for bind in ["reference", "torch"]:
@@ -224,16 +232,7 @@ check(p.returncode == 0 and "logits" in p.stdout, "the saved model runs", p.stdo
 json.dump({"optimizer": "adam", "lr": 0.05, "beta1": 0.5, "beta2": 0.99, "eps": 0.01,
            "epochs": 5, "batch_size": len(y)}, open(hp, "w"))
 rc, out, losses = train("mlp", "--loss", "cross_entropy", "--hparams", hp, "--beta2", "0.6")
-torch.manual_seed(0)
-mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
-opt = torch.optim.Adam(mlp.parameters(), lr=0.05, betas=(0.5, 0.6), eps=0.01)
-expected = []
-for _ in range(5):
-    opt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(mlp(x), y)
-    expected.append(loss.item())
-    loss.backward()
-    opt.step()
+expected = torch_losses(lambda p: torch.optim.Adam(p, lr=0.05, betas=(0.5, 0.6), eps=0.01), 5)
 worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
 check(rc == 0 and len(losses) == 5 and worst < 1e-5,
       f"--hparams with Adam's betas and eps, --beta2 winning (worst {worst:.2e})", out)
