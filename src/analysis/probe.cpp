@@ -116,65 +116,76 @@ using RecordFn = std::function<void(ProbeFinding, const Score&)>;
 void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& record) {
   for (const auto& b : o.bindings) {
     if (!has_update_kernel(b)) continue;
-    for (const auto& [name, c] : update_configs())
-      for (const auto& [pattern, V] : update_patterns())
-        for (long t : {1L, 10L}) {
-          std::size_t P = V.size(), k = t == 1 ? 2 : 2 + optimizer_slots(c).size(), n = 1;
-          for (std::size_t i = 0; i < k; ++i) n *= P;
-          std::vector<std::vector<double>> cols(k, std::vector<double>(n));
-          for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t j = 0, q = i; j < k; ++j, q /= P)
-              cols[j][i] = j == 3 ? std::fabs(V[q % P]) : V[q % P];
-          Shape s{static_cast<std::int64_t>(n)};
-          Tensors in;
-          for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, DType::Float32));
-          Tensors state(in.begin() + 2, in.end());
-          if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
-          ++res.cases;
-          auto& counts = res.counts[name][b];
-          auto kernel = make_update_kernel(b, c);
-          Tensors got;
-          LocalCheck lc;
-          std::string kind, detail;
-          try {
-            if (!state.empty()) kernel->set_state("weight", t - 1, state);
-            got = {kernel->step("weight", t, in[0], in[1])};
-            Tensors after = kernel->state("weight");
-            got.insert(got.end(), after.begin(), after.end());
-            lc = check_update(c, t, in[0], in[1], state, got[0], after);
-            if (lc.score.bad()) kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
-          } catch (const std::exception& e) {
-            kind = "crash";
-            detail = fmt::format("threw: {}", e.what());
-            lc.score.score = INFINITY;
-          }
-          if (kind.empty()) {
-            ++counts["ok"];
-            continue;
-          }
-          ++counts["finding"];
-          const Score& sc = lc.score;
-          if (detail.empty()) {
-            std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
-            for (const auto& slot : optimizer_slots(c)) {
-              outs.push_back("new " + slot);
-              ins.push_back(slot);
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+      if (!o.dtypes.empty() && std::find(o.dtypes.begin(), o.dtypes.end(), dt) == o.dtypes.end())
+        continue;
+      for (const auto& [setting, c] : update_configs()) {
+        // float32 weights: update:<setting>; others: update:<setting>/<dtype>.
+        std::string name =
+            dt == DType::Float32 ? setting : setting + "/" + std::string(dtype_name(dt));
+        for (const auto& [pattern, V] : update_patterns())
+          for (long t : {1L, 10L}) {
+            std::size_t P = V.size(), k = t == 1 ? 2 : 2 + optimizer_slots(c).size(), n = 1;
+            for (std::size_t i = 0; i < k; ++i) n *= P;
+            std::vector<std::vector<double>> cols(k, std::vector<double>(n));
+            for (std::size_t i = 0; i < n; ++i)
+              for (std::size_t j = 0, q = i; j < k; ++j, q /= P)
+                cols[j][i] = j == 3 ? std::fabs(V[q % P]) : V[q % P];
+            Shape s{static_cast<std::int64_t>(n)};
+            Tensors in;
+            for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, dt));
+            Tensors state(in.begin() + 2, in.end());
+            if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
+            ++res.cases;
+            auto& counts = res.counts[name][b];
+            auto kernel = make_update_kernel(b, c);
+            Tensors got;
+            LocalCheck lc;
+            std::string kind, detail;
+            try {
+              if (!state.empty()) kernel->set_state("weight", t - 1, state);
+              got = {kernel->step("weight", t, in[0], in[1])};
+              Tensors after = kernel->state("weight");
+              got.insert(got.end(), after.begin(), after.end());
+              lc = check_update(c, t, in[0], in[1], state, got[0], after);
+              if (lc.score.bad()) kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
+            } catch (const Unsupported&) {
+              ++counts["unsupported"];
+              continue;
+            } catch (const std::exception& e) {
+              kind = "crash";
+              detail = fmt::format("threw: {}", e.what());
+              lc.score.score = INFINITY;
             }
-            detail = describe_worst(sc, lc.reference, outs, b);
-            if (sc.mismatch.empty() && sc.worst_index >= 0) {
-              detail += fmt::format("; at step {} with ", t);
-              for (std::size_t j = 0; j < k; ++j)
-                detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
-                                      cols[j][static_cast<std::size_t>(sc.worst_index)]);
+            if (kind.empty()) {
+              ++counts["ok"];
+              continue;
             }
+            ++counts["finding"];
+            const Score& sc = lc.score;
+            if (detail.empty()) {
+              std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
+              for (const auto& slot : optimizer_slots(c)) {
+                outs.push_back("new " + slot);
+                ins.push_back(slot);
+              }
+              detail = describe_worst(sc, lc.reference, outs, b);
+              if (sc.mismatch.empty() && sc.worst_index >= 0) {
+                detail += fmt::format("; at step {} with ", t);
+                for (std::size_t j = 0; j < k; ++j)
+                  detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
+                                        cols[j][static_cast<std::size_t>(sc.worst_index)]);
+              }
+            }
+            ProbeFinding f = probe_finding(name, b, kind, fmt::format("step {}", t), pattern,
+                                           sc.score, detail, in, lc.reference, got);
+            f.phase = "update";
+            f.optimizer = c;
+            f.step = t;
+            record(std::move(f), sc);
           }
-          ProbeFinding f = probe_finding(name, b, kind, fmt::format("step {}", t), pattern,
-                                         sc.score, detail, in, lc.reference, got);
-          f.phase = "update";
-          f.optimizer = c;
-          f.step = t;
-          record(std::move(f), sc);
-        }
+      }
+    }
   }
 }
 

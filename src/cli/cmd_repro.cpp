@@ -3,6 +3,7 @@
 // binding, against the float64 reference with the error model.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -51,8 +52,17 @@ int run(const ReproArgs& a) {
   auto files = [&](const std::string& role) {
     Tensors ts;
     if (!j.contains("files") || !j["files"].contains(role)) return ts;
-    for (const auto& f : j["files"][role])
-      ts.push_back(f.is_null() ? Tensor() : read_npy((dir / f.get<std::string>()).string()));
+    std::vector<std::string> bf16 = j.value("bfloat16", std::vector<std::string>{});
+    for (const auto& f : j["files"][role]) {
+      if (f.is_null()) {
+        ts.emplace_back();
+        continue;
+      }
+      std::string name = f.get<std::string>();
+      Tensor t = read_npy((dir / name).string());
+      bool was_bf16 = std::find(bf16.begin(), bf16.end(), name) != bf16.end();
+      ts.push_back(was_bf16 ? t.to(DType::BFloat16) : t);
+    }
     return ts;
   };
   std::vector<FaultSpec> faults;

@@ -119,7 +119,11 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
       }
       std::string file = safe_file_name(
           fmt::format("{}_{}_{}.npy", role, i, i < names.size() ? names[i] : std::string()));
-      write_npy((dir / file).string(), ts[i]);
+      // .npy has no bfloat16: such tensors are stored as float32 (exactly) and listed in
+      // "bfloat16", for `metaop repro` to convert back.
+      bool bf16 = ts[i].dtype() == DType::BFloat16;
+      write_npy((dir / file).string(), bf16 ? ts[i].to(DType::Float32) : ts[i]);
+      if (bf16) j["bfloat16"].push_back(file);
       list.push_back(file);
     }
     j["files"][role] = list;

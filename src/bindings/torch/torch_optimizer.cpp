@@ -66,7 +66,12 @@ Tensor TorchUpdate::step(const std::string& weight, long, const Tensor& w, const
   try {
     e.opt->step();
   } catch (const c10::Error& err) {
-    fail("torch optimizer on weight '{}': {}", weight, err.what_without_backtrace());
+    std::string what = err.what_without_backtrace();
+    // ATen has no kernel for this dtype (e.g. addcmul on CPU float16): a normal answer.
+    if (what.find("not implemented for") != std::string::npos)
+      throw Unsupported(fmt::format("torch optimizer on weight '{}' ({}): {}", weight,
+                                    dtype_name(w.dtype()), what));
+    fail("torch optimizer on weight '{}': {}", weight, what);
   }
   return from_aten(e.param, weight);
 }
