@@ -12,13 +12,13 @@
 #include "analysis/accuracy.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
-#include "engine/heap.h"
 #include "graph/onnx_io.h"
 #include "ops/error_model.h"
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
 #include "ops/optimizer.h"
 #include "ops/registry.h"
+#include "tensor/heap.h"
 #include "tensor/npy.h"
 #include "tensor/tensor_proto.h"
 
@@ -666,4 +666,18 @@ TEST(Heap, CountsEveryAllocationPathAndThePeak) {
   std::free(b);
   std::free(c);
   EXPECT_LT(std::llabs(heap_in_use() - start), mb);
+}
+
+// A kernel isolated in a child process: its allocations are the child's, its peak is carried
+// over to the caller's count.
+TEST(Heap, AnIsolatedKernelsPeakReachesTheCaller) {
+  const std::int64_t mb = 1 << 20;
+  std::int64_t start = heap_in_use();
+  reset_heap_peak();
+  Tensors out = run_isolated("test kernel", [&] {
+    std::vector<char> temporary(static_cast<std::size_t>(8 * mb), 1);
+    return Tensors{Tensor::scalar(temporary[12345], DType::Float32)};
+  });
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_GE(heap_peak() - start, 8 * mb);
 }

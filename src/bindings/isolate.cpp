@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "tensor/heap.h"
+
 namespace metaop {
 
 namespace {
@@ -35,7 +37,8 @@ T get(const std::string& buf, std::size_t& pos) {
   return v;
 }
 
-// Reply: kind ('O' outputs, 'U' unsupported, 'E' error), then outputs or a message.
+// Reply: kind ('O' outputs, 'U' unsupported, 'E' error), then outputs or a message; after the
+// outputs, the child's heap peak above its level at the fork.
 std::string encode(char kind, const Tensors& outs, const std::string& msg) {
   std::string buf(1, kind);
   if (kind != 'O') {
@@ -61,11 +64,15 @@ Tensors run_isolated(const std::string& what, const std::function<Tensors()>& ke
   if (::pipe(fds) != 0) fail("{}: pipe failed: {}", what, std::strerror(errno));
   pid_t pid = ::fork();
   if (pid < 0) fail("{}: fork failed: {}", what, std::strerror(errno));
+  std::int64_t level = heap_in_use();
   if (pid == 0) {
     ::close(fds[0]);
     std::string reply;
     try {
-      reply = encode('O', kernel(), "");
+      reset_heap_peak();
+      Tensors outs = kernel();
+      reply = encode('O', outs, "");
+      put(reply, heap_peak() - level);  // the kernel's own peak, in the child
     } catch (const Unsupported& e) {
       reply = encode('U', {}, e.what());
     } catch (const std::exception& e) {
@@ -108,12 +115,13 @@ Tensors run_isolated(const std::string& what, const std::function<Tensors()>& ke
     auto rank = get<std::uint64_t>(buf, pos);
     Shape s;
     for (std::uint64_t d = 0; d < rank; ++d) s.push_back(get<std::int64_t>(buf, pos));
-    Tensor t(dtype, s);
+    Tensor t = Tensor::empty(dtype, s);
     if (pos + t.nbytes() > buf.size()) throw Error("isolated kernel: truncated reply");
     std::memcpy(t.raw(), buf.data() + pos, t.nbytes());
     pos += t.nbytes();
     outs.push_back(t);
   }
+  raise_heap_peak(level + get<std::int64_t>(buf, pos));
   return outs;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Runs a kernel in a forked child process, so that a framework crash (SIGSEGV, abort) becomes a
 // Crash exception in the caller instead of taking the whole run down. Outputs come back over a
-// pipe; Unsupported and Error thrown in the child are rethrown with their messages.
+// pipe; Unsupported and Error thrown in the child are rethrown with their messages. The
+// child's heap peak is carried over into the caller's (tensor/heap.h).
 #include <functional>
 #include <string>
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "engine/heap.h"
+#include "tensor/heap.h"
 
 namespace metaop {
 

@@ -46,7 +46,7 @@ struct NodeRecord {
   std::size_t output_bytes = 0;  // size of the values it produced
   // Heap in use after the kernel minus before (its outputs plus whatever it kept, e.g. caches),
   // and the highest level during the kernel minus before (its workspace and temporaries too);
-  // engine/heap.h counts every allocation of the process.
+  // tensor/heap.h counts every allocation of the process.
   std::int64_t heap_delta = 0, heap_peak = 0;
 };
 

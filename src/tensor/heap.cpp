@@ -1,7 +1,7 @@
 // Replaces malloc, free and their relatives for the whole process (glibc supports this: "Replacing
 // malloc" in its manual), counting each block's usable size, and forwards to glibc's own
 // allocator (__libc_malloc and friends).
-#include "engine/heap.h"
+#include "tensor/heap.h"
 
 #include <malloc.h>
 
@@ -118,6 +118,10 @@ std::int64_t heap_peak() {
 
 void reset_heap_peak() {
   peak.store(in_use.load(std::memory_order_relaxed));
+}
+
+void raise_heap_peak(std::int64_t level) {
+  raise_peak(level);
 }
 
 }  // namespace metaop

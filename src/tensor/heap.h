@@ -13,5 +13,8 @@ std::int64_t heap_in_use();
 std::int64_t heap_peak();
 // Starts a new peak at the current level.
 void reset_heap_peak();
+// Raises the peak to `level` if it is higher: for a kernel that ran in a child process (its
+// allocations are the child's), the level before it plus the child's own peak.
+void raise_heap_peak(std::int64_t level);
 
 }  // namespace metaop
