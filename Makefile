@@ -15,8 +15,14 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
+# The bundled CNN checked op by op under the three frameworks, then a small MLP trained under
+# torch (forward, backward and torch's Adam) with every step checked; HTML reports in build/demo.
 demo: build
-	$(BUILD_DIR)/metaop run tests/data/tiny_cnn.onnx --random-inputs --seed 1 --out $(BUILD_DIR)/demo-out
+	$(BUILD_DIR)/metaop check tests/data/tiny_cnn.onnx --bind torch,onednn,opencv --samples 2 \
+	  --report $(BUILD_DIR)/demo/check
+	$(BUILD_DIR)/metaop train tests/data/train_mlp.onnx --data tests/data/train_x.npy \
+	  --labels tests/data/train_y.npy --loss cross_entropy --optimizer adam --lr 0.01 \
+	  --epochs 3 --batch-size 16 --bind torch --check --report $(BUILD_DIR)/demo/train
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1
