@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
+#include "report/train_report.h"
 #include "tensor/npy.h"
 
 namespace metaop::cli {
@@ -84,66 +85,61 @@ int run(const ReproArgs& a) {
       crash = e.what();
     }
   };
-  {
-    if (phase == "update") {
-      OptimizerConfig c;
-      const auto& o = j.at("optimizer");
-      c.kind = o.at("kind").get<std::string>();
-      c.lr = o.at("lr").get<double>();
-      c.momentum = o.at("momentum").get<double>();
-      c.nesterov = o.at("nesterov").get<bool>();
-      c.weight_decay = o.at("weight_decay").get<double>();
-      c.beta1 = o.at("beta1").get<double>();
-      c.beta2 = o.at("beta2").get<double>();
-      c.eps = o.at("eps").get<double>();
-      std::string weight = j.at("node").get<std::string>();
-      long t = j.at("step").get<long>();
-      if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
-      Tensors before(inputs.begin() + 2, inputs.end());
-      auto kernel = make_update_kernel(binding, c);
-      std::map<std::string, FaultSpec> mine;
-      for (const auto& f : faults)
-        if (f.phase == "update") mine.emplace(weight, f);
-      if (!mine.empty())
-        kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
-      what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
-      names = {weight};
-      for (const auto& s : optimizer_slots(c)) names.push_back(s);
-      guarded([&] {
-        if (!before.empty()) kernel->set_state(weight, t - 1, before);
-        Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
-        lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
-      });
-    } else if (phase == "forward" || phase == "backward") {
-      Graph g = load_onnx((dir / "model.onnx").string());
-      if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
-      const Node& node = g.nodes[0];
-      // Inputs without a file are the model's initializers (or omitted).
-      inputs.resize(std::max(inputs.size(), node.inputs.size()));
-      for (std::size_t i = 0; i < node.inputs.size(); ++i)
-        if (!inputs[i].defined())
-          if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
-            inputs[i] = it->second;
-      std::unique_ptr<Binding> b = make_binding(binding);
-      if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
-      what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
-      if (phase == "forward") {
-        names = node.outputs;
-        guarded([&] {
-          Tensors got = b->forward(node, g.opset, inputs);
-          lc = check_local(node, g.opset, inputs, got);
-        });
-      } else {
-        for (const auto& i : node.inputs) names.push_back("grad " + i);
-        Tensors outs = files("outputs"), grads = files("output_grads");
-        guarded([&] {
-          Tensors got = b->backward(node, g.opset, inputs, outs, grads);
-          lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
-        });
-      }
-    } else {
-      fail("{}: phase '{}' (expected forward, backward or update)", manifest.string(), phase);
+  if (phase == "update") {
+    OptimizerConfig c;
+    std::string weight;
+    long t = 0;
+    try {
+      c = optimizer_from_json(j.at("optimizer"));
+      weight = j.at("node").get<std::string>();
+      t = j.at("step").get<long>();
+    } catch (const std::exception& e) {
+      fail("{}: {}", manifest.string(), e.what());
     }
+    if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
+    Tensors before(inputs.begin() + 2, inputs.end());
+    auto kernel = make_update_kernel(binding, c);
+    std::map<std::string, FaultSpec> mine;
+    for (const auto& f : faults)
+      if (f.phase == "update") mine.emplace(weight, f);
+    if (!mine.empty()) kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
+    what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
+    names = {weight};
+    for (const auto& s : optimizer_slots(c)) names.push_back(s);
+    guarded([&] {
+      if (!before.empty()) kernel->set_state(weight, t - 1, before);
+      Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
+      lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
+    });
+  } else if (phase == "forward" || phase == "backward") {
+    Graph g = load_onnx((dir / "model.onnx").string());
+    if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
+    const Node& node = g.nodes[0];
+    // Inputs without a file are the model's initializers (or omitted).
+    inputs.resize(std::max(inputs.size(), node.inputs.size()));
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      if (!inputs[i].defined())
+        if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+          inputs[i] = it->second;
+    std::unique_ptr<Binding> b = make_binding(binding);
+    if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
+    what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
+    if (phase == "forward") {
+      names = node.outputs;
+      guarded([&] {
+        Tensors got = b->forward(node, g.opset, inputs);
+        lc = check_local(node, g.opset, inputs, got);
+      });
+    } else {
+      for (const auto& i : node.inputs) names.push_back("grad " + i);
+      Tensors outs = files("outputs"), grads = files("output_grads");
+      guarded([&] {
+        Tensors got = b->backward(node, g.opset, inputs, outs, grads);
+        lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
+      });
+    }
+  } else {
+    fail("{}: phase '{}' (expected forward, backward or update)", manifest.string(), phase);
   }
   if (!crash.empty()) {
     fmt::print("reproduced: {} under {} crashed: {}\n", what, binding, crash);

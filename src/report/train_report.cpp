@@ -89,6 +89,30 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
   std::ofstream(std::filesystem::path(dir) / "index.html") << h;
 }
 
+nlohmann::json optimizer_to_json(const OptimizerConfig& c) {
+  return {{"kind", c.kind},
+          {"lr", c.lr},
+          {"momentum", c.momentum},
+          {"nesterov", c.nesterov},
+          {"weight_decay", c.weight_decay},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps}};
+}
+
+OptimizerConfig optimizer_from_json(const nlohmann::json& j) {
+  OptimizerConfig c;
+  c.kind = j.at("kind").get<std::string>();
+  c.lr = j.at("lr").get<double>();
+  c.momentum = j.at("momentum").get<double>();
+  c.nesterov = j.at("nesterov").get<bool>();
+  c.weight_decay = j.at("weight_decay").get<double>();
+  c.beta1 = j.at("beta1").get<double>();
+  c.beta2 = j.at("beta2").get<double>();
+  c.eps = j.at("eps").get<double>();
+  return c;
+}
+
 std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
                                    const OptimizerConfig& optimizer,
                                    const std::vector<std::string>& inject, const std::string& model,
@@ -135,14 +159,7 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
     save("inputs", f.inputs, names);
     names.erase(names.begin() + 1);
     save("got", f.got, names);
-    j["optimizer"] = {{"kind", optimizer.kind},
-                      {"lr", optimizer.lr},
-                      {"momentum", optimizer.momentum},
-                      {"nesterov", optimizer.nesterov},
-                      {"weight_decay", optimizer.weight_decay},
-                      {"beta1", optimizer.beta1},
-                      {"beta2", optimizer.beta2},
-                      {"eps", optimizer.eps}};
+    j["optimizer"] = optimizer_to_json(optimizer);
     what = fmt::format(
         "the {} update of weight '{}' at step {}: inputs_0 is the weight before the step, "
         "inputs_1 its gradient, the others the optimizer's state before the step (none at the "

@@ -2,6 +2,7 @@
 // The offline HTML report of `metaop train`: loss curves of each plan, the per-node forward and
 // gradient error along the model (with --check), and the findings.
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct TrainReport {
 
 // Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
 void write_train_report(const TrainReport& r, const std::string& dir);
+
+// The optimizer's settings in a reproducer's repro.json, and back (throws on a missing key).
+nlohmann::json optimizer_to_json(const OptimizerConfig& c);
+OptimizerConfig optimizer_from_json(const nlohmann::json& j);
 
 // A reproducer folder for a training finding under `root`: repro.json (what, where, the
 // binding, the injected faults that applied, the optimizer and step for an update), the .npy
