@@ -138,6 +138,11 @@ if all(runs.values()):
                 for b in ["torch", "onednn"] for i in range(2))
     check(worst < 1e-3, f"resnet18: losses agree across bindings (worst {worst:.1e})")
 html = open(os.path.join(WORK, "report_torch", "index.html")).read()
+# Time and memory per node, forward and backward (from the last run, under onednn).
+prof = json.load(open(os.path.join(WORK, "t.json"))).get("node_profile", [])
+check(len(prof) > 50 and all(p["forward_seconds"] > 0 and p["forward_peak"] > 0 for p in prof)
+      and sum(p["backward_seconds"] > 0 and p["backward_peak"] > 0 for p in prof) > 50,
+      f"per-node forward/backward time and heap peak in the JSON ({len(prof)} nodes)")
 check(html.count("<svg") == 3 and "<script" not in html and "Loss per step" in html and
       "Updates" in html, "train --report: loss curve, per-node error and update plots, no scripts")
 import onnx  # noqa: E402

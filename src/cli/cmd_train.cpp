@@ -324,6 +324,19 @@ int run(TrainArgs& a) {
     for (std::size_t i = 0; i < per_epoch; ++i) s += r.losses[e * per_epoch + i];
     fmt::print("epoch {:>3}: mean loss {:.8g}\n", e + 1, s / static_cast<double>(per_epoch));
   }
+  // The slowest nodes, forward and backward per step, with their largest heap peaks.
+  std::vector<const NodeProfile*> slow;
+  for (const auto& p : r.profile) slow.push_back(&p);
+  std::sort(slow.begin(), slow.end(), [](const NodeProfile* x, const NodeProfile* y) {
+    return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
+  });
+  double steps = static_cast<double>(std::max<std::size_t>(r.losses.size(), 1));
+  fmt::print("slowest nodes (per step: forward, backward; largest heap peak of a call):\n");
+  for (std::size_t i = 0; i < slow.size() && i < 5; ++i)
+    fmt::print("  {:<40} {:<24} {:>9.3f} ms {:>9.3f} ms  {:>8.2f} MB {:>8.2f} MB\n", slow[i]->node,
+               slow[i]->op_type, slow[i]->forward_seconds / steps * 1e3,
+               slow[i]->backward_seconds / steps * 1e3, slow[i]->forward_peak / 1e6,
+               slow[i]->backward_peak / 1e6);
   std::size_t reached = 0;
   for (auto* fb : faulty)
     for (const auto& [node, note] : fb->log()) {
@@ -357,6 +370,15 @@ int run(TrainArgs& a) {
     j["loss"] = a.loss;
     j["losses"] = r.losses;
     j["step_seconds"] = r.step_seconds;
+    for (const auto& p : r.profile)
+      j["node_profile"].push_back({{"node", p.node},
+                                   {"op_type", p.op_type},
+                                   {"forward_seconds", p.forward_seconds},
+                                   {"backward_seconds", p.backward_seconds},
+                                   {"forward_peak", p.forward_peak},
+                                   {"backward_peak", p.backward_peak},
+                                   {"forward_binding", p.forward_binding},
+                                   {"backward_binding", p.backward_binding}});
     j["trainable"] = r.trainable;
     j["optimizer"] = a.config.optimizer.kind;
     j["update_bindings"] = r.update_bindings;

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "tensor/heap.h"
+
 namespace metaop {
 
 std::vector<std::string> trainable_initializers(const Graph& g) {
@@ -84,6 +86,8 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     rec.node = *it;
     Binding* b = plan.for_node_backward(node);
     rec.planned = b->name();
+    std::int64_t heap0 = heap_in_use();
+    reset_heap_peak();
     auto t0 = std::chrono::steady_clock::now();
     Tensors gin;
     try {
@@ -106,6 +110,8 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
       gin = b->backward(node, g.opset, ins, outs, grads);
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rec.heap_delta = heap_in_use() - heap0;
+    rec.heap_peak = heap_peak() - heap0;
     rec.binding = b->name();
     if (observe) observe(node, ins, outs, grads, gin, rec);
     for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {

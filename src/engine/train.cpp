@@ -240,6 +240,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   std::size_t total = steps_per_epoch * static_cast<std::size_t>(config.epochs), step = 0;
   RunOptions keep;
   keep.keep_all = true;
+  for (const auto& n : h.nodes) res.profile.push_back({n.name, n.op_type, 0, 0, 0, 0, "", ""});
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::vector<std::int64_t> order(static_cast<std::size_t>(N));
     std::iota(order.begin(), order.end(), 0);
@@ -278,6 +279,18 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
           run_backward(h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}},
                        plan, wrt, observe);
       update_running_stats(h, f);
+      for (const auto& rec : f.records) {
+        auto& p = res.profile[rec.node];
+        p.forward_seconds += rec.seconds;
+        p.forward_peak = std::max(p.forward_peak, rec.heap_peak);
+        p.forward_binding = rec.binding;
+      }
+      for (const auto& rec : b.records) {
+        auto& p = res.profile[rec.node];
+        p.backward_seconds += rec.seconds;
+        p.backward_peak = std::max(p.backward_peak, rec.heap_peak);
+        p.backward_binding = rec.binding;
+      }
       long t = static_cast<long>(step + 1);
       for (const auto& [name, grad] : b.grads) {
         UpdateKernel& k = kernels.of(name);

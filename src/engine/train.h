@@ -64,9 +64,18 @@ struct TrainConfig {
   std::function<void(std::size_t step, const UpdateCall&)> on_update;
 };
 
+// Time and memory of one node of the training graph (the model and its loss) over all steps.
+struct NodeProfile {
+  std::string node, op_type;
+  double forward_seconds = 0, backward_seconds = 0;  // summed over the steps
+  std::int64_t forward_peak = 0, backward_peak = 0;  // the largest heap peak of one call
+  std::string forward_binding, backward_binding;     // what ran it (the last step)
+};
+
 struct TrainResult {
   std::vector<double> losses;             // per step
   std::vector<double> step_seconds;       // per step: forward, backward and update
+  std::vector<NodeProfile> profile;       // per node of the training graph, in graph order
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
   std::map<std::string, std::string> update_bindings;   // weight -> the kernel that updated it
