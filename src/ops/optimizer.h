@@ -55,8 +55,9 @@ struct UpdateRoundings {
 UpdateRoundings update_roundings(const OptimizerConfig& c);
 
 // The reference step on whole tensors, with the tolerance of each output element for a kernel
-// whose outputs have the given dtypes: gamma(n) * magnitude with u of that dtype, plus half an
-// ulp of the output (its final rounding). `slots` empty: the first step.
+// whose outputs have the given dtypes: gamma(n) * magnitude with u of that dtype (n counts the
+// output's final rounding), plus n subnormal spacings of that dtype (underflow). `slots` empty:
+// the first step.
 struct UpdateReference {
   Tensor weight;  // float64
   Tensors slots;  // float64, in optimizer_slots() order
