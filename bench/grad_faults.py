@@ -132,7 +132,7 @@ def report_rows(rows):
     det = [r for r in eff if r["status"] == "detected"]
     loc = [r for r in det if r["localized"]]
     masked = [r for r in det if r.get("masked")]
-    ver = [r for r in det if r["verified"]]
+    ver = [r for r in det if r["verified"] and not r.get("masked")]
     pct = lambda x, y: f"{100.0 * len(x) / len(y):.1f}% ({len(x)}/{len(y)})" if y else "n/a"
     print(f"injections {len(rows)}: not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
           f"errors {sum(r['status'] == 'error' for r in rows)}")
