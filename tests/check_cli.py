@@ -113,6 +113,9 @@ crashes = [f for f in fs if f["kind"] == "crash"]
 check(rc == 1, f"crashing kernel: exit 1 (got {rc})", out)
 check(len(crashes) == 1 and crashes[0]["node"] == "relu" and crashes[0]["binding"] == "torch",
       f"crash finding for relu under torch ({crashes})")
+if crashes and crashes[0].get("repro"):
+    rc2, out2 = metaop("repro", os.path.join(WORK, crashes[0]["repro"]))
+    check(rc2 == 1 and "crashed" in out2, "metaop repro reproduces the crash", out2)
 check(any(f["node"] == "dropout" and f["binding"] == "opencv" and f["kind"] in ("crash", "accuracy")
           and f["verified"] for f in fs), "OpenCV Dropout mask defect found and verified")
 with open(os.path.join(WORK, "crash.json")) as f:

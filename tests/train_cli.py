@@ -144,7 +144,8 @@ check(len(prof) > 50 and all(p["forward_seconds"] > 0 and p["forward_peak"] > 0 
       and sum(p["backward_seconds"] > 0 and p["backward_peak"] > 0 for p in prof) > 50,
       f"per-node forward/backward time and heap peak in the JSON ({len(prof)} nodes)")
 check(html.count("<svg") == 3 and "<script" not in html and "Loss per step" in html and
-      "Updates" in html, "train --report: loss curve, per-node error and update plots, no scripts")
+      "Updates" in html and "Time and memory per node" in html,
+      "train --report: loss curve, per-node error and update plots, time and memory, no scripts")
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(WORK, "r18_torch.onnx")).graph.initializer}

@@ -215,7 +215,7 @@ int compare(TrainArgs& a, const Graph& g, const Tensor& X, const Tensor& Y) {
     fmt::print("wrote {}\n", a.json_file);
   }
   if (!a.report_dir.empty()) {
-    TrainReport rep{a.model, a.loss, {}, &g, nullptr};
+    TrainReport rep{a.model, a.loss, {}, &g, nullptr, nullptr, 0};
     for (const auto& b : plans) rep.losses[b] = runs.at(b).losses;
     write_train_report(rep, a.report_dir);
     fmt::print("wrote {}/index.html\n", a.report_dir);
@@ -411,7 +411,8 @@ int run(TrainArgs& a) {
     fmt::print("wrote {}\n", a.json_file);
   }
   if (!a.report_dir.empty()) {
-    TrainReport rep{a.model, a.loss, {{a.bind, r.losses}}, &g, tc.get()};
+    TrainReport rep{a.model,  a.loss,     {{a.bind, r.losses}}, &g,
+                    tc.get(), &r.profile, r.losses.size()};
     write_train_report(rep, a.report_dir);
     fmt::print("wrote {}/index.html\n", a.report_dir);
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,28 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
             html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
       h += "</table>";
     }
+  }
+  if (r.profile && r.steps > 0) {
+    std::vector<const NodeProfile*> slow;
+    for (const auto& p : *r.profile) slow.push_back(&p);
+    std::sort(slow.begin(), slow.end(), [](const NodeProfile* x, const NodeProfile* y) {
+      return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
+    });
+    slow.resize(std::min<std::size_t>(slow.size(), 25));
+    h += "<h2>Time and memory per node</h2><p>The 25 slowest nodes: mean time per step of the "
+         "forward and the backward, and the largest heap peak of one call (bytes allocated above "
+         "the level before it).</p><table><tr><th>node</th><th>op</th><th>forward [ms]</th>"
+         "<th>backward [ms]</th><th>forward peak [MB]</th><th>backward peak [MB]</th>"
+         "<th>bindings</th></tr>";
+    double steps = static_cast<double>(r.steps);
+    for (const auto* p : slow)
+      h += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.2f}</td><td>{:.2f}</td>"
+          "<td>{} / {}</td></tr>",
+          html_escape(p->node), p->op_type, p->forward_seconds / steps * 1e3,
+          p->backward_seconds / steps * 1e3, p->forward_peak / 1e6, p->backward_peak / 1e6,
+          p->forward_binding, p->backward_binding.empty() ? "-" : p->backward_binding);
+    h += "</table>";
   }
   h += "</body></html>\n";
   std::ofstream(std::filesystem::path(dir) / "index.html") << h;

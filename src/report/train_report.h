@@ -14,7 +14,9 @@ struct TrainReport {
   std::string model, loss;
   std::map<std::string, std::vector<double>> losses;  // plan -> per-step loss
   const Graph* graph = nullptr;
-  const TrainCheck* check = nullptr;  // optional
+  const TrainCheck* check = nullptr;                  // optional
+  const std::vector<NodeProfile>* profile = nullptr;  // optional: time and memory per node
+  std::size_t steps = 0;                              // steps the profile covers
 };
 
 // Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
