@@ -174,7 +174,7 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
                 detail += fmt::format("; at step {} with ", t);
                 for (std::size_t j = 0; j < k; ++j)
                   detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
-                                        cols[j][static_cast<std::size_t>(sc.worst_index)]);
+                                        in[j].f64_at(sc.worst_index));  // as rounded to dt
               }
             }
             ProbeFinding f = probe_finding(name, b, kind, fmt::format("step {}", t), pattern,
