@@ -325,14 +325,10 @@ int run(TrainArgs& a) {
     fmt::print("epoch {:>3}: mean loss {:.8g}\n", e + 1, s / static_cast<double>(per_epoch));
   }
   // The slowest nodes, forward and backward per step, with their largest heap peaks.
-  std::vector<const NodeProfile*> slow;
-  for (const auto& p : r.profile) slow.push_back(&p);
-  std::sort(slow.begin(), slow.end(), [](const NodeProfile* x, const NodeProfile* y) {
-    return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
-  });
+  auto slow = slowest(r.profile, 5);
   double steps = static_cast<double>(std::max<std::size_t>(r.losses.size(), 1));
   fmt::print("slowest nodes (per step: forward, backward; largest heap peak of a call):\n");
-  for (std::size_t i = 0; i < slow.size() && i < 5; ++i)
+  for (std::size_t i = 0; i < slow.size(); ++i)
     fmt::print("  {:<40} {:<24} {:>9.3f} ms {:>9.3f} ms  {:>8.2f} MB {:>8.2f} MB\n", slow[i]->node,
                slow[i]->op_type, slow[i]->forward_seconds / steps * 1e3,
                slow[i]->backward_seconds / steps * 1e3, slow[i]->forward_peak / 1e6,

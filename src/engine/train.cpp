@@ -146,6 +146,16 @@ Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
 
 }  // namespace
 
+std::vector<const NodeProfile*> slowest(const std::vector<NodeProfile>& profile, std::size_t n) {
+  std::vector<const NodeProfile*> out;
+  for (const auto& p : profile) out.push_back(&p);
+  std::stable_sort(out.begin(), out.end(), [](const NodeProfile* x, const NodeProfile* y) {
+    return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
+  });
+  out.resize(std::min(out.size(), n));
+  return out;
+}
+
 std::vector<std::string> weights_named(const Graph& g, const std::vector<std::string>& trainable,
                                        const std::string& target) {
   std::set<std::string> hit;

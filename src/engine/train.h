@@ -72,6 +72,9 @@ struct NodeProfile {
   std::string forward_binding, backward_binding;     // what ran it (the last step)
 };
 
+// The n nodes with the most forward and backward time.
+std::vector<const NodeProfile*> slowest(const std::vector<NodeProfile>& profile, std::size_t n);
+
 struct TrainResult {
   std::vector<double> losses;             // per step
   std::vector<double> step_seconds;       // per step: forward, backward and update

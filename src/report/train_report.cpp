@@ -87,12 +87,7 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
     }
   }
   if (r.profile && r.steps > 0) {
-    std::vector<const NodeProfile*> slow;
-    for (const auto& p : *r.profile) slow.push_back(&p);
-    std::sort(slow.begin(), slow.end(), [](const NodeProfile* x, const NodeProfile* y) {
-      return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
-    });
-    slow.resize(std::min<std::size_t>(slow.size(), 25));
+    auto slow = slowest(*r.profile, 25);
     h += "<h2>Time and memory per node</h2><p>The 25 slowest nodes: mean time per step of the "
          "forward and the backward, and the largest heap peak of one call (bytes allocated above "
          "the level before it).</p><table><tr><th>node</th><th>op</th><th>forward [ms]</th>"
