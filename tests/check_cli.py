@@ -14,18 +14,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from testlib import check, finish
+
 METAOP, DATA, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
 os.makedirs(WORK, exist_ok=True)
 TINY = os.path.join(DATA, "tiny_cnn.onnx")
-failures = []
-
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        if detail:
-            print(detail)
-        failures.append(what)
 
 
 def metaop(*args, cwd=WORK):
@@ -154,5 +147,4 @@ for args, needle in [(["--bind", "tensorflow"], "tensorflow"),
 rc, out = metaop("check", os.path.join(WORK, "missing.onnx"))
 check(rc == 2 and "missing.onnx" in out, f"missing model: exit 2 ({out.strip()})")
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -16,20 +16,13 @@ import sys
 import numpy as np
 import torch
 
+from testlib import check, finish
+
 METAOP, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "models", "make_train_models.py"), WORK],
                check=True, capture_output=True)
-failures = []
-
-
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        if detail:
-            print(detail)
-        failures.append(what)
 
 
 def train(model, *args):
@@ -148,6 +141,7 @@ check(html.count("<svg") == 3 and "<script" not in html and "Loss per step" in h
       "train --report: loss curve, per-node error and update plots, time and memory, no scripts")
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
+
 stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(WORK, "r18_torch.onnx")).graph.initializer}
 check(not np.allclose(stats["bn1.running_mean"], 0), "running statistics were updated and saved")
 
@@ -263,5 +257,4 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
     rc, out, _ = train("mlp", *args)
     check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

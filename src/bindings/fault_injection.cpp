@@ -350,11 +350,12 @@ Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, co
   Tensors before = inner_->state(weight);
   Tensor nw = inner_->step(weight, t, w, g);
   const std::string& fault = f->second.fault;
+  std::string note;
   // The log keeps the first application (or why none happened yet).
-  std::string scratch;
-  auto logged = log_.find(weight);
-  std::string& note =
-      logged == log_.end() || logged->second.starts_with("not applied") ? log_[weight] : scratch;
+  auto keep = [&] {
+    auto logged = log_.find(weight);
+    if (logged == log_.end() || logged->second.starts_with("not applied")) log_[weight] = note;
+  };
   if (fault == "update_sign" || fault == "update_scale") {
     auto a = w.to_f64(), b = nw.to_f64();
     double k = fault == "update_sign" ? -1 : 2;
@@ -366,6 +367,7 @@ Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, co
     auto i = argmax_abs(b);
     if (i < 0) {
       note = "not applied: no finite element";
+      keep();
       return nw;
     }
     b[static_cast<std::size_t>(i)] = NAN;
@@ -375,6 +377,7 @@ Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, co
     Tensors after = inner_->state(weight);
     if (after.empty()) {
       note = "not applied: the optimizer keeps no state";
+      keep();
       return nw;
     }
     if (fault == "stale_state") {
@@ -386,6 +389,7 @@ Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, co
       note = "state rounded to float16";
     }
   }
+  keep();
   return nw;
 }
 

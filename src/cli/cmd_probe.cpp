@@ -91,8 +91,8 @@ int run(const ProbeArgs& a) {
     fin.binding_outputs = f.binding_outputs;
     if (repro.empty()) repro = write_reproducer(f.graph, fin, a.out_dir);
     fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
-               f.op_type, f.binding, f.kind, f.cases, f.test, f.pattern,
-               std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.detail, repro);
+               f.op_type, f.binding, f.kind, f.cases, f.test, f.pattern, fmt_score(f.score),
+               f.detail, repro);
     fs.push_back({{"op_type", f.op_type},
                   {"binding", f.binding},
                   {"kind", f.kind},

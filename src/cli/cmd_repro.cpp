@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
+#include "report/check_report.h"
 #include "report/train_report.h"
 #include "tensor/npy.h"
 
@@ -23,10 +24,6 @@ namespace {
 struct ReproArgs {
   std::string dir, bind;
 };
-
-std::string format_score(double s) {
-  return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
-}
 
 int run(const ReproArgs& a) {
   namespace fs = std::filesystem;
@@ -148,8 +145,8 @@ int run(const ReproArgs& a) {
   const Score& s = lc.score;
   std::string worst = describe_worst(s, lc.reference, names, binding);
   fmt::print("{}: {} under {}{}: score {} ({})\n{}", s.bad() ? "reproduced" : "not reproduced",
-             what, binding, faults.empty() ? "" : " (with the injected faults)",
-             format_score(s.score), s.bad() ? "outside the error model" : "within the error model",
+             what, binding, faults.empty() ? "" : " (with the injected faults)", fmt_score(s.score),
+             s.bad() ? "outside the error model" : "within the error model",
              worst.empty() ? "" : "  " + worst + "\n");
   return s.bad() ? 1 : 0;
 }

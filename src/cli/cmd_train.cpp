@@ -229,14 +229,16 @@ int run(TrainArgs& a) {
   if (!a.compare.empty())
     return compare(a, g, load_tensor_file(a.data), load_tensor_file(a.labels));
   // The plan, its framework bindings wrapped with the injected faults (forward or backward).
-  std::vector<FaultSpec> faults;
+  std::vector<FaultSpec> faults, parsed;  // parsed: every --inject, in order
+  auto trainable = trainable_initializers(g);
   for (const auto& s : a.inject) {
     FaultSpec f = parse_fault(s);
+    parsed.push_back(f);
     if (f.phase != "update") {
       faults.push_back(f);
       continue;
     }
-    if (weights_named(g, trainable_initializers(g), f.target).empty())
+    if (weights_named(g, trainable, f.target).empty())
       fail("--inject '{}': '{}' is no trainable weight, node or op type of {}", s, f.target,
            a.model);
     a.config.update_faults.push_back(f);
@@ -302,11 +304,10 @@ int run(TrainArgs& a) {
     for (auto& f : tc->findings) {
       if (f.inputs.empty()) continue;
       std::vector<std::string> applied;
-      for (const auto& s : a.inject) {
-        FaultSpec fs = parse_fault(s);
-        if (fs.phase == f.phase && (fs.binding.empty() || fs.binding == f.binding))
-          applied.push_back(s);
-      }
+      for (std::size_t i = 0; i < parsed.size(); ++i)
+        if (parsed[i].phase == f.phase &&
+            (parsed[i].binding.empty() || parsed[i].binding == f.binding))
+          applied.push_back(a.inject[i]);
       f.repro = write_train_reproducer(h, f, a.config.optimizer, applied, a.model, root);
     }
   }
@@ -353,8 +354,7 @@ int run(TrainArgs& a) {
     for (const auto& f : tc->findings)
       fmt::print(
           "  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n{}{}",
-          f.phase, f.kind, f.binding, f.node, f.op_type,
-          std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step, f.steps,
+          f.phase, f.kind, f.binding, f.node, f.op_type, fmt_score(f.score), f.step, f.steps,
           f.detail, f.verification.empty() ? "" : "      " + f.verification + "\n",
           f.repro.empty() ? "" : "      reproducer: " + f.repro + "\n");
   }

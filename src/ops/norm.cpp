@@ -495,19 +495,38 @@ Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   return r;
 }
 
+// InstanceNormalization's view of X: its values, one group per (sample, channel), each
+// element's channel, Scale per element, and N, C and the spatial size S.
+struct InstanceNormLayout {
+  std::vector<double> vx;
+  std::vector<std::int64_t> group, cmap;
+  std::vector<double> gamma;
+  std::int64_t N = 0, C = 0, S = 0;
+};
+
+InstanceNormLayout instance_norm_layout(const Tensors& in) {
+  const Tensor& x = in[0];
+  InstanceNormLayout l;
+  l.vx = x.to_f64();
+  auto scale = in[1].to_f64();
+  l.N = x.dim(0);
+  l.C = x.dim(1);
+  l.S = x.numel() / std::max<std::int64_t>(l.N * l.C, 1);
+  l.group.resize(l.vx.size());
+  for (std::size_t i = 0; i < l.vx.size(); ++i) l.group[i] = static_cast<std::int64_t>(i) / l.S;
+  l.cmap = channel_map(x.shape());
+  l.gamma.resize(l.vx.size());
+  for (std::size_t i = 0; i < l.vx.size(); ++i) l.gamma[i] = scale[l.cmap[i]];
+  return l;
+}
+
 Tensors instance_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) {
-  const Tensor& x = in[0];
-  auto vx = x.to_f64(), scale = in[1].to_f64();
-  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
-  std::vector<std::int64_t> group(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) group[i] = static_cast<std::int64_t>(i) / S;
-  auto cmap = channel_map(x.shape());
-  std::vector<double> gamma(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  InstanceNormLayout l = instance_norm_layout(in);
+  auto& [vx, group, cmap, gamma, N, C, S] = l;
   NormGrad ng = normalize_vjp(vx, group, static_cast<std::size_t>(N * C), gamma,
                               c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0));
-  return {grad_like(ng.dx, x), grad_like(sum_into(ng.dgamma, cmap, C), in[1]),
+  return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, cmap, C), in[1]),
           grad_like(sum_into(ng.dbeta, cmap, C), in[2])};
 }
 
@@ -703,14 +722,8 @@ Magnitudes batch_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
 Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in,
                                        const Tensors& out, const Tensors& grads,
                                        const AccumulationBound& bound) {
-  const Tensor& x = in[0];
-  auto vx = x.to_f64(), scale = in[1].to_f64();
-  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
-  std::vector<std::int64_t> group(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) group[i] = static_cast<std::int64_t>(i) / S;
-  auto cmap = channel_map(x.shape());
-  std::vector<double> gamma(vx.size());
-  for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
+  InstanceNormLayout l = instance_norm_layout(in);
+  auto& [vx, group, cmap, gamma, N, C, S] = l;
   double kappa = bound.kappa(static_cast<double>(N * S));
   auto nm = normalize_vjp_magnitude(vx, group, static_cast<std::size_t>(N * C), gamma,
                                     c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0),

@@ -28,11 +28,11 @@ nlohmann::json json_number(double v) {
   return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
 
-namespace {
-
 std::string fmt_score(double s) {
   return std::isfinite(s) ? fmt::format("{:.3g}", s) : "inf";
 }
+
+namespace {
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";

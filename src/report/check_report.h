@@ -12,6 +12,9 @@ namespace metaop {
 // A number for JSON, which has no infinity: non-finite ones become "inf", "-inf", "nan".
 nlohmann::json json_number(double v);
 
+// A score for people: three digits, or "inf".
+std::string fmt_score(double s);
+
 // A value or node name made safe as a file name (punctuation becomes '_').
 std::string safe_file_name(std::string s);
 

@@ -80,8 +80,7 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
         h += fmt::format(
             "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
             "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            f.phase, f.kind, f.binding, html_escape(f.node), f.op_type,
-            std::isfinite(f.score) ? fmt::format("{:.3g}", f.score) : "inf", f.step,
+            f.phase, f.kind, f.binding, html_escape(f.node), f.op_type, fmt_score(f.score), f.step,
             html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
       h += "</table>";
     }
