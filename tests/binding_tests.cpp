@@ -333,3 +333,11 @@ TEST(Bindings, OneDNNAgreesWithTheReference) {
 TEST(Bindings, ReferenceVjpsAgreeWithFiniteDifferences) {
   check_binding("reference");
 }
+// ONNX Runtime 1.30 (CPU build and WebAssembly build), each node a one-node session at the
+// default optimization level.
+TEST(Bindings, OrtAgreesWithTheReference) {
+  check_binding("ort");
+}
+TEST(Bindings, OrtWasmAgreesWithTheReference) {
+  check_binding("ort-wasm");
+}
