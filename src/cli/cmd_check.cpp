@@ -49,12 +49,6 @@ struct CheckArgs {
 WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
                                  const std::vector<Inputs>& samples, const std::string& repro_root,
                                  WholeGraphOptions& wopt) {
-  wopt.bindings = framework_bindings("--bind", a.bind);
-  wopt.ort_level = a.ort.level;
-  for (const auto& s : a.inject_fusion) {
-    wopt.faults.push_back(parse_fusion_fault(s));
-    wopt.extra_args.push_back("--inject-fusion '" + s + "'");
-  }
   if (isatty(STDERR_FILENO))
     wopt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
   WholeGraphResult w = check_whole_graph(g, a.model, samples, wopt);
@@ -107,6 +101,22 @@ int run(const CheckArgs& a) {
   opt.verify = !a.no_verify;
   Plan reference_only;
   check_supported(g, reference_only);
+  // Whole-graph options are checked before anything runs.
+  WholeGraphOptions wopt;
+  if (!a.inject_fusion.empty() && !a.whole_graph) fail("--inject-fusion needs --whole-graph");
+  if (a.whole_graph) {
+    wopt.bindings = opt.bindings;
+    for (const auto& b : wopt.bindings)
+      if (!has_whole_model_runner(b))
+        fail("--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
+             "opencv have)",
+             a.bind, b);
+    wopt.ort_level = a.ort.level;
+    for (const auto& s : a.inject_fusion) {
+      wopt.faults.push_back(parse_fusion_fault(s));
+      wopt.extra_args.push_back("--inject-fusion '" + s + "'");
+    }
+  }
 
   // Samples: the given files (one sample), else seeded random inputs per sample.
   std::vector<Inputs> samples;
@@ -134,7 +144,6 @@ int run(const CheckArgs& a) {
       f.repro = write_reproducer(g, f, repro_root, a.inject);
   print_check_summary(stdout, g, r);
   std::optional<WholeGraphResult> whole;
-  WholeGraphOptions wopt;
   if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);
   if (!a.json_file.empty()) {
     nlohmann::json j = check_to_json(g, r);
