@@ -31,6 +31,7 @@ bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
+	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -4,7 +4,8 @@ listed in known_probe_findings.txt (binding, op, kind): a new one fails (a regre
 defect to describe in docs/findings.md), and so does a listed one that stops appearing (fixed
 upstream, or the probe lost its eye for it).
 
-Usage: probe_regression.py METAOP WORK_DIR
+Usage: probe_regression.py METAOP WORK_DIR [--bind B1,B2]
+  --bind: probe these bindings only, against their lines of the list.
 """
 import json
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 METAOP, WORK = sys.argv[1], os.path.abspath(sys.argv[2])
+BIND = sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--bind" else None
 os.makedirs(WORK, exist_ok=True)
 known, optional = set(), set()
 with open(os.path.join(os.path.dirname(__file__), "known_probe_findings.txt")) as f:
@@ -20,9 +22,11 @@ with open(os.path.join(os.path.dirname(__file__), "known_probe_findings.txt")) a
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        (optional if parts[-1] == "?" else known).add(tuple(parts[:3]))
+        if BIND is None or parts[0] in BIND:
+            (optional if parts[-1] == "?" else known).add(tuple(parts[:3]))
 out = os.path.join(WORK, "probe.json")
-p = subprocess.run([METAOP, "probe", "--json", out, "--out", os.path.join(WORK, "repro")],
+p = subprocess.run([METAOP, "probe", "--json", out, "--out", os.path.join(WORK, "repro")] +
+                   (["--bind", ",".join(BIND)] if BIND else []),
                    capture_output=True, text=True)
 if p.returncode not in (0, 1):
     print(p.stdout + p.stderr)
