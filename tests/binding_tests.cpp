@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -434,8 +435,12 @@ void PrintTo(const Pair& p, std::ostream* os) {
   *os << p.binding << " " << p.op;
 }
 
+// torch_Softplus, ort_wasm_Conv: gtest names take letters, digits and underscores.
 std::string pair_name(const testing::TestParamInfo<Pair>& info) {
-  return info.param.binding + "_" + info.param.op;
+  std::string name = info.param.binding + "_" + info.param.op;
+  for (auto& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Bindings, BindingOp, testing::ValuesIn(claimed_pairs()), pair_name);

@@ -249,6 +249,7 @@ void OrtProcess::start() {
 void OrtProcess::stop() {
   if (sock_ >= 0) ::close(sock_);  // the worker sees end of input and exits
   sock_ = -1;
+  ++generation_;  // its sessions are gone with it
   if (pid_ > 0) {
     // A worker stuck in a kernel does not read its input: give it a moment, then kill it.
     for (int i = 0; i < 50; ++i) {

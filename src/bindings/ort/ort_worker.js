@@ -214,6 +214,10 @@ async function handle(body) {
     } catch (e) {
       return reply('E', String(e && e.message ? e.message : e).replace(/\s+/g, ' ').trim());
     }
+    // A type MetaOp has no tensors of (strings): an answer, not a crash of the worker.
+    for (const name of names)
+      if (ELEM[out[name].type] === undefined)
+        return reply('U', `output '${name}' has type ${out[name].type}, which MetaOp has no tensors of`);
     const w = new Writer();
     w.u8('O'.charCodeAt(0));
     w.u32(names.length);
