@@ -5,10 +5,10 @@
 // rule, or a framework's optimizer: bindings/update_kernel.h).
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
 #include "engine/autodiff.h"
 
@@ -43,9 +43,11 @@ struct TrainConfig {
   // The update kernel of every weight (reference, torch), but the weights `update_bind` names.
   std::string update_binding = "reference";
   std::map<std::string, std::string> update_bind;
-  // Faults injected into the update kernels (phase update; the target names a weight, or a node
-  // or op type whose weights it means).
-  std::vector<FaultSpec> update_faults;
+  // Makes the update kernel of a binding, once per binding a run uses (default:
+  // make_update_kernel). Evaluation hands in kernels it has wrapped (bindings/fault_injection):
+  // the loop does not know whether a kernel is faulty.
+  std::function<std::shared_ptr<UpdateKernel>(const std::string& binding, const OptimizerConfig&)>
+      make_update;
   int epochs = 1;
   std::int64_t batch_size = 32;
   std::uint64_t seed = 0;
@@ -81,8 +83,7 @@ struct TrainResult {
   std::vector<NodeProfile> profile;       // per node of the training graph, in graph order
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
-  std::map<std::string, std::string> update_bindings;   // weight -> the kernel that updated it
-  std::map<std::string, std::string> update_fault_log;  // weight -> what an injected fault did
+  std::map<std::string, std::string> update_bindings;  // weight -> the kernel that updated it
 };
 
 // The weights `target` names (an update binding's or fault's): the weight itself, or the
