@@ -228,6 +228,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   std::size_t steps_per_epoch =
       static_cast<std::size_t>((N + config.batch_size - 1) / config.batch_size);
   std::size_t total = steps_per_epoch * static_cast<std::size_t>(config.epochs), step = 0;
+  bool stopped = false;
   RunOptions keep;
   keep.keep_all = true;
   for (const auto& n : h.nodes) res.profile.push_back({n.name, n.op_type, 0, 0, 0, 0, "", ""});
@@ -282,9 +283,11 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
         p.backward_binding = rec.binding;
       }
       long t = static_cast<long>(step + 1);
+      std::map<std::string, Tensor> previous;  // for the monitor: handles, no copies
       for (const auto& [name, grad] : b.grads) {
         UpdateKernel& k = kernels.of(name);
         Tensor& w = h.initializers.at(name);
+        if (config.on_step) previous[name] = w;
         if (!(watched && config.on_update)) {
           w = k.step(name, t, w, grad);
           continue;
@@ -296,13 +299,20 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
         config.on_update(step + 1,
                          {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
       }
-      // Forward, backward and update (and, on checked steps, the checks).
+      bool go_on = !config.on_step || config.on_step({step + 1, total, lv, &h, &f, &b.grads,
+                                                      &previous, &h.initializers});
+      // Forward, backward and update (and, on checked steps, the checks; the monitor's time).
       res.step_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (config.after_step) config.after_step(step + 1, h.initializers);
       ++step;
       if (config.progress) config.progress(step, total, lv);
+      if (!go_on) {
+        stopped = true;
+        break;
+      }
     }
+    if (stopped) break;
   }
   // Trained weights and the running statistics training mode updated.
   for (const auto& [name, t] : g.initializers) res.weights[name] = h.initializers.at(name);

@@ -37,6 +37,20 @@ struct UpdateCall {
   const Tensors *state_before = nullptr, *state_after = nullptr;  // empty before the first step
 };
 
+// What one step computed, handed to a monitor (analysis/diagnose) after the step's update: the
+// loop's own values, nothing recomputed or copied.
+struct StepView {
+  std::size_t step = 0, total = 0;  // step is 1-based
+  double loss = 0;
+  const Graph* graph = nullptr;        // the training graph (the model and its loss)
+  const RunResult* forward = nullptr;  // every value of the forward (kept for the backward)
+  const std::map<std::string, Tensor>* grads = nullptr;  // of each trainable weight
+  // The trainable weights before the update (the tensors the update replaced: update kernels
+  // return new tensors), and every initializer after it.
+  const std::map<std::string, Tensor>* previous = nullptr;
+  const std::map<std::string, Tensor>* weights = nullptr;
+};
+
 struct TrainConfig {
   LossKind loss = LossKind::CrossEntropy;
   OptimizerConfig optimizer;
@@ -64,6 +78,9 @@ struct TrainConfig {
                      const Tensors& output_grads, const Tensors& input_grads, const NodeRecord&)>
       on_backward;
   std::function<void(std::size_t step, const UpdateCall&)> on_update;
+  // Monitor of every step; returning false ends training after that step (the result holds the
+  // steps run).
+  std::function<bool(const StepView&)> on_step;
 };
 
 // Time and memory of one node of the training graph (the model and its loss) over all steps.
