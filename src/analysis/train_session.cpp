@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "analysis/compare.h"
+#include "analysis/diagnose.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {
@@ -124,7 +125,14 @@ TrainSession run_training(const TrainSetup& s) {
   TrainSession out;
   TrainConfig run_config = faults.config(config, true);
   if (s.check) out.check = install_train_check(g, run_config, s.check_every);
+  std::unique_ptr<RunMonitor> monitor;
+  if (s.diagnose) monitor = std::make_unique<RunMonitor>(s, run_config, s.thresholds, false);
+  if (monitor && !monitor->checks().trainable) {
+    out.diagnosis = std::make_shared<RunDiagnosis>(monitor->finish());
+    return out;
+  }
   out.result = train(g, s.X, s.Y, plan, run_config);
+  if (monitor) out.diagnosis = std::make_shared<RunDiagnosis>(monitor->finish());
   out.injected = faults.log();
   out.training_graph = with_loss(g, config.loss, s.Y.dtype());
   if (!out.check || out.check->findings.empty()) return out;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/diagnose_monitor.h"
 #include "analysis/train_check.h"
 #include "bindings/fault_injection.h"
 #include "engine/train.h"
@@ -17,8 +18,9 @@ namespace metaop {
 
 // What a training run is asked to do (the command line, parsed).
 struct TrainSetup {
-  std::string model;  // the file, for messages and reproducers
-  std::string loss;   // --loss as given
+  std::string model;                   // the file, for messages and reproducers
+  std::string loss;                    // --loss as given
+  std::string data_path, labels_path;  // --data and --labels, for messages
   Graph graph;
   Tensor X, Y;
   TrainConfig config;  // loss, optimizer, epochs, batch size, seed, update kernels, progress
@@ -29,6 +31,10 @@ struct TrainSetup {
   std::vector<std::string> inject;       // --inject specs, as given
   bool check = false;
   std::size_t check_every = 1;
+  // --diagnose: the static checks and the per-step monitors of `metaop diagnose`, with the
+  // rules that map symptoms to causes (no replay, no repair).
+  bool diagnose = false;
+  DiagnoseThresholds thresholds;
 };
 
 // The update kernels of a plan whose nodes run on `bind`: those `specs` name (BINDING, or
@@ -62,6 +68,8 @@ class InjectedFaults {
       std::make_shared<std::vector<std::shared_ptr<FaultyUpdate>>>();
 };
 
+struct RunDiagnosis;  // analysis/diagnose.h
+
 struct TrainSession {
   TrainResult result;
   std::shared_ptr<TrainCheck> check;  // with --check
@@ -70,10 +78,13 @@ struct TrainSession {
   // finding, the --inject specs that applied to it.
   Graph training_graph;
   std::vector<std::vector<std::string>> applied;
+  std::shared_ptr<RunDiagnosis> diagnosis;  // with --diagnose
 };
 
 // Trains under the setup's plan with the injected faults; with --check, judges every K-th step
-// and verifies the five worst findings by replacement against an all-reference run.
+// and verifies the five worst findings by replacement against an all-reference run; with
+// --diagnose, watches every step (and does not train when the static checks find labels the
+// loss cannot take).
 TrainSession run_training(const TrainSetup& s);
 
 // --compare B1,B2,...: the same training (initial weights, data order, steps) under each binding.

@@ -15,12 +15,17 @@ struct TrainCommand {
   bool check = false;
   std::size_t check_every = 1;
   std::string compare;
+  bool diagnose = false;
+  DiagnoseThresholds thresholds;
 };
 
 int run(TrainCommand& a) {
   TrainSetup s = make_train_setup(a.train);
   s.check = a.check || a.train.cmd->count("--check-every");
   s.check_every = a.check_every;
+  s.diagnose = a.diagnose;
+  s.thresholds = a.thresholds;
+  if (s.diagnose) validate(s.thresholds);
   if (a.compare.empty()) {
     TrainSession r = run_training(s);
     return report_training(r, s, a.out);
@@ -57,7 +62,11 @@ void add_train_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--compare", a->compare,
                   "Train under each of these bindings (B1,B2,...) and report where they diverge");
+  cmd->add_flag("--diagnose", a->diagnose,
+                "Watch every step for training faults (metaop diagnose's static checks, monitors "
+                "and rules; exit 1 when something is diagnosed)");
   add_train_plan_options(cmd, a->train);
+  add_threshold_options(cmd, a->thresholds);
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }
 

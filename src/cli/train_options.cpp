@@ -95,11 +95,48 @@ void add_train_plan_options(CLI::App* cmd, TrainArgs& a) {
   add_plan_options(cmd, a.bind, a.bind_ops, a.threads);
 }
 
+void add_threshold_options(CLI::App* cmd, DiagnoseThresholds& t) {
+  auto* g = "Thresholds (docs/diagnose.md)";
+  auto opt = [&](const char* name, auto& v, const char* what) {
+    cmd->add_option(name, v, what)->capture_default_str()->group(g);
+  };
+  opt("--vanish-ratio", t.vanish_ratio,
+      "Vanishing gradient: first/last layer gradient-norm ratio below (AUTOTRAINER)");
+  opt("--vanish-first", t.vanish_first,
+      "Vanishing gradient: and the first layer's gradient norm below (AUTOTRAINER)");
+  opt("--explode-ratio", t.explode_ratio,
+      "Exploding gradient: first/last layer gradient-norm ratio above (AUTOTRAINER)");
+  opt("--dead-fraction", t.dead_fraction,
+      "Dying ReLU: share of units at 0 for every sample of a window, at least (AUTOTRAINER)");
+  opt("--saturated-fraction", t.saturated_fraction,
+      "Saturation: share of saturated Sigmoid/Tanh values over a window, above (DeepDiagnosis)");
+  opt("--saturation-preactivation", t.saturation_preactivation,
+      "Saturation: |pre-activation| beyond this (DeepDiagnosis)");
+  opt("--saturation-output", t.saturation_output, "Saturation: output this close to an asymptote");
+  opt("--slow-gain", t.slow_gain,
+      "Slow convergence: best epoch's loss gain, relative to the first epoch's loss, below "
+      "(AUTOTRAINER)");
+  opt("--stagnation-epochs", t.stagnation_epochs,
+      "Stagnant loss: epochs over which the mean loss stays unchanged (DeepDiagnosis)");
+  opt("--stagnation-change", t.stagnation_change,
+      "Stagnant loss: relative spread of those epochs' mean losses below");
+  opt("--loss-growth", t.loss_growth, "Exploding loss: a step's loss above this x the first's");
+  opt("--converged", t.converged,
+      "Loss below this share of the first epoch's: converged (not judged slow or stagnant)");
+  opt("--update-ratio-high", t.update_ratio_high,
+      "Update-to-weight ratio above which the learning rate is high (DeepDiagnosis)");
+  opt("--update-ratio-low", t.update_ratio_low,
+      "Update-to-weight ratio below which the learning rate is low (DeepDiagnosis)");
+  opt("--window", t.window, "Steps per monitoring window (0: one epoch)");
+}
+
 TrainSetup make_train_setup(TrainArgs& a) {
   apply_hparams(a);
   TrainSetup s;
   s.model = a.model;
   s.loss = a.loss;
+  s.data_path = a.data;
+  s.labels_path = a.labels;
   s.graph = load_onnx(a.model);
   s.config = a.config;
   s.bind = a.bind;

@@ -26,6 +26,8 @@ struct TrainArgs {
 // update kernels and injected faults.
 void add_train_options(CLI::App* cmd, TrainArgs& a);
 void add_train_plan_options(CLI::App* cmd, TrainArgs& a);
+// The thresholds of the diagnosis monitors (docs/diagnose.md cites their sources).
+void add_threshold_options(CLI::App* cmd, DiagnoseThresholds& t);
 
 // Reads the model and the data and turns the options into a setup (--hparams applied, flags on
 // the command line winning; the loss parsed; a progress bar on stderr when it is a terminal).

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <fstream>
 
+#include "analysis/diagnose.h"
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
+#include "report/diagnose_report.h"
 #include "report/train_report.h"
 
 namespace metaop {
@@ -114,6 +116,21 @@ void write_train_reproducers(TrainSession& r, const TrainSetup& s, const std::st
 
 int report_training(TrainSession& r, const TrainSetup& s, const TrainOutputs& o) {
   bool findings = r.check && !r.check->findings.empty();
+  bool diagnosed = r.diagnosis && !r.diagnosis->healthy();
+  if (r.diagnosis && !r.diagnosis->trained) {  // the static checks stopped it
+    fmt::print("{}: not trained: the static checks found labels the loss cannot take\n", s.model);
+    print_run_diagnosis(stdout, *r.diagnosis);
+    if (!o.json_file.empty()) {
+      nlohmann::json j;
+      j["schema"] = "metaop-train/1";
+      j["model"] = s.model;
+      j["losses"] = nlohmann::json::array();
+      j["diagnosis"] = run_diagnosis_to_json(*r.diagnosis);
+      std::ofstream(o.json_file) << j.dump(1) << '\n';
+      fmt::print("wrote {}\n", o.json_file);
+    }
+    return 1;
+  }
   // A reproducer per finding (`metaop repro DIR` judges it again), with the injected faults that
   // apply to the finding's binding and phase.
   if (findings)
@@ -122,8 +139,14 @@ int report_training(TrainSession& r, const TrainSetup& s, const TrainOutputs& o)
                             : !o.report_dir.empty() ? o.report_dir + "/repro"
                                                     : "metaop-repro");
   print_train_summary(stdout, s, r);
+  if (r.diagnosis) {
+    fmt::print("\n");
+    print_run_diagnosis(stdout, *r.diagnosis);
+  }
   if (!o.json_file.empty()) {
-    std::ofstream(o.json_file) << train_to_json(s, r).dump(1) << '\n';
+    nlohmann::json j = train_to_json(s, r);
+    if (r.diagnosis) j["diagnosis"] = run_diagnosis_to_json(*r.diagnosis);
+    std::ofstream(o.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", o.json_file);
   }
   if (!o.report_dir.empty()) {
@@ -137,7 +160,7 @@ int report_training(TrainSession& r, const TrainSetup& s, const TrainOutputs& o)
     write_file(o.save, with_initializers(s.model, r.result.weights));
     fmt::print("wrote {} (trained weights)\n", o.save);
   }
-  return findings ? 1 : 0;
+  return findings || diagnosed ? 1 : 0;
 }
 
 void print_comparison(std::FILE* out, const TrainSetup& s, const TrainComparison& c) {

@@ -20,7 +20,7 @@ nlohmann::json train_to_json(const TrainSetup& s, const TrainSession& r);
 // empty), each finding's `repro` set.
 void write_train_reproducers(TrainSession& r, const TrainSetup& s, const std::string& root);
 // Reproducers, console summary, JSON, HTML report and the trained model, as `o` asks; returns
-// the exit code (1 when --check found something).
+// the exit code (1 when --check found something or --diagnose diagnosed something).
 int report_training(TrainSession& r, const TrainSetup& s, const TrainOutputs& o);
 
 void print_comparison(std::FILE* out, const TrainSetup& s, const TrainComparison& c);
