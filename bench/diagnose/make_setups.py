@@ -10,7 +10,12 @@ Writes OUT_DIR/NAME.onnx, the data (.npy) and OUT_DIR/setups.json: per setup the
 arguments of the faulty run and of the twin, the symptom kinds it is expected to show and the
 expected diagnosis (category and place, with node names read from the exported model).
 
-Usage: /usr/bin/python3 make_setups.py OUT_DIR [NAME...]   (no NAME: every setup)
+With --variant N (N > 0) every setup is drawn anew: other data and initial weights (seeds),
+hidden widths x0.5-1.5, fault magnitudes x0.5-2, learning rates x0.5-2, epochs 8-12 and batch
+sizes x0.5-2 (the same for a setup and its twin) -- held-out variations of the benchmark for
+checking that the diagnosis rules were not fitted to variant 0.
+
+Usage: /usr/bin/python3 make_setups.py OUT_DIR [--variant N] [NAME...]   (no NAME: every setup)
 """
 import json
 import os
@@ -24,14 +29,28 @@ from torch import nn
 
 warnings.filterwarnings("ignore")
 OUT = sys.argv[1]
-ONLY = set(sys.argv[2:])
+ARGS = sys.argv[2:]
+VARIANT = 0
+if ARGS[:1] == ["--variant"]:
+    VARIANT, ARGS = int(ARGS[1]), ARGS[2:]
+ONLY = set(ARGS)
 os.makedirs(OUT, exist_ok=True)
-rng = np.random.default_rng(0)
+vr = np.random.default_rng(1000 + VARIANT)  # draws of the variant
+
+
+def vary(options, base):
+    """`base` for variant 0, else a draw from `options`."""
+    return base if VARIANT == 0 else options[int(vr.integers(len(options)))]
+
+
+def mag(k):
+    """A fault's magnitude (a weight or data scale, a bias), varied x0.5-2."""
+    return k * vary([0.5, 1.0, 2.0], 1.0)
 
 
 # ---- data sets -------------------------------------------------------------------------------
 def blobs(n=192, features=8, classes=3, seed=1):
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed + 100 * VARIANT)
     centers = r.standard_normal((classes, features)) * 1.5
     y = r.integers(0, classes, n)
     x = centers[y] + r.standard_normal((n, features))
@@ -39,7 +58,7 @@ def blobs(n=192, features=8, classes=3, seed=1):
 
 
 def binary(n=192, features=6, seed=2):
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed + 100 * VARIANT)
     x = r.standard_normal((n, features))
     w = r.standard_normal(features)
     y = (x @ w + 0.3 * r.standard_normal(n) > 0).astype(np.float32)[:, None]
@@ -47,7 +66,7 @@ def binary(n=192, features=6, seed=2):
 
 
 def regression(n=192, features=8, seed=3):
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed + 100 * VARIANT)
     x = r.standard_normal((n, features))
     w = r.standard_normal((features, 1))
     y = np.tanh(x @ w / 2) + 0.05 * r.standard_normal((n, 1))
@@ -56,7 +75,7 @@ def regression(n=192, features=8, seed=3):
 
 def images(n=96, seed=4):
     """1x8x8 images; the class is which third of the image holds a bright bar."""
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed + 100 * VARIANT)
     y = r.integers(0, 3, n)
     x = r.standard_normal((n, 1, 8, 8)) * 0.3
     for i, c in enumerate(y):
@@ -66,7 +85,7 @@ def images(n=96, seed=4):
 
 def sequences(n=192, length=24, seed=5):
     """Noisy sine waves of three frequencies, flattened: the class is the frequency."""
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed + 100 * VARIANT)
     y = r.integers(0, 3, n)
     t = np.arange(length)
     phase = r.uniform(0, 2 * np.pi, n)
@@ -82,7 +101,9 @@ def standardized(x):
 
 # ---- models ----------------------------------------------------------------------------------
 def mlp(sizes, act=nn.ReLU, last=None, seed=0):
-    torch.manual_seed(seed)
+    torch.manual_seed(seed + 7 * VARIANT)
+    width = vary([0.5, 1.0, 1.5], 1.0)
+    sizes = [sizes[0]] + [max(4, int(h * width)) for h in sizes[1:-1]] + [sizes[-1]]
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
@@ -104,7 +125,7 @@ def he(model):
 
 
 def cnn(batchnorm=False, seed=0):
-    torch.manual_seed(seed)
+    torch.manual_seed(seed + 7 * VARIANT)
     layers = [nn.Conv2d(1, 4, 3, padding=1)]
     if batchnorm:
         layers.append(nn.BatchNorm2d(4))
@@ -143,8 +164,27 @@ SETUPS = []
 
 
 def setup(name, model, example, x, y, loss, args, twin_args, expect, symptoms,
-          twin_model=None, twin_x=None, twin_y=None, inject=()):
-    """One faulty setup and its twin (the same unless a twin model or data is given)."""
+          twin_model=None, twin_x=None, twin_y=None, inject=(), static=False):
+    """One faulty setup and its twin (the same unless a twin model or data is given); `static`:
+    the fault is one of the graph or data (a loss that does not fit the output, labels out of
+    range), a fault whatever the training shows."""
+    args = args if "--batch-size" in args else args + ["--batch-size", "32"]
+    if "--batch-size" not in twin_args["args"]:
+        twin_args["args"] = twin_args["args"] + ["--batch-size", "32"]
+    # The variant's epochs, batch size and learning-rate factor, alike for the setup and its twin.
+    epochs, batch, lr = vary([8, 10, 12], None), vary([0.5, 1.0, 2.0], 1.0), vary([0.5, 1.0, 2.0], 1.0)
+
+    def varied(a):
+        a = list(a)
+        for i in range(len(a) - 1):
+            if a[i] == "--epochs" and epochs:
+                a[i + 1] = str(epochs)
+            elif a[i] == "--batch-size":
+                a[i + 1] = str(max(8, int(int(a[i + 1]) * batch)))
+            elif a[i] == "--lr":
+                a[i + 1] = f"{float(a[i + 1]) * lr:g}"
+        return a
+    args, twin_args["args"] = varied(args), varied(twin_args["args"])
     if ONLY and name not in ONLY:
         return
     path = export(model, example, name)
@@ -157,9 +197,6 @@ def setup(name, model, example, x, y, loss, args, twin_args, expect, symptoms,
         save(name + "_twin", twin_x if twin_x is not None else x,
              twin_y if twin_y is not None else y)
         twin["data"] = name + "_twin"
-    args = args if "--batch-size" in args else args + ["--batch-size", "32"]
-    if "--batch-size" not in twin_args["args"]:
-        twin_args["args"] = twin_args["args"] + ["--batch-size", "32"]
     e = dict(expect)
     if "weight" in e:
         e["node"] = node_reading(path, e["weight"])
@@ -168,7 +205,7 @@ def setup(name, model, example, x, y, loss, args, twin_args, expect, symptoms,
     SETUPS.append({"name": name, "model": name, "data": name, "loss": loss,
                    "args": args + [a for i in inject for a in ("--inject", i(path) if callable(i) else i)],
                    "twin": dict(twin, loss=twin_args.pop("loss", loss), args=twin_args["args"]),
-                   "expect": e, "symptoms": symptoms})
+                   "expect": e, "symptoms": symptoms, "static": static})
 
 
 BASE = ["--epochs", "10", "--bind", "torch"]
@@ -207,13 +244,13 @@ setup("lr_low_adam_regression", mlp([8, 16, 1]), torch.zeros(2, 8), xr, yr, "mse
 # ---- initialization --------------------------------------------------------------------------
 m = mlp([8, 32, 32, 32, 3])
 with torch.no_grad():
-    m[2].weight.mul_(1000)
+    m[2].weight.mul_(mag(1000))
 setup("init_large_mlp", m, torch.zeros(2, 8), x, y, "cross_entropy", BASE + SGD + ["--lr", "0.1"],
       {"args": BASE + SGD + ["--lr", "0.1"]}, {"category": "initialization", "weight": "2.weight"},
       ["exploding_loss"], twin_model=mlp([8, 32, 32, 32, 3]))
 m = mlp([8, 32, 32, 3])
 with torch.no_grad():
-    m[4].weight.mul_(1000)
+    m[4].weight.mul_(mag(1000))
 setup("init_large_output_layer", m, torch.zeros(2, 8), x, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "initialization", "weight": "4.weight"}, ["exploding_gradient"],
@@ -228,21 +265,21 @@ setup("init_zero_layer", m, torch.zeros(2, 8), x, y, "cross_entropy",
       twin_model=mlp([8, 32, 32, 3]))
 m = mlp([8, 32, 32, 3])
 with torch.no_grad():
-    m[0].bias.fill_(-10.0)
+    m[0].bias.fill_(mag(-10.0))
 setup("init_negative_bias_relu", m, torch.zeros(2, 8), x, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "initialization", "weight": "0.weight"}, ["dead_relu"],
       twin_model=mlp([8, 32, 32, 3]))
 m = mlp([8, 32, 32, 3], act=nn.Tanh)
 with torch.no_grad():
-    m[0].weight.mul_(30)
+    m[0].weight.mul_(mag(30))
 setup("init_large_tanh", m, torch.zeros(2, 8), x, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "initialization", "weight": "0.weight"}, ["saturation"],
       twin_model=mlp([8, 32, 32, 3], act=nn.Tanh))
 m = cnn()
 with torch.no_grad():
-    m[0].bias.fill_(-3.0)
+    m[0].bias.fill_(mag(-3.0))
 setup("init_negative_bias_conv", m, torch.zeros(2, 1, 8, 8), xi, yi, "cross_entropy",
       BASE + SGD + ["--lr", "0.05", "--batch-size", "16"],
       {"args": BASE + SGD + ["--lr", "0.05", "--batch-size", "16"]},
@@ -261,11 +298,11 @@ setup("deep_sigmoid_sequences", mlp([24] + [24] * 10 + [3], act=nn.Sigmoid), tor
 # Targets in (-1, 1) behind a ReLU: the negative ones are out of the output's reach.
 setup("relu_on_regression_output", mlp([8, 16, 1], last=nn.ReLU()), torch.zeros(2, 8), xr, yr,
       "mse", BASE + SGD + ["--lr", "0.05"], {"args": BASE + SGD + ["--lr", "0.05"]},
-      {"category": "activation", "op": "Relu", "index": 1}, [], twin_model=mlp([8, 16, 1]))
+      {"category": "activation", "op": "Relu", "index": 1}, [], twin_model=mlp([8, 16, 1]), static=True)
 
 # ---- data ------------------------------------------------------------------------------------
 xu = x.copy()
-xu[:, :3] = xu[:, :3] * 1000 + 500
+xu[:, :3] = xu[:, :3] * mag(1000) + mag(500)
 setup("data_unscaled_tabular", mlp([8, 16, 3]), torch.zeros(2, 8), xu, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "data", "input": "x"}, ["exploding_loss"], twin_x=standardized(xu))
@@ -274,36 +311,36 @@ setup("data_raw_pixels_cnn", cnn(), torch.zeros(2, 1, 8, 8), xp, yi, "cross_entr
       BASE + SGD + ["--lr", "0.05", "--batch-size", "16"],
       {"args": BASE + SGD + ["--lr", "0.05", "--batch-size", "16"]},
       {"category": "data", "input": "x"}, ["exploding_loss"], twin_x=standardized(xp))
-setup("data_unscaled_sigmoid", mlp([8, 32, 3], act=nn.Sigmoid), torch.zeros(2, 8), x * 200, y,
+setup("data_unscaled_sigmoid", mlp([8, 32, 3], act=nn.Sigmoid), torch.zeros(2, 8), x * mag(200), y,
       "cross_entropy", BASE + SGD + ["--lr", "0.5"], {"args": BASE + SGD + ["--lr", "0.5"]},
-      {"category": "data", "input": "x"}, ["saturation"], twin_x=standardized(x * 200))
-setup("data_offset_sequences", mlp([24, 32, 3]), torch.zeros(2, 24), xs + 2000, ys,
+      {"category": "data", "input": "x"}, ["saturation"], twin_x=standardized(x))
+setup("data_offset_sequences", mlp([24, 32, 3]), torch.zeros(2, 24), xs + mag(2000), ys,
       "cross_entropy", BASE + SGD + ["--lr", "0.05"], {"args": BASE + SGD + ["--lr", "0.05"]},
-      {"category": "data", "input": "x"}, ["exploding_loss"], twin_x=standardized(xs + 2000))
+      {"category": "data", "input": "x"}, ["exploding_loss"], twin_x=standardized(xs))
 setup("data_labels_from_one", mlp([8, 16, 3]), torch.zeros(2, 8), x, y + 1, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
-      {"category": "data", "input": "labels"}, [], twin_y=y)
+      {"category": "data", "input": "labels"}, [], twin_y=y, static=True)
 
 # ---- loss ------------------------------------------------------------------------------------
 setup("loss_double_softmax", mlp([8, 16, 3], last=nn.Softmax(dim=1)), torch.zeros(2, 8), x, y,
       "cross_entropy", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
-      {"category": "loss", "op": "Softmax"}, [], twin_model=mlp([8, 16, 3]))
+      {"category": "loss", "op": "Softmax"}, [], twin_model=mlp([8, 16, 3]), static=True)
 xb, yb = binary()
 setup("loss_bce_on_logits", mlp([6, 16, 1]), torch.zeros(2, 6), xb, yb, "bce",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"],
                                      "loss": "bce_with_logits"},
-      {"category": "loss"}, ["nonfinite_loss"])
+      {"category": "loss"}, ["nonfinite_loss"], static=True)
 setup("loss_sigmoid_then_bce_with_logits", mlp([6, 16, 1], last=nn.Sigmoid()), torch.zeros(2, 6),
       xb, yb, "bce_with_logits", BASE + SGD + ["--lr", "0.5"],
-      {"args": BASE + SGD + ["--lr", "0.5"], "loss": "bce"},
-      {"category": "loss", "op": "Sigmoid"}, [])
+      {"args": BASE + SGD + ["--lr", "0.5"]},
+      {"category": "loss", "op": "Sigmoid"}, [], twin_model=mlp([6, 16, 1]), static=True)
 setup("loss_nll_on_logits", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "nll",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
-      {"category": "loss"}, [], twin_model=mlp([8, 16, 3], last=nn.LogSoftmax(dim=1)))
+      {"category": "loss"}, [], twin_model=mlp([8, 16, 3], last=nn.LogSoftmax(dim=1)), static=True)
 setup("loss_nll_on_softmax", mlp([8, 16, 3], last=nn.Softmax(dim=1)), torch.zeros(2, 8), x, y,
       "nll", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "loss", "op": "Softmax"}, [],
-      twin_model=mlp([8, 16, 3], last=nn.LogSoftmax(dim=1)))
+      twin_model=mlp([8, 16, 3], last=nn.LogSoftmax(dim=1)), static=True)
 
 # ---- framework (faults planted in torch's kernels) -------------------------------------------
 setup("framework_nan_relu", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",

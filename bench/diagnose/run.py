@@ -3,9 +3,12 @@
 fixed twins: per setup whether the fault is detected (the run is not healthy), localized (the
 top-ranked diagnosis has the planted category and place), repaired (that diagnosis's fix
 verified by retraining), and whether the twin stays quiet (`healthy`); then the totals, next to
-DeepLocalize's published figures (40 faulty programs: 34 detected, 21 localized).
+DeepLocalize's published figures (40 faulty programs: 34 detected, 21 localized). Each setup is
+also marked when its fault leaves the loss unharmed or its twin does not train (varied setups,
+--variant, can draw those), and the totals are given over those with both as well.
 
-Usage: /usr/bin/python3 bench/diagnose/run.py METAOP WORK_DIR [--only NAME,...] [--json OUT]
+Usage: /usr/bin/python3 bench/diagnose/run.py METAOP WORK_DIR [--only NAME,...] [--variant N]
+                                               [--json OUT]
 """
 import argparse
 import json
@@ -39,6 +42,13 @@ def matches(d, e):
     return False
 
 
+def quarter(losses, which):
+    """Mean of the first (which=0) or last (which=-1) quarter of the losses."""
+    q = max(1, len(losses) // 4)
+    part = losses[:q] if which == 0 else losses[-q:]
+    return sum(part) / len(part)
+
+
 def diagnose(metaop, work, model, data, loss, args, out, extra=()):
     t0 = time.time()
     p = subprocess.run([metaop, "diagnose", os.path.join(work, model + ".onnx"),
@@ -56,12 +66,14 @@ def main():
     ap.add_argument("metaop")
     ap.add_argument("work")
     ap.add_argument("--only", default="")
+    ap.add_argument("--variant", type=int, default=0,
+                    help="held-out variations of the setups (make_setups.py --variant)")
     ap.add_argument("--json")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     only = [n for n in a.only.split(",") if n]
-    subprocess.run([sys.executable, os.path.join(HERE, "make_setups.py"), a.work, *only],
-                   check=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "make_setups.py"), a.work,
+                    "--variant", str(a.variant), *only], check=True)
     setups = json.load(open(os.path.join(a.work, "setups.json")))
     rows = []
     for s in setups:
@@ -89,28 +101,52 @@ def main():
             r["error"] = (p.stdout + p.stderr)[-400:]
         if not tdoc:
             r["twin_error"] = (tp.stdout + tp.stderr)[-400:]
+        # Whether the fault takes effect on the loss (a static fault always counts; else the loss
+        # turns non-finite, spikes above 3x its first value, or ends above 1.5x the twin's + 0.05)
+        # and whether the twin trains (its loss ends below 0.8x where it started): varied setups
+        # (--variant) can draw a fault too mild to harm or a twin too slow to train. Both are
+        # reported; the totals are given over all setups and over those with both.
+        fl, tl = (doc or {}).get("losses", []), (tdoc or {}).get("losses", [])
+        finite = lambda ls: [v for v in ls if isinstance(v, float)]  # noqa: E731
+        twin_trains = bool(tl) and len(finite(tl)) == len(tl) and \
+            quarter(tl, -1) < 0.8 * quarter(tl, 0)
+        effective = bool(s.get("static")) or (bool(fl) and (
+            len(finite(fl)) < len(fl) or max(finite(fl)) > 3 * fl[0] or
+            (twin_trains and quarter(fl, -1) > 1.5 * quarter(tl, -1) + 0.05)))
+        r["valid"] = bool(effective and twin_trains)
+        if not r["valid"]:
+            r["note"] = "; ".join(([] if effective else ["the fault has no effect on the loss"]) +
+                                  ([] if twin_trains else ["the twin does not train"]))
         rows.append(r)
         mark = lambda b: "yes" if b else "NO"  # noqa: E731
         print(f"{s['name']:<34} {r['category']:<15} detected {mark(r['detected']):<3} "
               f"localized {mark(r['localized']):<3} repaired {mark(r['repaired']):<3} "
               f"twin {'healthy' if r['twin_healthy'] else 'ALARM ' + ','.join(r['twin_kinds'])}"
-              f"  [{', '.join(r['kinds'])}] top: {r['top']}", flush=True)
+              f"  [{', '.join(r['kinds'])}] top: {r['top']}"
+              f"{'' if r['valid'] else '  (' + r['note'] + ')'}", flush=True)
         if "error" in r or "twin_error" in r:
             print("   ", r.get("error", ""), r.get("twin_error", ""))
-    n = len(rows)
-    tot = {k: sum(r[k] for r in rows) for k in ["detected", "localized", "repaired"]}
-    alarms = sum(not r["twin_healthy"] for r in rows)
+    def totals(rs):
+        t = {k: sum(r[k] for r in rs) for k in ["detected", "localized", "repaired"]}
+        t["false_alarms"] = sum(not r["twin_healthy"] for r in rs)
+        t["setups"] = len(rs)
+        return t
+
+    every, valid = totals(rows), totals([r for r in rows if r["valid"]])
     kinds = sorted({k for r in rows for k in r["kinds"]})
     cats = sorted({r["category"] for r in rows})
-    print(f"\n{n} faulty setups ({len(cats)} categories: {', '.join(cats)}; symptom kinds seen: "
-          f"{', '.join(kinds)})")
-    print(f"detected {tot['detected']}/{n}, localized {tot['localized']}/{n}, "
-          f"repaired {tot['repaired']}/{n}, false alarms on the twins {alarms}/{n}")
+    print(f"\n{len(rows)} faulty setups ({len(cats)} categories: {', '.join(cats)}; symptom kinds "
+          f"seen: {', '.join(kinds)})")
+    for what, t in [("all setups", every), ("setups whose fault harms the loss and whose twin "
+                                            "trains", valid)]:
+        n = t["setups"]
+        print(f"{what}: detected {t['detected']}/{n}, localized {t['localized']}/{n}, "
+              f"repaired {t['repaired']}/{n}, false alarms on the twins {t['false_alarms']}/{n}")
     print("DeepLocalize (Wardat et al., ICSE 2021), 40 faulty programs: detected 34/40, "
           "localized 21/40")
     if a.json:
-        json.dump({"setups": rows, "totals": dict(tot, setups=n, false_alarms=alarms,
-                                                  kinds=kinds, categories=cats)},
+        json.dump({"setups": rows, "totals": every, "totals_effective": valid, "kinds": kinds,
+                   "categories": cats, "variant": a.variant},
                   open(a.json, "w"), indent=1)
 
 

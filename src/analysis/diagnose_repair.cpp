@@ -160,6 +160,19 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
   a.result = fmt::format("not verified: {}", fmt::join(why, "; "));
 }
 
+// Whether the only symptoms a repaired run shows that the original did not are those of steps
+// too large (a loss or gradients that explode, non-finite values) and the original's are gone.
+bool diverges_only(const RepairAttempt& a, const std::set<std::string>& before) {
+  static const std::set<std::string> divergence = {"exploding_loss", "nonfinite_loss",
+                                                   "nonfinite_activation", "exploding_gradient"};
+  bool any = false;
+  for (const auto& s : a.symptoms) {
+    if (before.count(s.kind) || !divergence.count(s.kind)) return false;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
@@ -169,7 +182,8 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
   Graph& g = a.setup.graph;
   auto& o = a.setup.config.optimizer;
   if (f.kind == "learning_rate") {
-    double factor = attempt ? f.factor * f.factor : f.factor;
+    // Lowering: x0.1, then x0.01; raising: the factor, then ten times more.
+    double factor = !attempt ? f.factor : f.factor < 1 ? f.factor * f.factor : f.factor * 10;
     a.description = fmt::format("learning rate {:g} -> {:g}", o.lr, o.lr * factor);
     o.lr *= factor;
     a.hparams_changed = true;
@@ -265,6 +279,21 @@ void repair_and_verify(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
       MonitoredRun m = monitored_run(a.setup, o.thresholds);
       ++runs;
       judge(a, m, d, before);
+      // A fix that removes its symptoms but makes the steps too large (a structural change
+      // moves the stable learning rates) is tried once more with the learning rate / 10.
+      if (!a.verified && d.fix.kind != "learning_rate" && diverges_only(a, before) &&
+          runs < o.max_repairs) {
+        r.repairs.push_back(a);
+        d.fix_result = a.description + ": " + a.result;
+        a.setup.config.optimizer.lr *= 0.1;
+        a.description += fmt::format(", and learning rate {:g} -> {:g}", s.config.optimizer.lr,
+                                     a.setup.config.optimizer.lr);
+        a.hparams_changed = true;
+        if (o.status) o.status(fmt::format("repair {}: {}", runs + 1, a.description));
+        m = monitored_run(a.setup, o.thresholds);
+        ++runs;
+        judge(a, m, d, before);
+      }
       d.fix_tried = true;
       d.fix_result = a.description + ": " + a.result;
       bool ok = a.verified;

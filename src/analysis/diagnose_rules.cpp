@@ -425,6 +425,14 @@ class Rules {
     if (!c_.off_scale.empty()) add(data(0.5, "input features far from unit scale"), s);
     if (const LayerInit* l = abnormal_layer(true)) add(initialization(*l, 0.5, gain_text(*l)), s);
     if (const LayerInit* l = abnormal_layer(false)) add(initialization(*l, 0.5, gain_text(*l)), s);
+    bool explained = false;
+    for (const auto& d : list_) explained |= explains(d, symptom_label(s));
+    if (!explained && std::isfinite(typical))
+      add(learning_rate(10, 0.4,
+                        fmt::format("nothing else explains it (the weights move: median update-to-"
+                                    "weight ratio {:.3g}): the steps may be too small",
+                                    typical)),
+          s);
   }
 
   const Graph& g_;

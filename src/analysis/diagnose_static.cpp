@@ -341,8 +341,14 @@ StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, Los
       c.definite.push_back(std::move(d));
     }
   } else if (loss == LossKind::BCEWithLogits && op == "Sigmoid") {
+    // Removing the Sigmoid keeps the stable loss (bce on a Sigmoid's output takes log(0) once
+    // the Sigmoid rounds to 0 or 1).
+    Fix f;
+    f.kind = "remove_node";
+    f.node = prod->name;
+    f.description = "the Sigmoid '" + prod->name + "' removed (its input becomes the output)";
     c.definite.push_back(loss_diagnosis(
-        "bce_with_logits after a Sigmoid", prod, swap_loss("bce", "the output is probabilities"),
+        "bce_with_logits after a Sigmoid", prod, f,
         fmt::format("the model's output comes from {} and bce_with_logits applies its own "
                     "sigmoid: the loss sees sigmoid(sigmoid(x)), confined to [0.5, 0.73]",
                     prod->label())));
