@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test bench clean format
+.PHONY: all deps build demo test test-fast bench clean format
 
 all: build
 
@@ -24,13 +24,19 @@ demo: build
 	  --labels tests/data/train_y.npy --loss cross_entropy --optimizer adam --lr 0.01 \
 	  --epochs 3 --batch-size 16 --bind torch --check --report $(BUILD_DIR)/demo/train
 
+# Two tests at a time (two cores); tests/CMakeLists.txt keeps their timeouts within CI's budget.
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j1
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2
+
+# Everything but the model tests and the slow campaigns (training, probe): a few minutes.
+test-fast: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow'
 
 bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
+	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

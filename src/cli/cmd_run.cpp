@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
@@ -30,6 +31,7 @@ struct RunArgs {
   std::string bind = "reference";
   std::vector<std::string> bind_ops;
   int threads = 1;
+  OrtOptions ort;
 };
 
 void print_summary(const std::string& name, const Tensor& t) {
@@ -59,6 +61,7 @@ void print_summary(const std::string& name, const Tensor& t) {
 
 int run(const RunArgs& a) {
   Graph g = load_onnx(a.model);
+  apply_ort_options(a.ort);
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
   check_supported(g, plan);
@@ -125,6 +128,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--dump", args->dump_dir,
                   "Write every intermediate value as .npy into this folder (with index.txt)");
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
+  add_ort_options(cmd, args->ort);
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

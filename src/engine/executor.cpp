@@ -174,6 +174,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       // on the reference (whose own errors are the model's, and propagate).
       if (b == plan.reference()) throw;
       bool crash = dynamic_cast<const Crash*>(&e) != nullptr;
+      rec.hang = dynamic_cast<const Hang*>(&e) != nullptr;
       rec.crash =
           crash ? e.what() : fmt::format("{}: {} threw: {}", node.label(), b->name(), e.what());
       rec.fallback_reason = rec.crash;

@@ -42,6 +42,7 @@ struct NodeRecord {
   std::string planned;          // the binding the plan named for it
   std::string fallback_reason;  // non-empty when the planned binding could not
   std::string crash;            // non-empty when its kernel crashed
+  bool hang = false;            // the crash was a kernel killed after the kernel timeout
   double seconds = 0;
   std::size_t output_bytes = 0;  // size of the values it produced
   // Heap in use after the kernel minus before (its outputs plus whatever it kept, e.g. caches),
