@@ -688,8 +688,9 @@ TEST(Heap, AnIsolatedKernelsPeakReachesTheCaller) {
 
 namespace {
 
-// x -> Gemm(fc) -> h -> ACT(act) -> y, with a trainable weight and bias.
-Graph activation_graph(const std::string& act) {
+// x -> Gemm(fc) -> h -> ACT(act) -> y, with a trainable weight and bias; with `hidden`, one more
+// layer y -> Gemm(fc2) -> z makes z the output.
+Graph activation_graph(const std::string& act, bool hidden = true) {
   Graph g;
   g.path = "unit";
   g.opset = 17;
@@ -704,6 +705,10 @@ Graph activation_graph(const std::string& act) {
   g.initializers["b"] = Tensor::from_f64(std::vector<double>(4, 0.0), {4}, DType::Float32);
   g.nodes.push_back({"fc", "Gemm", "", {"x", "W", "b"}, {"h"}, {}});
   g.nodes.push_back({"act", act, "", {"h"}, {"y"}, {}});
+  if (!hidden) return g;
+  g.outputs[0].name = "z";
+  g.initializers["W2"] = g.initializers["W"];
+  g.nodes.push_back({"fc2", "Gemm", "", {"y", "W2"}, {"z"}, {}});
   return g;
 }
 
@@ -751,6 +756,13 @@ TEST(Diagnose, DeadReluIsJudgedOverTheWholeWindow) {
 }
 
 TEST(Diagnose, SaturationCountsPreactivationsBeyondFiveAndOutputsNearAnAsymptote) {
+  // A saturated output Sigmoid is a confident prediction: not watched.
+  {
+    Graph out = activation_graph("Sigmoid", false);
+    TrainConfig c;
+    TrainMonitor m(out, c, 2, {});
+    EXPECT_TRUE(m.record().activations.empty());
+  }
   Graph g = activation_graph("Sigmoid");
   TrainConfig c;
   c.batch_size = 2;
@@ -797,7 +809,7 @@ TEST(Diagnose, LossWindowsStagnantSlowAndHealthy) {
 }
 
 TEST(Diagnose, StaticChecksFeatureScaleLabelsAndTheOutputAgainstTheLoss) {
-  Graph g = activation_graph("Softmax");
+  Graph g = activation_graph("Softmax", false);
   g.outputs[0].dims = std::vector<std::int64_t>{-1, 4};
   // Feature 2 is a thousand times the others.
   std::vector<double> x(40);

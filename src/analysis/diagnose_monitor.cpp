@@ -7,6 +7,8 @@
 #include <cmath>
 #include <set>
 
+#include "analysis/diagnose_static.h"
+
 namespace metaop {
 
 const std::vector<std::string>& symptom_kinds() {
@@ -213,9 +215,13 @@ TrainMonitor::TrainMonitor(const Graph& g, const TrainConfig& c, std::int64_t sa
       }
       rec_.weights.push_back(std::move(w));
     }
+  // Hidden activations: a saturated Sigmoid or Tanh at the output is a confident prediction,
+  // which the loss judges.
+  std::size_t out = output_producer(g);
   for (std::size_t k = 0; k < g.nodes.size(); ++k) {
     const auto& op = g.nodes[k].op_type;
     if (op != "Relu" && op != "Sigmoid" && op != "Tanh") continue;
+    if (op != "Relu" && k == out) continue;
     rec_.activations.push_back({g.nodes[k].name, op, k, {}, {}});
   }
   alive_.resize(rec_.activations.size());
