@@ -9,6 +9,7 @@ Usage: diagnose_cli.py METAOP WORK_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -100,6 +101,7 @@ rep = doc.get("replay", {})
 check(rep.get("done") and not rep.get("vanished") and
       all(d["category"] != "framework" for d in doc["diagnoses"]),
       f"lr too high: the symptoms recur on the reference, no framework diagnosis ({rep.get('note')})")
+shutil.rmtree(os.path.join(WORK, "repro"), ignore_errors=True)
 rc, out, doc = diagnose("framework_nan_relu", "--repro", os.path.join(WORK, "repro"))
 got, relu = top(doc), node_of("framework_nan_relu", "node")
 check(rc == 1 and got.get("category") == "framework" and got.get("node") == relu and
@@ -121,6 +123,8 @@ check(all(d["category"] == "framework" for d in doc.get("diagnoses", [])),
 
 # 3. Repairs: retraining verifies the fix, and --out writes what was changed.
 outdir = os.path.join(WORK, "repaired")
+shutil.rmtree(outdir, ignore_errors=True)
+shutil.rmtree(os.path.join(WORK, "report"), ignore_errors=True)
 rc, out, doc = diagnose("lr_high_sgd_mlp", "--out", outdir, "--report",
                         os.path.join(WORK, "report"))
 got = top(doc)
@@ -146,6 +150,7 @@ for name, expect in [("data_labels_from_one", {"category": "data", "input": "lab
                      ("loss_double_softmax", {"category": "loss",
                                               "node": node_of("loss_double_softmax", "node")}),
                      ("loss_bce_on_logits", {"category": "loss"})]:
+    shutil.rmtree(os.path.join(WORK, "out_" + name), ignore_errors=True)
     rc, out, doc = diagnose(name, "--out", os.path.join(WORK, "out_" + name))
     got = top(doc)
     check(rc == 1 and all(got.get(k) == v for k, v in expect.items()) and got.get("fix_verified"),
