@@ -21,44 +21,10 @@ namespace {
 const std::vector<std::string> kColors{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                        "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
-// A line chart of shares in [0, 1] on a linear scale, with a dashed line at `threshold`.
+// Shares in [0, 1] per step, on a linear scale, with the threshold.
 std::string share_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
                        double threshold, const std::string& ylabel) {
-  const double W = 900, H = 200, L = 50, B = 25;
-  std::size_t n = 0;
-  for (const auto& [name, v] : lines) n = std::max(n, v.size());
-  auto X = [&](std::size_t i) { return L + (W - L - 10) * (n > 1 ? double(i) / (n - 1) : 0.5); };
-  auto Y = [&](double v) {
-    if (!std::isfinite(v)) v = 0;
-    return (H - B) - (H - B - 10) * std::clamp(v, 0.0, 1.0);
-  };
-  std::string s = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='plot'>"
-      "<rect x='{}' y='0' width='{}' height='{}' fill='#fafafa' stroke='#ccc'/>",
-      W, H, L, W - L - 10, H - B);
-  for (double e : {0.0, 0.25, 0.5, 0.75, 1.0})
-    s += fmt::format(
-        "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/>"
-        "<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>{:g}</text>",
-        L, W - 10, Y(e), Y(e), L - 4, Y(e) + 3, e);
-  s += fmt::format(
-      "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#d33' stroke-dasharray='4 3'/>", L,
-      W - 10, Y(threshold), Y(threshold));
-  for (std::size_t k = 0; k < lines.size(); ++k) {
-    std::string pts;
-    for (std::size_t i = 0; i < lines[k].second.size(); ++i)
-      pts += fmt::format("{:.1f},{:.1f} ", X(i), Y(lines[k].second[i]));
-    const std::string& c = kColors[k % kColors.size()];
-    s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.2' points='{}'/>", c, pts);
-    s += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", L + 8 + 150 * k, 14,
-                     c, html_escape(lines[k].first));
-  }
-  s += fmt::format(
-      "<text x='{}' y='{}' font-size='11' text-anchor='middle'>step</text>"
-      "<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' "
-      "text-anchor='middle'>{}</text></svg>",
-      (W + L) / 2, H - 6, H / 2, H / 2, html_escape(ylabel));
-  return s;
+  return svg_plot(lines, kColors, 0, 1, threshold, ylabel, "step", PlotScale::Linear);
 }
 
 // log10 range of the finite positive values.
