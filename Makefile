@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test test-fast bench clean format
+.PHONY: all deps build demo test test-fast bench bench-all clean format
 
 all: build
 
@@ -37,6 +37,11 @@ bench: build
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
 	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
+
+# Every figure docs/benchmarks.md quotes, regenerated (about two hours): logs and JSON in
+# $(BUILD_DIR)/bench-results.
+bench-all: build
+	bash bench/all.sh $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
