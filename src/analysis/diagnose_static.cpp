@@ -111,24 +111,36 @@ std::vector<LayerInit> layer_inits(const Graph& g) {
 void feature_stats(StaticChecks& c, const Tensor& x, const std::string& input) {
   std::int64_t n = x.dim(0), features = x.rank() >= 2 ? x.dim(1) : 1, inner = 1;
   for (std::int64_t d = 2; d < x.rank(); ++d) inner *= x.dim(d);
-  auto v = x.to_f64();
+  if (features == 0 || inner == 0) return;
+  // Block by block (a sample's feature: `inner` contiguous values), float32 read in place: the
+  // data can be large, a float64 copy of it would double that.
   std::vector<double> sum(static_cast<std::size_t>(features)), sq(sum.size()), cnt(sum.size());
   std::vector<std::int64_t> nonfinite(sum.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    auto f = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % features);
-    if (!std::isfinite(v[i])) {
-      ++nonfinite[f];
-      continue;
+  std::vector<double> widened = x.dtype() == DType::Float32 ? std::vector<double>{} : x.to_f64();
+  const float* p = x.dtype() == DType::Float32 ? x.data<float>() : nullptr;
+  auto value = [&](std::int64_t i) {
+    return p ? static_cast<double>(p[i]) : widened[static_cast<std::size_t>(i)];
+  };
+  std::int64_t blocks = inner ? x.numel() / inner : 0;
+  auto each = [&](auto&& f) {
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      auto feature = static_cast<std::size_t>(b % features);
+      for (std::int64_t i = b * inner; i < (b + 1) * inner; ++i) f(feature, value(i));
     }
-    sum[f] += v[i];
+  };
+  each([&](std::size_t f, double v) {
+    if (!std::isfinite(v)) {
+      ++nonfinite[f];
+      return;
+    }
+    sum[f] += v;
     cnt[f] += 1;
-  }
+  });
   c.feature_mean.resize(sum.size());
   for (std::size_t f = 0; f < sum.size(); ++f) c.feature_mean[f] = cnt[f] ? sum[f] / cnt[f] : 0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    auto f = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % features);
-    if (std::isfinite(v[i])) sq[f] += (v[i] - c.feature_mean[f]) * (v[i] - c.feature_mean[f]);
-  }
+  each([&](std::size_t f, double v) {
+    if (std::isfinite(v)) sq[f] += (v - c.feature_mean[f]) * (v - c.feature_mean[f]);
+  });
   c.feature_std.resize(sum.size());
   for (std::size_t f = 0; f < sum.size(); ++f)
     c.feature_std[f] = cnt[f] ? std::sqrt(sq[f] / cnt[f]) : 0;
