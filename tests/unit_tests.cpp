@@ -478,11 +478,28 @@ Score score_of(const Node& n, const Tensors& in, const Tensors& got,
   return check_local(n, 17, in, got, b).score;
 }
 
-// The op's reference kernel with every dot product summed sequentially in `acc` precision: a
-// correct float32 kernel (acc = float32), or a faulty one (float16).
+// The op with every dot product summed sequentially, the running sum rounded to float32 (a
+// correct float32 kernel) or float16 (a faulty one) after each term.
+template <DType acc>
+void sequential_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+                     const double* a, const double* b, double beta, double* c) {
+  auto round = [](double x) {
+    return acc == DType::Float16 ? half_bits_to_f64(f64_to_half_bits(x))
+                                 : static_cast<double>(static_cast<float>(x));
+  };
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        s = round(s + (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]));
+      c[i * n + j] = round(alpha * s + beta * c[i * n + j]);
+    }
+}
+
 Tensors accumulate_in(DType acc, const Node& n, const Tensors& in) {
-  ScopedLowPrecisionAccumulation scope(acc);
-  return OpRegistry::instance().find(n.op_type)->reference(KernelContext{n, 17}, in);
+  return forward_with_gemm(
+      KernelContext{n, 17}, in,
+      acc == DType::Float16 ? sequential_gemm<DType::Float16> : sequential_gemm<DType::Float32>);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "bindings/ort/ort_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "bindings/torch/torch_binding.h"
+#include "ops/linear_util.h"
 
 namespace metaop {
 
@@ -21,6 +22,12 @@ std::vector<std::string> Binding::where(const std::string&) const {
 
 std::string location(const std::source_location& where) {
   return fmt::format("{}:{}", where.file_name(), where.line());
+}
+
+void set_threads(int n) {
+  TorchBinding::set_threads(n);
+  OrtBinding::set_threads(n);
+  set_reference_threads(n);
 }
 
 std::vector<std::string> binding_names() {
