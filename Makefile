@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test test-fast bench bench-all clean format
+.PHONY: all deps build demo test test-fast test-sanitize tidy bench bench-all clean format
 
 all: build
 
@@ -31,6 +31,17 @@ test: build
 # Everything but the model tests and the slow campaigns (training, probe): a few minutes.
 test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow'
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) and its unit and CLI
+# tests (CMakePresets.json).
+test-sanitize: deps
+	cmake --preset sanitize
+	cmake --build --preset sanitize
+	ctest --preset sanitize
+
+# clang-tidy (.clang-tidy) on every source file of the project.
+tidy: build
+	run-clang-tidy-16 -p $(BUILD_DIR) -j $(JOBS) -quiet '$(CURDIR)/(src|tests|bench)/.*\.cpp$$'
 
 bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50

@@ -49,9 +49,11 @@ check(len(runs) == 2 and all(len(r["nodes"]) == 9 for r in runs), "two torch run
 check(all("local" in n and n["local"]["score"] < 1 for r in runs for n in r["nodes"]),
       "every torch node has a local score below 1")
 check(all(f["kind"] == "unsupported" for f in doc["findings"]), "only 'unsupported' findings")
-# Memory per node: the peak covers at least the outputs the kernel allocated.
-check(all(n["heap_peak"] >= n["output_bytes"] > 0 and n["heap_peak"] >= n["heap_delta"]
-          for r in runs for n in r["nodes"]),
+# Memory per node: the peak covers at least the outputs the kernel allocated (not in the
+# sanitizer build, which has no heap accounting).
+HEAP = os.environ.get("METAOP_HEAP_ACCOUNTING", "1") != "0"
+check(not HEAP or all(n["heap_peak"] >= n["output_bytes"] > 0 and n["heap_peak"] >= n["heap_delta"]
+                      for r in runs for n in r["nodes"]),
       "every torch node's heap peak covers its outputs and what it kept",
       str([(n["node"], n["output_bytes"], n["heap_delta"], n["heap_peak"]) for n in runs[0]["nodes"]]))
 

@@ -667,6 +667,7 @@ TEST(ErrorModel, AdamUpdateFloat32PassesWrongBiasCorrectionAndHalfStateFail) {
 // Per-kernel memory: every allocation path is counted, a freed temporary shows in the peak but
 // not in what remains in use.
 TEST(Heap, CountsEveryAllocationPathAndThePeak) {
+  if (!heap_accounting()) GTEST_SKIP() << "heap accounting is off in this build";
   const std::int64_t mb = 1 << 20;
   std::int64_t start = heap_in_use();
   reset_heap_peak();
@@ -690,6 +691,7 @@ TEST(Heap, CountsEveryAllocationPathAndThePeak) {
 // A kernel isolated in a child process: its allocations are the child's, its peak is carried
 // over to the caller's count.
 TEST(Heap, AnIsolatedKernelsPeakReachesTheCaller) {
+  if (!heap_accounting()) GTEST_SKIP() << "heap accounting is off in this build";
   const std::int64_t mb = 1 << 20;
   std::int64_t start = heap_in_use();
   reset_heap_peak();

@@ -142,6 +142,18 @@ Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
   return r;
 }
 
+void register_conv(OpRegistry& r) {
+  r.op("Conv", "conv", [](const KernelContext& c, const Tensors& in) { return conv(c, in); })
+      .vjp(conv_vjp)
+      .domain(Domain({0, 1}))
+      .error(error_models::accumulation(
+          [](const KernelContext&, const Tensors& in) {
+            const Tensor& w = in[1];
+            return static_cast<double>(w.numel() / w.dim(0) + 1);
+          },
+          "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"));
+}
+
 }  // namespace
 
 Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, const Shape& w_shape) {
@@ -285,6 +297,20 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
   return r;
 }
 
+void register_conv_transpose(OpRegistry& r) {
+  r.op("ConvTranspose", "conv",
+       [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); })
+      .vjp(conv_transpose_vjp)
+      .domain(Domain({0, 1}))
+      .error(error_models::accumulation(
+          [](const KernelContext& c, const Tensors& in) {
+            const Tensor& w = in[1];
+            auto g = std::max<std::int64_t>(1, c.node.attr_i("group", 1));
+            return static_cast<double>(w.numel() / (w.dim(1) * g) + 1);
+          },
+          "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"));
+}
+
 }  // namespace
 
 Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm) {
@@ -292,30 +318,8 @@ Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn
 }
 
 void register_conv_ops(OpRegistry& r) {
-  r.add({"Conv", "conv", [](const KernelContext& c, const Tensors& in) { return conv(c, in); }});
-  r.add({"ConvTranspose", "conv",
-         [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); }});
-  r.set_vjp("Conv", conv_vjp);
-  r.set_vjp("ConvTranspose", conv_transpose_vjp);
-
-  for (const char* t : {"Conv", "ConvTranspose"}) r.set_domain(t, {{0, 1}, {}});
-  using error_models::accumulation;
-  r.set_error_model("Conv",
-                    accumulation(
-                        [](const KernelContext&, const Tensors& in) {
-                          const Tensor& w = in[1];
-                          return static_cast<double>(w.numel() / w.dim(0) + 1);
-                        },
-                        "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"));
-  r.set_error_model(
-      "ConvTranspose",
-      accumulation(
-          [](const KernelContext& c, const Tensors& in) {
-            const Tensor& w = in[1];
-            auto g = std::max<std::int64_t>(1, c.node.attr_i("group", 1));
-            return static_cast<double>(w.numel() / (w.dim(1) * g) + 1);
-          },
-          "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"));
+  register_conv(r);
+  register_conv_transpose(r);
 }
 
 }  // namespace metaop

@@ -106,4 +106,33 @@ Tensor take(const Tensor& src, const Shape& out_shape, const std::vector<std::in
   return out;
 }
 
+Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins,
+                       DType out_dtype, const std::function<double(const double*)>& f) {
+  std::vector<Shape> shapes;
+  for (auto* t : ins) shapes.push_back(t->shape());
+  Shape out = broadcast_shapes(c, shapes);
+  std::int64_t n = shape_numel(out);
+  std::vector<std::vector<double>> vals;
+  std::vector<std::vector<std::int64_t>> maps;
+  for (auto* t : ins) {
+    vals.push_back(t->to_f64());
+    maps.push_back(t->shape() == out ? std::vector<std::int64_t>{}
+                                     : broadcast_map(t->shape(), out));
+  }
+  std::vector<double> res(n), args(ins.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < ins.size(); ++k)
+      args[k] = vals[k][maps[k].empty() ? i : maps[k][i]];
+    res[i] = f(args.data());
+  }
+  return Tensor::from_f64(res, out, out_dtype);
+}
+
+void check_same_dtype(const KernelContext& c, const Tensors& in) {
+  for (std::size_t i = 1; i < in.size(); ++i)
+    if (in[i].defined() && in[i].dtype() != in[0].dtype())
+      fail("{}: input #{} is {} but input #0 is {}", c.node.label(), i, dtype_name(in[i].dtype()),
+           dtype_name(in[0].dtype()));
+}
+
 }  // namespace metaop

@@ -2,6 +2,7 @@
 // Helpers shared by the reference kernels: input access with node-naming errors, axes,
 // numpy broadcasting, strides.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ops/registry.h"
@@ -17,6 +18,11 @@ std::vector<std::int64_t> strides_of(const Shape& s);
 Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes);
 // For each flat index of `out`, the flat index of an `in` broadcast to it.
 std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out);
+// Broadcasting n-ary map: out[i] = f(in0[map0[i]], in1[map1[i]], ...), rounded to out_dtype.
+Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins,
+                       DType out_dtype, const std::function<double(const double*)>& f);
+// Fails naming the node when the defined inputs do not all have input 0's dtype.
+void check_same_dtype(const KernelContext& c, const Tensors& in);
 // Requires a floating-point dtype (or, with allow_int, any numeric one).
 void require_float(const KernelContext& c, const Tensor& t, const char* what);
 

@@ -28,6 +28,8 @@ void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, 
 
 namespace {
 
+// ---- MatMul
+
 Tensors matmul(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& a = input(c, in, 0);
   const Tensor& b = input(c, in, 1);
@@ -58,6 +60,44 @@ Tensors matmul(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64
   return {Tensor::from_f64(out, os, a.dtype())};
 }
 
+// MatMul: dA = g @ B^T, dB = A^T @ g per batch entry, summed over broadcast batch dims.
+Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  const Tensor &a = in[0], &b = in[1];
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Shape batch = broadcast_shapes(c, {ba, bb});
+  std::int64_t nb = shape_numel(batch);
+  auto map_a = broadcast_map(ba, batch), map_b = broadcast_map(bb, batch);
+  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const double* gi = g.data() + i * m * n;
+    gemm_f64(false, true, m, k, n, 1.0, gi, vb.data() + map_b[i] * k * n, 1.0,
+             ga.data() + map_a[i] * m * k);
+    gemm_f64(true, false, k, n, m, 1.0, va.data() + map_a[i] * m * k, gi, 1.0,
+             gb.data() + map_b[i] * k * n);
+  }
+  return {grad_like(ga, a), grad_like(gb, b)};
+}
+
+void register_matmul(OpRegistry& r) {
+  r.op("MatMul", "linear", [](const KernelContext& c, const Tensors& in) { return matmul(c, in); })
+      .vjp(matmul_vjp)
+      .domain(Domain({0, 1}))
+      .error(error_models::accumulation(
+          [](const KernelContext&, const Tensors& in) {
+            const Tensor& a = in[0];
+            return static_cast<double>(a.rank() ? a.shape().back() : 1);
+          },
+          "kappa(K) * (|A| @ |B|), 2 ulp"));
+}
+
+// ---- Gemm
+
 Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& a = input(c, in, 0);
   const Tensor& b = input(c, in, 1);
@@ -85,6 +125,50 @@ Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f6
   gemm(ta, tb, m, n, k, alpha, va.data(), vb.data(), beta, out.data());
   return {Tensor::from_f64(out, {m, n}, a.dtype())};
 }
+
+// Gemm: Y = alpha op(A) op(B) + beta C.
+Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                 const Tensors& grads) {
+  const Tensor &a = in[0], &b = in[1];
+  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
+  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
+  std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  std::int64_t n = tb ? b.dim(0) : b.dim(1);
+  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
+  // d op(A) = alpha g op(B)^T; stored transposed when transA.
+  if (!ta)
+    gemm_f64(false, !tb, m, k, n, alpha, g.data(), vb.data(), 0.0, ga.data());
+  else
+    gemm_f64(tb, true, k, m, n, alpha, vb.data(), g.data(), 0.0, ga.data());
+  // d op(B) = alpha op(A)^T g; stored transposed when transB.
+  if (!tb)
+    gemm_f64(!ta, false, k, n, m, alpha, va.data(), g.data(), 0.0, gb.data());
+  else
+    gemm_f64(true, ta, n, k, m, alpha, g.data(), va.data(), 0.0, gb.data());
+  Tensors r{grad_like(ga, a), grad_like(gb, b)};
+  if (has_input(in, 2)) {
+    auto gc = unbroadcast(g, {m, n}, in[2].shape());
+    for (auto& v : gc) v *= beta;
+    r.push_back(grad_like(gc, in[2]));
+  }
+  return r;
+}
+
+void register_gemm(OpRegistry& r) {
+  r.op("Gemm", "linear", [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); })
+      .vjp(gemm_vjp)
+      .domain(Domain({0, 1}))
+      .error(error_models::accumulation(
+          [](const KernelContext& c, const Tensors& in) {
+            const Tensor& a = in[0];
+            bool ta = c.node.attr_i("transA", 0) != 0;
+            return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
+          },
+          "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"));
+}
+
+// ---- Einsum
 
 // Einsum by direct summation over every index: the plain definition, fine for the small
 // contractions models use it for.
@@ -178,59 +262,43 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
 }
 
-// --- gradients
-
-// MatMul: dA = g @ B^T, dB = A^T @ g per batch entry, summed over broadcast batch dims.
-Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                   const Tensors& grads) {
-  const Tensor &a = in[0], &b = in[1];
-  Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
-  std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-  Shape batch = broadcast_shapes(c, {ba, bb});
-  std::int64_t nb = shape_numel(batch);
-  auto map_a = broadcast_map(ba, batch), map_b = broadcast_map(bb, batch);
-  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
-  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
-  for (std::int64_t i = 0; i < nb; ++i) {
-    const double* gi = g.data() + i * m * n;
-    gemm_f64(false, true, m, k, n, 1.0, gi, vb.data() + map_b[i] * k * n, 1.0,
-             ga.data() + map_a[i] * m * k);
-    gemm_f64(true, false, k, n, m, 1.0, va.data() + map_a[i] * m * k, gi, 1.0,
-             gb.data() + map_b[i] * k * n);
-  }
-  return {grad_like(ga, a), grad_like(gb, b)};
-}
-
-// Gemm: Y = alpha op(A) op(B) + beta C.
-Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                 const Tensors& grads) {
-  const Tensor &a = in[0], &b = in[1];
-  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
-  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
-  std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
-  std::int64_t n = tb ? b.dim(0) : b.dim(1);
-  auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
-  std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
-  // d op(A) = alpha g op(B)^T; stored transposed when transA.
-  if (!ta)
-    gemm_f64(false, !tb, m, k, n, alpha, g.data(), vb.data(), 0.0, ga.data());
-  else
-    gemm_f64(tb, true, k, m, n, alpha, vb.data(), g.data(), 0.0, ga.data());
-  // d op(B) = alpha op(A)^T g; stored transposed when transB.
-  if (!tb)
-    gemm_f64(!ta, false, k, n, m, alpha, va.data(), g.data(), 0.0, gb.data());
-  else
-    gemm_f64(true, ta, n, k, m, alpha, g.data(), va.data(), 0.0, gb.data());
-  Tensors r{grad_like(ga, a), grad_like(gb, b)};
-  if (has_input(in, 2)) {
-    auto gc = unbroadcast(g, {m, n}, in[2].shape());
-    for (auto& v : gc) v *= beta;
-    r.push_back(grad_like(gc, in[2]));
-  }
-  return r;
+void register_einsum(OpRegistry& r) {
+  r.op("Einsum", "linear", [](const KernelContext& c, const Tensors& in) { return einsum(c, in); })
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        auto gout = grad_of(grads, out, 0);
+        std::vector<std::vector<double>> gin;
+        for (const auto& t : in) gin.emplace_back(static_cast<std::size_t>(t.numel()), 0.0);
+        einsum(c, in, &gout, &gin);
+        Tensors r;
+        for (std::size_t i = 0; i < in.size(); ++i) r.push_back(grad_like(gin[i], in[i]));
+        return r;
+      })
+      .domain(Domain({0, 1}))
+      .error(error_models::accumulation(
+          [](const KernelContext& c, const Tensors& in) {
+            // Terms per output element: product of the sizes of contracted labels.
+            std::string eq = c.node.attr_s("equation");
+            std::map<char, std::int64_t> dims;
+            std::size_t operand = 0, d = 0;
+            for (std::size_t i = 0; i < eq.size() && eq[i] != '-'; ++i) {
+              char ch = eq[i];
+              if (ch == ',') {
+                ++operand;
+                d = 0;
+              } else if (std::isalpha(static_cast<unsigned char>(ch)) && operand < in.size() &&
+                         static_cast<std::int64_t>(d) < in[operand].rank()) {
+                dims[ch] = in[operand].shape()[d++];
+              }
+            }
+            auto arrow = eq.find("->");
+            std::string out = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+            double n = 1;
+            for (auto [ch, size] : dims)
+              if (arrow != std::string::npos && out.find(ch) == std::string::npos)
+                n *= static_cast<double>(size);
+            return n;
+          },
+          "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"));
 }
 
 }  // namespace
@@ -246,67 +314,9 @@ Tensors forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm
 }
 
 void register_linear_ops(OpRegistry& r) {
-  r.add({"MatMul", "linear",
-         [](const KernelContext& c, const Tensors& in) { return matmul(c, in); }});
-  r.add(
-      {"Gemm", "linear", [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); }});
-  r.add({"Einsum", "linear",
-         [](const KernelContext& c, const Tensors& in) { return einsum(c, in); }});
-  r.set_vjp("Einsum", [](const KernelContext& c, const Tensors& in, const Tensors& out,
-                         const Tensors& grads) {
-    auto gout = grad_of(grads, out, 0);
-    std::vector<std::vector<double>> gin;
-    for (const auto& t : in) gin.emplace_back(static_cast<std::size_t>(t.numel()), 0.0);
-    einsum(c, in, &gout, &gin);
-    Tensors r;
-    for (std::size_t i = 0; i < in.size(); ++i) r.push_back(grad_like(gin[i], in[i]));
-    return r;
-  });
-  r.set_vjp("MatMul", matmul_vjp);
-  r.set_vjp("Gemm", gemm_vjp);
-
-  for (const char* t : {"MatMul", "Gemm", "Einsum"}) r.set_domain(t, {{0, 1}, {}});
-  using error_models::accumulation;
-  r.set_error_model("MatMul", accumulation(
-                                  [](const KernelContext&, const Tensors& in) {
-                                    const Tensor& a = in[0];
-                                    return static_cast<double>(a.rank() ? a.shape().back() : 1);
-                                  },
-                                  "kappa(K) * (|A| @ |B|), 2 ulp"));
-  r.set_error_model("Gemm", accumulation(
-                                [](const KernelContext& c, const Tensors& in) {
-                                  const Tensor& a = in[0];
-                                  bool ta = c.node.attr_i("transA", 0) != 0;
-                                  return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
-                                },
-                                "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"));
-  r.set_error_model("Einsum",
-                    accumulation(
-                        [](const KernelContext& c, const Tensors& in) {
-                          // Terms per output element: product of the sizes of contracted labels.
-                          std::string eq = c.node.attr_s("equation");
-                          std::map<char, std::int64_t> dims;
-                          std::size_t operand = 0, d = 0;
-                          for (std::size_t i = 0; i < eq.size() && eq[i] != '-'; ++i) {
-                            char ch = eq[i];
-                            if (ch == ',') {
-                              ++operand;
-                              d = 0;
-                            } else if (std::isalpha(static_cast<unsigned char>(ch)) &&
-                                       operand < in.size() &&
-                                       static_cast<std::int64_t>(d) < in[operand].rank()) {
-                              dims[ch] = in[operand].shape()[d++];
-                            }
-                          }
-                          auto arrow = eq.find("->");
-                          std::string out = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
-                          double n = 1;
-                          for (auto [ch, size] : dims)
-                            if (arrow != std::string::npos && out.find(ch) == std::string::npos)
-                              n *= static_cast<double>(size);
-                          return n;
-                        },
-                        "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"));
+  register_matmul(r);
+  register_gemm(r);
+  register_einsum(r);
 }
 
 }  // namespace metaop

@@ -31,6 +31,35 @@ std::vector<std::string> OpRegistry::types() const {
   return out;
 }
 
+OpBuilder OpRegistry::op(std::string type, std::string family, ReferenceForward reference,
+                         Where where) {
+  std::string name = type;
+  add(MetaOp(std::move(type), std::move(family), std::move(reference)), where);
+  return OpBuilder(*this, std::move(name));
+}
+
+OpBuilder& OpBuilder::error(ErrorModel m, Where where) {
+  r_.set_error_model(type_, std::move(m), where);
+  return *this;
+}
+OpBuilder& OpBuilder::vjp(ReferenceVjp f, Where where) {
+  r_.set_vjp(type_, std::move(f), where);
+  return *this;
+}
+OpBuilder& OpBuilder::backward_error(VjpMagnitudeFn f, std::string doc, double ulps,
+                                     Where where) {
+  r_.set_backward_error_model(type_, std::move(f), std::move(doc), ulps, where);
+  return *this;
+}
+OpBuilder& OpBuilder::domain(Domain d, Where where) {
+  r_.set_domain(type_, std::move(d), where);
+  return *this;
+}
+OpBuilder& OpBuilder::subgradient(SubgradientFn f, Where where) {
+  r_.set_subgradient(type_, std::move(f), where);
+  return *this;
+}
+
 void OpRegistry::add(MetaOp op, Where where) {
   if (ops_.count(op.type)) fail("internal: meta op {} registered twice", op.type);
   op.where.emplace_back("forward", where);

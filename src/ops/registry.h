@@ -49,6 +49,26 @@ struct MetaOp {
   std::vector<std::pair<std::string, std::source_location>> where;
 };
 
+class OpRegistry;
+
+// One op's concerns declared in one block, each recording where:
+//   r.op("Softmax", "reduce", softmax).error(...).vjp(...).backward_error(...).domain(...);
+class OpBuilder {
+ public:
+  using Where = std::source_location;
+  OpBuilder(OpRegistry& r, std::string type) : r_(r), type_(std::move(type)) {}
+  OpBuilder& error(ErrorModel m, Where where = Where::current());
+  OpBuilder& vjp(ReferenceVjp f, Where where = Where::current());
+  OpBuilder& backward_error(VjpMagnitudeFn f, std::string doc, double ulps = 4,
+                            Where where = Where::current());
+  OpBuilder& domain(Domain d, Where where = Where::current());
+  OpBuilder& subgradient(SubgradientFn f, Where where = Where::current());
+
+ private:
+  OpRegistry& r_;
+  std::string type_;
+};
+
 class OpRegistry {
  public:
   static const OpRegistry& instance();
@@ -56,6 +76,9 @@ class OpRegistry {
   std::vector<std::string> types() const;
   // Each concern records where it is declared (the caller's file and line).
   using Where = std::source_location;
+  // Adds an op with its float64 reference; its other concerns follow on the builder.
+  OpBuilder op(std::string type, std::string family, ReferenceForward reference,
+               Where where = Where::current());
   void add(MetaOp op, Where where = Where::current());
   // Declares the error model of an op already added.
   void set_error_model(const std::string& type, ErrorModel model, Where where = Where::current());
@@ -75,7 +98,8 @@ class OpRegistry {
 
 // One registration function per family file.
 void register_elementwise_ops(OpRegistry& r);
-void register_unary_ops(OpRegistry& r);  // called by register_elementwise_ops
+void register_unary_ops(OpRegistry& r);   // called by register_elementwise_ops
+void register_binary_ops(OpRegistry& r);  // likewise
 void register_linear_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);

@@ -1,7 +1,10 @@
 // Replaces malloc, free and their relatives for the whole process (glibc supports this: "Replacing
 // malloc" in its manual), counting each block's usable size, and forwards to glibc's own
-// allocator (__libc_malloc and friends).
+// allocator (__libc_malloc and friends). Builds with METAOP_NO_HEAP_ACCOUNTING (the sanitizer
+// build: AddressSanitizer replaces malloc itself) keep glibc's allocator and count nothing.
 #include "tensor/heap.h"
+
+#ifndef METAOP_NO_HEAP_ACCOUNTING
 
 #include <malloc.h>
 
@@ -106,7 +109,26 @@ void* pvalloc(std::size_t n) {
 
 }  // extern "C"
 
+#endif  // METAOP_NO_HEAP_ACCOUNTING
+
 namespace metaop {
+
+#ifdef METAOP_NO_HEAP_ACCOUNTING
+bool heap_accounting() {
+  return false;
+}
+std::int64_t heap_in_use() {
+  return 0;
+}
+std::int64_t heap_peak() {
+  return 0;
+}
+void reset_heap_peak() {}
+void raise_heap_peak(std::int64_t) {}
+#else
+bool heap_accounting() {
+  return true;
+}
 
 std::int64_t heap_in_use() {
   return in_use.load(std::memory_order_relaxed);
@@ -123,5 +145,6 @@ void reset_heap_peak() {
 void raise_heap_peak(std::int64_t level) {
   raise_peak(level);
 }
+#endif
 
 }  // namespace metaop

@@ -7,6 +7,8 @@
 
 namespace metaop {
 
+// False in builds without the malloc replacement (the sanitizer build): every figure is 0.
+bool heap_accounting();
 // Bytes in use (as malloc_usable_size counts them) by blocks allocated since start-up.
 std::int64_t heap_in_use();
 // The highest heap_in_use() since the last reset_heap_peak().

@@ -1,0 +1,244 @@
+// Element-wise binary meta operators with numpy broadcasting, one row each: arithmetic,
+// comparisons and logic. A row holds the float64 function (built per node, for attributes and
+// the input dtype), its partial derivatives, its error model and its probe edge points; PRelu,
+// whose slope broadcasts per channel before opset 7, has a block of its own below.
+#include <cmath>
+#include <source_location>
+
+#include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
+
+namespace metaop {
+
+namespace {
+
+using BinaryFn = std::function<double(double, double)>;
+// (dy/da, dy/db) at (a, b), y = f(a, b).
+using BinaryDeriv = std::pair<double, double> (*)(double a, double b, double y);
+
+struct BinaryRow {
+  const char* name;
+  // The function for this node and input dtype (attributes, integer semantics).
+  BinaryFn (*make)(const KernelContext& c, DType t);
+  bool bool_output = false;     // comparisons and logic
+  bool same_dtype = true;       // Pow's exponent may have another dtype
+  BinaryDeriv deriv = nullptr;  // nullptr: not differentiable
+  double ulps = 0;              // 0: exact
+  const char* doc = "exact (no rounding beyond the result's)";
+  std::vector<double> critical = {0};  // probe edge points of both inputs
+  std::source_location where = std::source_location::current();
+};
+
+// Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
+// starting at `axis` (default: trailing dims). Returns B reshaped for numpy broadcasting.
+Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b) {
+  if (c.node.attr_i("broadcast", 0) == 0) {
+    if (a.shape() != b.shape())
+      fail("{}: shapes {} and {} differ and broadcast=0 (opset {})", c.node.label(),
+           shape_str(a.shape()), shape_str(b.shape()), c.opset);
+    return b;
+  }
+  std::int64_t axis = c.node.attr_i("axis", a.rank() - b.rank());
+  if (axis < 0) axis += a.rank();
+  if (axis < 0 || axis + b.rank() > a.rank())
+    fail("{}: cannot align {} with {} at axis {}", c.node.label(), shape_str(b.shape()),
+         shape_str(a.shape()), axis);
+  Shape s(static_cast<std::size_t>(axis), 1);
+  s.insert(s.end(), b.shape().begin(), b.shape().end());
+  s.resize(static_cast<std::size_t>(a.rank()), 1);
+  return b.reshaped(s);
+}
+
+template <double (*F)(double, double)>
+BinaryFn plain(const KernelContext&, DType) {
+  return F;
+}
+
+double add(double a, double b) {
+  return a + b;
+}
+double sub(double a, double b) {
+  return a - b;
+}
+double mul(double a, double b) {
+  return a * b;
+}
+double eq(double a, double b) {
+  return a == b;
+}
+double lt(double a, double b) {
+  return a < b;
+}
+double le(double a, double b) {
+  return a <= b;
+}
+double gt(double a, double b) {
+  return a > b;
+}
+double ge(double a, double b) {
+  return a >= b;
+}
+double land(double a, double b) {
+  return a != 0 && b != 0;
+}
+double lor(double a, double b) {
+  return a != 0 || b != 0;
+}
+double lxor(double a, double b) {
+  return (a != 0) != (b != 0);
+}
+
+// clang-format off
+const std::vector<BinaryRow>& binary_rows() {
+  static const std::vector<BinaryRow> rows = {
+      // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
+      {.name = "Add", .make = plain<add>,
+       .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
+       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+      {.name = "Sub", .make = plain<sub>,
+       .deriv = [](double, double, double) { return std::pair{1.0, -1.0}; },
+       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+      {.name = "Mul", .make = plain<mul>,
+       .deriv = [](double a, double b, double) { return std::pair{b, a}; },
+       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+      // Integer division truncates toward zero (the conversion to int does the truncation).
+      {.name = "Div",
+       .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return a / b; }); },
+       .deriv = [](double a, double b, double) { return std::pair{1 / b, -a / (b * b)}; },
+       .ulps = 2, .doc = "2 ulp (correctly rounded, or x * (1/y))", .critical = {0, 1, -1}},
+      {.name = "Pow",
+       .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return std::pow(a, b); }); },
+       .same_dtype = false,
+       .deriv = [](double a, double b, double y) {
+         return std::pair{b == 0 ? 0.0 : b * std::pow(a, b - 1), a > 0 ? std::log(a) * y : 0.0};
+       },
+       .ulps = 4, .doc = "4 ulp (elementary function)", .critical = {0, 1, -1, 0.5, 2}},
+      {.name = "Mod",
+       .make = [](const KernelContext& c, DType t) {
+         bool fmod = c.node.attr_i("fmod", 0) != 0;
+         if (!fmod && is_floating(t))
+           fail("{}: fmod=0 is not allowed for floating-point inputs", c.node.label());
+         return BinaryFn([fmod](double a, double b) {
+           double m = std::fmod(a, b);
+           if (!fmod && m != 0 && ((m < 0) != (b < 0))) m += b;  // sign of the divisor (Python)
+           return m;
+         });
+       },
+       .deriv = [](double a, double b, double) { return std::pair{1.0, -std::trunc(a / b)}; },
+       .critical = {0, 1, -1}},
+      {.name = "Equal", .make = plain<eq>, .bool_output = true},
+      {.name = "Less", .make = plain<lt>, .bool_output = true},
+      {.name = "LessOrEqual", .make = plain<le>, .bool_output = true},
+      {.name = "Greater", .make = plain<gt>, .bool_output = true},
+      {.name = "GreaterOrEqual", .make = plain<ge>, .bool_output = true},
+      {.name = "And", .make = plain<land>, .bool_output = true, .critical = {}},
+      {.name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}},
+      {.name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}},
+  };
+  return rows;
+}
+// clang-format on
+
+Tensors binary_forward(const BinaryRow& row, const KernelContext& c, const Tensors& in) {
+  const Tensor& a = input(c, in, 0);
+  Tensor b = input(c, in, 1);
+  if (row.same_dtype) check_same_dtype(c, in);
+  if (c.opset < 7) b = legacy_broadcast(c, a, b);
+  BinaryFn f = row.make(c, a.dtype());
+  DType dt = row.bool_output ? DType::Bool : a.dtype();
+  return {broadcast_apply(c, {&a, &b}, dt, [&](const double* v) { return f(v[0], v[1]); })};
+}
+
+// g * dy/da and g * dy/db, summed back over broadcasting.
+Tensors binary_vjp(BinaryDeriv d, const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  if (c.opset < 7)
+    throw Unsupported(c.node.label() + ": no reference VJP for legacy broadcasting (opset < 7)");
+  const Tensor &a = in[0], &b = in[1];
+  const Shape& os = out[0].shape();
+  auto va = a.to_f64(), vb = b.to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+  auto ma = broadcast_map(a.shape(), os), mb = broadcast_map(b.shape(), os);
+  std::vector<double> ga(g.size()), gb(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    auto [da, db] = d(va[ma[i]], vb[mb[i]], y[i]);
+    ga[i] = g[i] == 0 ? 0 : g[i] * da;
+    gb[i] = g[i] == 0 ? 0 : g[i] * db;
+  }
+  Tensors r(in.size());
+  if (is_floating(a.dtype())) r[0] = grad_like(unbroadcast(ga, os, a.shape()), a);
+  if (is_floating(b.dtype())) r[1] = grad_like(unbroadcast(gb, os, b.shape()), b);
+  return r;
+}
+
+void add_row(OpRegistry& r, const BinaryRow& row) {
+  using namespace error_models;
+  auto b = r.op(
+      row.name, "elementwise",
+      [row](const KernelContext& c, const Tensors& in) { return binary_forward(row, c, in); },
+      row.where);
+  b.error(row.ulps == 0 ? exact(row.doc) : ulp(row.ulps, row.doc), row.where);
+  auto critical = row.critical;
+  b.domain(Domain({0, 1}, [critical](const Node&) { return critical; }), row.where);
+  if (row.deriv)
+    b.vjp([d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
+                          const Tensors& grads) { return binary_vjp(d, c, in, out, grads); },
+          row.where);
+}
+
+// ---- PRelu: y = x < 0 ? x * slope : x, the slope broadcast to x (per channel before opset 7).
+
+Tensors prelu(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  Tensor s = input(c, in, 1);
+  // Before opset 7 a 1-D slope holds one value per channel (axis 1).
+  if (c.opset < 7 && s.rank() == 1 && x.rank() > 2 && s.numel() == x.dim(1)) {
+    Shape sh(static_cast<std::size_t>(x.rank() - 1), 1);
+    sh[0] = s.numel();
+    s = s.reshaped(sh);
+  }
+  return {broadcast_apply(c, {&x, &s}, x.dtype(),
+                          [](const double* v) { return v[0] < 0 ? v[0] * v[1] : v[0]; })};
+}
+
+// At x = 0 the gradient of x may be anything between the slope and 1.
+std::vector<GradientSet> prelu_subgradient(const KernelContext&, const Tensors& in,
+                                           const Tensors& out, const Tensors& grads) {
+  std::vector<GradientSet> sets(in.size());
+  const Shape& os = out[0].shape();
+  if (in[0].shape() != os) return sets;
+  auto x = in[0].to_f64(), s = in[1].to_f64(), g = grad_of(grads, out, 0);
+  auto ms = broadcast_map(in[1].shape(), os);
+  GradientSet set;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != 0) continue;
+    if (set.lo.empty()) set.lo.assign(x.size(), NAN), set.hi.assign(x.size(), NAN);
+    double p = g[i] * s[ms[i]], q = g[i];
+    set.lo[i] = std::min(p, q);
+    set.hi[i] = std::max(p, q);
+  }
+  sets[0] = std::move(set);
+  return sets;
+}
+
+void register_prelu(OpRegistry& r) {
+  r.op("PRelu", "elementwise", prelu)
+      .error(error_models::ulp(1, "1 ulp (correctly rounded)"))
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return binary_vjp(
+            [](double x, double s, double) {
+              return x < 0 ? std::pair{s, x} : std::pair{1.0, 0.0};
+            },
+            c, in, out, grads);
+      })
+      .subgradient(prelu_subgradient)
+      .domain(Domain({0, 1}, [](const Node&) { return std::vector<double>{0}; }));
+}
+
+}  // namespace
+
+void register_binary_ops(OpRegistry& r) {
+  for (const auto& row : binary_rows()) add_row(r, row);
+  register_prelu(r);
+}
+
+}  // namespace metaop
