@@ -293,7 +293,10 @@ void register_conv_ops(OpRegistry& r) {
   r.set_vjp("Conv", conv_vjp);
   r.set_vjp("ConvTranspose", conv_transpose_vjp);
 
-  for (const char* t : {"Conv", "ConvTranspose"}) r.set_domain(t, {{0, 1}, {}});
+  for (const char* t : {"Conv", "ConvTranspose"}) {
+    r.set_domain(t, {{0, 1}, {}});
+    r.set_danger(t, {danger::output_overflow()});
+  }
   using error_models::accumulation;
   r.set_error_model("Conv",
                     accumulation(

@@ -188,6 +188,73 @@ double sign_of(double x) {
   return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
 }
 
+// --- danger zones (beyond the shapes ops/danger.h builds)
+
+// Sites of a broadcasting binary op whose output is 0 exactly because an input is 0 there (no
+// rounding can make them nonzero, so they cannot underflow).
+danger::ExactZero zero_operand() {
+  return [](const KernelContext&, const Tensors& in, const Tensors& out) {
+    const Shape& os = out[0].shape();
+    std::vector<bool> exact(static_cast<std::size_t>(shape_numel(os)), false);
+    for (std::size_t k = 0; k < 2 && k < in.size(); ++k) {
+      auto v = in[k].to_f64();
+      auto m = broadcast_map(in[k].shape(), os);
+      for (std::size_t i = 0; i < exact.size(); ++i)
+        if (v[static_cast<std::size_t>(m[i])] == 0) exact[i] = true;
+    }
+    return exact;
+  };
+}
+
+// Pow's base (input 0) where pow(a, b) is NaN (a < 0, b not an integer) or inf (a = 0, b < 0).
+DangerZone pow_domain() {
+  DangerZone z;
+  z.kind = DangerKind::PowDomain;
+  z.index = 0;
+  z.condition = "negative base with a non-integer exponent (NaN), or 0 to a negative power (inf)";
+  struct Sites {
+    std::vector<double> a, b;
+    std::vector<std::int64_t> ma, mb;
+  };
+  auto sites = [](const Tensors& in, const Tensors& out) {
+    Sites s{in[0].to_f64(), in[1].to_f64(), broadcast_map(in[0].shape(), out[0].shape()),
+            broadcast_map(in[1].shape(), out[0].shape())};
+    return s;
+  };
+  // Below 0 means strictly below: the largest float32 under 0 is -2^-149.
+  auto dist = [](double a, double b) {
+    if (std::isnan(a) || std::isnan(b) || std::isinf(b))
+      return std::numeric_limits<double>::infinity();
+    bool integral = std::nearbyint(b) == b;
+    if (integral) return b < 0 ? std::fabs(a) : INFINITY;
+    return b < 0 ? std::max(0.0, a) : std::max(0.0, a + std::ldexp(1.0, -149));
+  };
+  z.distances = [sites, dist](const KernelContext&, const Tensors& in, const Tensors& out) {
+    Sites s = sites(in, out);
+    ZoneDistances r;
+    r.element = s.ma;
+    for (std::size_t i = 0; i < s.ma.size(); ++i)
+      r.distance.push_back(dist(s.a[s.ma[i]], s.b[s.mb[i]]));
+    r.slope = [s](std::size_t site) {
+      std::vector<double> g(s.a.size(), 0.0);
+      double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
+      bool by_magnitude = std::nearbyint(b) == b;
+      g[static_cast<std::size_t>(s.ma[site])] = by_magnitude ? sign_of(a) : 1.0;
+      return g;
+    };
+    return r;
+  };
+  z.describe = [sites, dist](const KernelContext&, const Tensors& in, const Tensors& out,
+                             std::size_t site) {
+    Sites s = sites(in, out);
+    double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
+    if (dist(a, b) > 0) return fmt::format("base {:.7g}, exponent {:.7g}", a, b);
+    if (a == 0) return fmt::format("0 to the negative power {:.7g}", b);
+    return fmt::format("negative base {:.7g} with non-integer exponent {:.7g}", a, b);
+  };
+  return z;
+}
+
 void register_elementwise_vjps(OpRegistry& r) {
   const double two_over_sqrt_pi = 1.1283791670955126;
   unary_vjp(r, "Neg", [](double, double) { return -1.0; });
@@ -675,28 +742,66 @@ void register_elementwise_ops(OpRegistry& r) {
                        if (op == "Pow") return std::vector<double>{0, 1, -1, 0.5, 2};
                        return std::vector<double>{0};
                      }});
+  using namespace danger;
+  r.set_danger("Div", {divisor(1, 0,
+                               "divisor reaches 0, or gets small enough for the quotient "
+                               "to overflow")});
+  r.set_danger("Mod", {divisor(1, -2, "divisor reaches 0 (NaN)")});
+  r.set_danger("Mul", {output_overflow(),
+                       output_underflow("product of nonzero factors rounds to 0", zero_operand())});
+  // PRelu with a slope above 1 scales like a product.
+  for (const char* t : {"Add", "Sub", "Sum", "PRelu"}) r.set_danger(t, {output_overflow()});
+  r.set_danger("Pow", {pow_domain(), output_overflow(),
+                       output_underflow("nonzero power rounds to 0", zero_operand())});
   r.set_domain("Where", {{1, 2}, {}});
   auto points = [](std::vector<double> v) { return [v](const Node&) { return v; }; };
   const double pi = 3.14159265358979323846;
   // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
   r.set_domain("Exp", {{0}, points({0, 88.7228, -87.3365, -103.97})});
+  r.set_danger("Exp",
+               {output_overflow(), output_underflow("exp(x) rounds to 0 (x below -103.97)")});
   r.set_domain("Log", {{0}, points({0, 1})});
+  r.set_danger(
+      "Log", {below(DangerKind::LogDomain, 0, 0, false, "input reaches 0 (-inf) or below (NaN)")});
   r.set_domain("Sqrt", {{0}, points({0})});
+  r.set_danger("Sqrt", {below(DangerKind::SqrtDomain, 0, 0, true, "input below 0 (NaN)")});
   r.set_domain("Reciprocal", {{0}, points({0})});
+  r.set_danger("Reciprocal",
+               {divisor(0, -1, "input reaches 0, or a subnormal whose reciprocal overflows")});
   r.set_domain("Asin", {{0}, points({-1, 1, 0})});
   r.set_domain("Acos", {{0}, points({-1, 1, 0})});
+  for (const char* t : {"Asin", "Acos"})
+    r.set_danger(t,
+                 {abs_above(DangerKind::InverseTrigDomain, 0, 1, true, "|input| above 1 (NaN)")});
   r.set_domain("Atanh", {{0}, points({-1, 1, 0})});
+  r.set_danger("Atanh", {abs_above(DangerKind::InverseTrigDomain, 0, 1, false,
+                                   "|input| reaches 1 (inf) or above (NaN)")});
   r.set_domain("Acosh", {{0}, points({1})});
+  r.set_danger("Acosh", {below(DangerKind::InverseTrigDomain, 0, 1, true, "input below 1 (NaN)")});
+  // Tan has no danger zone: no float32 or float64 value is close enough to an odd multiple of
+  // pi/2 for tan to overflow (|tan(float(pi/2))| is about 2.3e7).
   r.set_domain("Tan", {{0}, points({pi / 2, -pi / 2, 0})});
   r.set_domain("Sin", {{0}, points({pi, 0, 1e5})});
   r.set_domain("Cos", {{0}, points({pi / 2, 0, 1e5})});
-  for (const char* t : {"Sinh", "Cosh"}) r.set_domain(t, {{0}, points({0, 89.4159, -89.4159})});
+  for (const char* t : {"Sinh", "Cosh"}) {
+    r.set_domain(t, {{0}, points({0, 89.4159, -89.4159})});
+    r.set_danger(t, {output_overflow()});
+  }
   for (const char* t : {"Sigmoid", "Tanh", "Erf", "Softsign", "Atan", "Asinh"})
     r.set_domain(t, {{0}, points({0, 9, -9, 20, -20, 88.7228, -88.7228})});
+  r.set_danger("Sigmoid",
+               {output_underflow("sigmoid(x) rounds to 0 (x below about -103.3 in float32)")});
   r.set_domain("Softplus", {{0}, points({0, 20, -20, 88.7228, -103.97})});
+  DangerZone naive_softplus = above(DangerKind::Overflow, 0, 88.72283935546875, false,
+                                    "input above 88.72: exp(x) overflows in kernels that "
+                                    "compute log(1 + exp(x)) as written");
+  naive_softplus.kernel_dependent = true;
+  r.set_danger("Softplus", {naive_softplus});
   for (const char* t :
        {"Relu", "Sign", "Abs", "Neg", "LeakyRelu", "Elu", "Selu", "Celu", "Floor", "Ceil"})
     r.set_domain(t, {{0}, points({0, 1, -1})});
+  // gamma (Selu) or alpha (LeakyRelu, when above 1) scale x beyond the largest float.
+  for (const char* t : {"Selu", "LeakyRelu"}) r.set_danger(t, {output_overflow()});
   r.set_domain("Round", {{0}, points({0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5})});
   r.set_domain("HardSigmoid",
                {{0}, [](const Node& n) {
@@ -711,6 +816,13 @@ void register_elementwise_ops(OpRegistry& r) {
                             return std::vector<double>{l, -l};
                           }});
   r.set_domain("Clip", {{0}, points({0, 6, -1, 1})});
+  // A cast to float16 or bfloat16 overflows where the value exceeds the type's range.
+  DangerZone narrowing = output_overflow();
+  narrowing.applies = [](const Node& n) {
+    auto to = dtype_from_onnx(static_cast<int>(n.attr_i("to", 0)));
+    return to && (*to == DType::Float16 || *to == DType::BFloat16);
+  };
+  r.set_danger("Cast", {narrowing});
   r.set_error_model("Mean", accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2));
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "ops/danger.h"
 #include "tensor/tensor.h"
 
 namespace metaop {
@@ -57,6 +58,9 @@ using MagnitudeFn =
 struct Domain {
   std::vector<int> data_inputs{0};  // empty: the op has no data input to probe
   std::function<std::vector<double>(const Node&)> critical;
+  // Where finite inputs give NaN/INF (or the zeros that do it downstream), for `metaop expose`;
+  // declared with OpRegistry::set_danger next to set_domain.
+  DangerZones danger = {};
 };
 
 // Magnitudes of a VJP's rounding error per input gradient element, in units of u (kappa

@@ -285,7 +285,10 @@ void register_linear_ops(OpRegistry& r) {
   r.set_vjp("MatMul", matmul_vjp);
   r.set_vjp("Gemm", gemm_vjp);
 
-  for (const char* t : {"MatMul", "Gemm", "Einsum"}) r.set_domain(t, {{0, 1}, {}});
+  for (const char* t : {"MatMul", "Gemm", "Einsum"}) {
+    r.set_domain(t, {{0, 1}, {}});
+    r.set_danger(t, {danger::output_overflow()});
+  }
   using error_models::accumulation;
   r.set_error_model("MatMul", accumulation(
                                   [](const KernelContext&, const Tensors& in) {

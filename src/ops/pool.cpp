@@ -234,6 +234,7 @@ void register_pool_ops(OpRegistry& r) {
   };
   r.set_error_model("LpPool", condition(lp(window), "(kappa(prod(kernel)) + 8) * |y|, 4 ulp"));
   r.set_error_model("GlobalLpPool", condition(lp(spatial), "(kappa(spatial) + 8) * |y|, 4 ulp"));
+  for (const char* t : {"LpPool", "GlobalLpPool"}) r.set_danger(t, {danger::output_overflow()});
 }
 
 }  // namespace metaop

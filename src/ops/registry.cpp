@@ -58,7 +58,15 @@ void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeF
 void OpRegistry::set_domain(const std::string& type, Domain domain) {
   auto it = ops_.find(type);
   if (it == ops_.end()) fail("internal: domain for unknown meta op {}", type);
+  // Danger zones may be declared before or after the rest of the domain.
+  if (domain.danger.empty()) domain.danger = std::move(it->second.domain.danger);
   it->second.domain = std::move(domain);
+}
+
+void OpRegistry::set_danger(const std::string& type, DangerZones zones) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: danger zones for unknown meta op {}", type);
+  it->second.domain.danger = std::move(zones);
 }
 
 }  // namespace metaop

@@ -39,6 +39,8 @@ class OpRegistry {
   // Declares the error model of an op already added.
   void set_error_model(const std::string& type, ErrorModel model);
   void set_domain(const std::string& type, Domain domain);
+  // The op's danger zones (ops/danger.h), kept apart from set_domain's other fields.
+  void set_danger(const std::string& type, DangerZones zones);
   void set_vjp(const std::string& type, ReferenceVjp vjp);
   // After set_error_model: the VJP's own error magnitudes, for ops that need more than the
   // generic bound.
