@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test bench clean format
+.PHONY: all deps build demo test bench bench-expose clean format
 
 all: build
 
@@ -31,6 +31,13 @@ bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
+
+# metaop expose on 27 small buggy programs and their fixed twins (about 30 minutes with the
+# 60 s budget; EXPOSE_BUDGET=10 for a quicker look). Figures: docs/expose.md.
+EXPOSE_BUDGET ?= 60
+bench-expose: build
+	/usr/bin/python3 bench/expose/run.py $(BUILD_DIR)/metaop $(BUILD_DIR)/bench/expose \
+	  --time-limit $(EXPOSE_BUDGET) --jobs 2
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

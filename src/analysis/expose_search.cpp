@@ -217,9 +217,9 @@ void Searcher::restart(std::size_t t) {
   ++s.restarts;
   s.fails = 0;
   std::uniform_real_distribution<double> u(0, 1);
-  if (s.restarts % 2 == 1 && !s.best.empty()) {
-    // Jitter around the closest point, at a random scale: zones reached only through rounding
-    // (a cancellation just below 0, a cosine just above 1) need many nearby tries.
+  int kind = s.best.empty() ? 2 : s.restarts % 3;
+  if (kind == 0) {
+    // Jitter around the closest point at a random scale of the box (1e-6 to 0.1 of it).
     double rho = std::pow(10.0, -1 - 5 * u(rng_));
     Point p = s.best;
     for (std::size_t k = 0; k < p.size(); ++k)
@@ -227,6 +227,19 @@ void Searcher::restart(std::size_t t) {
         p[k][i] += (2 * u(rng_) - 1) * rho * (varied_[k].hi[i] - varied_[k].lo[i]);
     s.point = clip(p);
     s.sigma = rho;
+  } else if (kind == 1) {
+    // Jitter by a few ULPs (up to 2^10) of each value: zones reached only through rounding (a
+    // cancellation just below 0, a cosine or a haversine just above 1) need many tries that
+    // keep the point where it is and change only how it rounds.
+    double ulps = std::ldexp(1.0, static_cast<int>(11 * u(rng_)));
+    Point p = s.best;
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      double eps = varied_[k].dtype == DType::Float64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
+      for (auto& x : p[k])
+        x += std::round((2 * u(rng_) - 1) * ulps) * eps * std::max(std::fabs(x), 1e-30);
+    }
+    s.point = clip(p);
+    s.sigma = 1e-6;
   } else {
     s.point = uniform_point();
     s.sigma = kStartFraction;
@@ -247,6 +260,13 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
   Evaluation cur = evaluate(s.point);
   consider(s.point, cur);
   s.current = cur.distance[t];
+  auto start_over = [&] {
+    restart(t);
+    phase_ = "restart";
+    cur = evaluate(s.point);
+    consider(s.point, cur);
+    s.current = cur.distance[t];
+  };
   std::uniform_real_distribution<double> u(0, 1);
   for (int k = 0; k < steps && !s.done && budget_left(); ++k) {
     ++s.steps;
@@ -291,9 +311,8 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
       candidates.push_back(clip(sign));
       if (norm > 0 && std::isfinite(s.current)) candidates.push_back(clip(newton));
     }
-    if (candidates.empty()) {
+    if (candidates.empty()) {  // GRIST without a gradient: it stays where it is
       tick();
-      if (++s.fails >= 3) restart(t);
       continue;
     }
     phase_ = grist ? "GRIST step" : grad.empty() ? "random move (no gradient)" : "gradient step";
@@ -327,13 +346,7 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
       s.fails = 0;
     } else {
       s.sigma /= 4;
-      if (++s.fails >= 3 || s.sigma < 1e-9) {
-        restart(t);
-        phase_ = "restart";
-        cur = evaluate(s.point);
-        consider(s.point, cur);
-        s.current = cur.distance[t];
-      }
+      if (++s.fails >= 3 || s.sigma < 1e-9) start_over();
     }
   }
 }

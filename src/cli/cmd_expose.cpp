@@ -95,12 +95,17 @@ int run(const ExposeArgs& a) {
 
   bool bar = a.progress || isatty(STDERR_FILENO);
   if (bar)
-    opt.progress = [](std::int64_t done, std::int64_t total, double seconds, std::size_t exposed,
-                      std::size_t targets) {
-      if (done % 10 != 0 && done != total) return;
-      int width = 30, filled = static_cast<int>(width * done / std::max<std::int64_t>(total, 1));
-      fmt::print(stderr, "\r[{}{}] {}/{} steps  {:.1f} s  exposed {}/{}", std::string(filled, '#'),
-                 std::string(width - filled, '-'), done, total, seconds, exposed, targets);
+    opt.progress = [limit = a.time_limit, last = -1.0](std::int64_t done, std::int64_t total,
+                                                       double seconds, std::size_t exposed,
+                                                       std::size_t targets) mutable {
+      if (seconds - last < 0.1 && done != total) return;  // a few updates a second
+      last = seconds;
+      double f = std::min(1.0, std::max(static_cast<double>(done) / static_cast<double>(total),
+                                        seconds / limit));
+      int width = 30, filled = static_cast<int>(width * f);
+      fmt::print(stderr, "\r[{}{}] {} steps  {:.1f}/{:.0f} s  exposed {}/{} targets",
+                 std::string(filled, '#'), std::string(width - filled, '-'), done, seconds, limit,
+                 exposed, targets);
     };
   ExposeResult r = expose_model(g, inputs, opt);
   if (bar) fmt::print(stderr, "\r\033[K");
