@@ -225,6 +225,16 @@ check(rc == 0 and not exposed(doc), f"--clip-from-inputs: log(x) of x in [0.5, 1
 rc, out, doc = expose(logm, "--input", x_pos, "--clip", "0,1")
 check(rc == 1, f"--clip 0,1: log(x) is exposed ({rc})", out)
 
+# A zone entered whose NaN/INF the model absorbs is no exposure: log(x) clamped to [-10, 10].
+clamp = save_model([helper.make_node("Log", ["x"], ["l"], name="/Log"),
+                    helper.make_node("Clip", ["l", "lo", "hi"], ["y"], name="/Clip")],
+                   [fvi("x", [2, 8])], [fvi("y", [2, 8])], "log_clamped",
+                   {"lo": np.array(-10, np.float32), "hi": np.array(10, np.float32)})
+rc, out, doc = expose(clamp, "--input", x_pos, "--clip", "0,1")
+log_t = [t for t in (doc or {}).get("targets", []) if t["op_type"] == "Log"]
+check(rc == 0 and log_t and log_t[0]["status"] == "reached" and not log_t[0]["exposed"],
+      f"log(x) clamped: the zone is reached, nothing exposed ({rc})", out)
+
 # 7. The baselines run on the same budget and report the same way.
 for strategy in ("random", "grist"):
     rc, out, doc = expose(logm, "--input", x_pos, "--clip", "-1,1", "--strategy", strategy)

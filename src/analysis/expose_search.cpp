@@ -458,8 +458,8 @@ ExposeResult Searcher::run() {
     r.boxes[v.name] = {*std::min_element(v.lo.begin(), v.lo.end()),
                        *std::max_element(v.hi.begin(), v.hi.end())};
   }
+  r.evaluations = evaluations_;  // before the outcomes' own evaluations
   for (std::size_t t = 0; t < targets_.size(); ++t) r.targets.push_back(outcome(t));
-  r.evaluations = evaluations_;
   r.verifications = verifications_;
   r.notes = notes_;
   if (!fallback_ops_.empty())

@@ -44,7 +44,8 @@ struct TargetState {
   Point point, best;
   double current = kInf, best_distance = kInf, start = kInf;
   double sigma = kStartFraction;  // sign step, as a fraction of each element's box width
-  int fails = 0, restarts = 0, harmless = 0;
+  int fails = 0, restarts = 0, harmless = 0, mismatches = 0;
+  std::int64_t next_verify = 0;  // evaluations before the next verdict run for it
   std::int64_t steps = 0, exposed_step = 0;
   std::string found_by;
   bool done = false, independent = false, exposed = false;
