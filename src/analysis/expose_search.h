@@ -140,6 +140,7 @@ class Searcher {
   std::string phase_ = "start point";  // what produced the points being evaluated
   std::map<std::pair<std::size_t, std::size_t>, bool> reach_cache_;
   std::set<std::string> fallback_ops_;
+  std::vector<std::pair<Point, Evaluation>> outcome_cache_;
 };
 
 }  // namespace metaop::expose_detail

@@ -2,6 +2,8 @@
 // point where a target entered its zone, and what the outcome reports.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "analysis/expose_search.h"
 #include "ops/registry.h"
 
@@ -130,7 +132,15 @@ TargetOutcome Searcher::outcome(std::size_t t) {
     for (const auto& vi : g_.inputs) o.inputs[vi.name] = inputs_.at(vi.name);
     for (const auto& v : varied_)
       if (v.weight) o.weights[v.name] = work_.initializers.at(v.name);
-    Evaluation e = evaluate(p);
+    // Targets often share their closest point (the start point): evaluate each point once.
+    auto cached = std::find_if(outcome_cache_.begin(), outcome_cache_.end(),
+                               [&](const auto& c) { return c.first == p; });
+    if (cached == outcome_cache_.end()) {
+      if (outcome_cache_.size() >= 4) outcome_cache_.erase(outcome_cache_.begin());
+      outcome_cache_.emplace_back(p, evaluate(p));
+      cached = std::prev(outcome_cache_.end());
+    }
+    const Evaluation& e = cached->second;
     if (e.ok) {
       try {
         ZoneDistances zd = zone_distances(t, e.run.values);
