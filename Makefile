@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test bench bench-expose clean format
+.PHONY: all deps build demo test test-fast bench bench-all bench-expose clean format
 
 all: build
 
@@ -24,13 +24,24 @@ demo: build
 	  --labels tests/data/train_y.npy --loss cross_entropy --optimizer adam --lr 0.01 \
 	  --epochs 3 --batch-size 16 --bind torch --check --report $(BUILD_DIR)/demo/train
 
+# Two tests at a time (two cores); tests/CMakeLists.txt keeps their timeouts within CI's budget.
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j1
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2
+
+# Everything but the model tests and the slow campaigns (training, probe): a few minutes.
+test-fast: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow'
 
 bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
+	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
+
+# Every figure docs/benchmarks.md quotes, regenerated (about two hours): logs and JSON in
+# $(BUILD_DIR)/bench-results.
+bench-all: build
+	bash bench/all.sh $(BUILD_DIR)
 
 # metaop expose on 27 small buggy programs and their fixed twins (about 30 minutes with the
 # 60 s budget; EXPOSE_BUDGET=10 for a quicker look). Figures: docs/expose.md.

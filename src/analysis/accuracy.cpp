@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -17,10 +18,11 @@ std::string describe_worst(const Score& s, const Tensors& reference,
   if (s.worst_index < 0 || s.worst_output >= reference.size()) return "";
   std::string name = s.worst_output < names.size() ? names[s.worst_output] : "";
   return fmt::format(
-      "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} non-finite "
+      "{}{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} non-finite "
       "mismatches",
-      name, index_str(reference[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
-      s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite);
+      name, index_str(reference[s.worst_output].shape(), s.worst_index),
+      s.note.empty() ? "" : " (" + s.note + ")", binding, s.worst_got, s.worst_ref, s.worst_tol,
+      s.over, s.elements, s.nonfinite);
 }
 
 Score score_outputs(const Tensors& got, const Tensors& ref,
@@ -100,99 +102,38 @@ Tensors ones_like(const Tensors& ts) {
 
 }  // namespace
 
-// What the generic bound misses, per op kind: element-wise derivatives computed through the
-// result (1 - y^2, y (1 - y), 1 + y^2 ...) carry u |g| (1 + |y| + y^2); softmax's sum(g y) and
-// log-softmax's sum(g) are n-term sums; and at a kink (an element-wise op's critical point) or a
-// tie (selections), any subgradient is right: no judgement there.
-void backward_slack(const MetaOp& op, const KernelContext& c, const Tensors& in, const Tensors& out,
-                    const Tensors& grads, const AccumulationBound& bound, std::size_t input,
-                    std::vector<double>& m) {
-  if (grads.empty() || !grads[0].defined() || input >= in.size() || !in[input].defined()) return;
-  auto g = grads[0].to_f64(), y = out[0].to_f64();
-  const Tensor& x = in[input];
-  if (op.family == "elementwise" && x.numel() == grads[0].numel()) {
-    auto xv = x.to_f64();
-    std::vector<double> crit;
-    if (op.domain.critical && in.size() == 1) crit = op.domain.critical(c.node);
-    for (std::size_t j = 0; j < m.size(); ++j) {
-      m[j] += 4 * std::fabs(g[j]) * (1 + std::fabs(y[j]) + y[j] * y[j]);
-      for (double k : crit)
-        if (xv[j] == k) m[j] = INFINITY;
-    }
-  }
-  if (c.node.op_type == "Softmax" || c.node.op_type == "LogSoftmax") {
-    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-    (void)axis;
-    double kappa = bound.kappa(static_cast<double>(n));
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
-        double s = 0;
-        for (std::int64_t j = 0; j < n; ++j)
-          s += std::fabs(g[at(j)]) * (c.node.op_type == "Softmax" ? std::fabs(y[at(j)]) : 1.0);
-        for (std::int64_t j = 0; j < n; ++j) {
-          double p = c.node.op_type == "Softmax" ? std::fabs(y[at(j)]) : std::exp(y[at(j)]);
-          m[at(j)] += (kappa + 4) * (p * s + std::fabs(g[at(j)]) * (p + 1));
-        }
-      }
-  }
-  static const std::set<std::string> selections = {"ReduceMax", "ReduceMin", "MaxPool",
-                                                   "GlobalMaxPool", "TopK"};
-  if (selections.count(c.node.op_type) && input == 0) {
-    auto xv = x.to_f64();
-    std::map<double, int> seen;
-    for (double v : xv) ++seen[v];
-    for (std::size_t j = 0; j < m.size(); ++j)
-      if (seen[xv[j]] > 1) m[j] = INFINITY;
-  }
-}
+namespace {
 
-LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
-                                const Tensors& outputs, const Tensors& output_grads,
-                                const Tensors& got, const AccumulationBound& bound) {
-  const MetaOp* op = OpRegistry::instance().find(node.op_type);
-  if (!op || !op->vjp) throw Unsupported(node.label() + ": no reference VJP");
-  KernelContext ctx{node, opset};
-  LocalCheck c;
-  c.reference = op->vjp(ctx, inputs, outputs, output_grads);
-  Tensors mag, mag_same;
-  Magnitudes own;
-  if (op->error.backward) {
-    own = op->error.backward(ctx, inputs, outputs, output_grads, bound);
-  } else {
-    mag = op->vjp(ctx, absolute_f64(inputs), outputs, absolute_f64(output_grads));
-    // At the inputs themselves too: selections (max pooling, min, top-k) pick the same elements.
-    mag_same = op->vjp(ctx, inputs, outputs, absolute_f64(output_grads));
-  }
+// The generic backward bound, for ops without their own: gradient element j is a sum of n_j
+// products of output gradients and inputs (or constants), whose rounding is at most
+// kappa(n_j) u sum|terms| (Higham's dot-product bound); sum|terms| is the VJP run on |inputs| and
+// |output gradients|, plus the VJP at the inputs themselves with |output gradients|
+// (selections pick the same elements there, where |x| may pick others); n_j is the VJP of
+// all-ones gradients at all-ones inputs where that is finite (exact for convolutions, products
+// and broadcasts), else the size of the largest output gradient.
+std::vector<std::vector<double>> generic_backward_tolerances(
+    const MetaOp& op, const KernelContext& ctx, const Tensors& inputs, const Tensors& outputs,
+    const Tensors& output_grads, const Tensors& reference, const AccumulationBound& bound) {
+  Tensors mag = op.vjp(ctx, absolute_f64(inputs), outputs, absolute_f64(output_grads));
+  Tensors mag_same = op.vjp(ctx, inputs, outputs, absolute_f64(output_grads));
   Tensors count;
   try {
-    count = op->vjp(ctx, ones_like(inputs), ones_like(outputs), ones_like(output_grads));
+    count = op.vjp(ctx, ones_like(inputs), ones_like(outputs), ones_like(output_grads));
   } catch (const std::exception&) {
   }
   double largest = 1;
   for (const auto& g : output_grads)
     if (g.defined()) largest = std::max(largest, static_cast<double>(g.numel()));
-  std::vector<std::vector<double>> tol(c.reference.size());
-  for (std::size_t i = 0; i < c.reference.size(); ++i) {
-    const Tensor& r = c.reference[i];
+  std::vector<std::vector<double>> tol(reference.size());
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    const Tensor& r = reference[i];
     if (!r.defined() || !is_floating(r.dtype())) continue;
     auto rv = r.to_f64();
-    if (op->error.backward) {
-      double u = unit_roundoff(r.dtype()), tiny = smallest_normal(r.dtype());
-      tol[i].resize(rv.size());
-      for (std::size_t j = 0; j < rv.size(); ++j) {
-        double m = i < own.size() && j < own[i].size() ? own[i][j] : INFINITY;
-        double t = 4 * ulp_of(rv[j], r.dtype()) + u * m + tiny;
-        tol[i][j] = std::isnan(t) ? (std::isnan(rv[j]) ? 0 : INFINITY) : t;
-      }
-      continue;
-    }
     auto m = mag.at(i).to_f64();
     if (i < mag_same.size() && mag_same[i].defined()) {
       auto ms = mag_same[i].to_f64();
       for (std::size_t j = 0; j < m.size(); ++j) m[j] = std::fabs(m[j]) + std::fabs(ms[j]);
     }
-    backward_slack(*op, ctx, inputs, outputs, output_grads, bound, i, m);
     std::vector<double> n(rv.size(), largest);
     if (i < count.size() && count[i].defined()) {
       auto cv = count[i].to_f64();
@@ -206,7 +147,113 @@ LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tens
       tol[i][j] = std::isnan(t) ? (std::isnan(rv[j]) ? 0 : INFINITY) : t;
     }
   }
+  return tol;
+}
+
+// An op's own backward bound: ulps + u * C_j per gradient element (C from its VjpMagnitudeFn).
+std::vector<std::vector<double>> own_backward_tolerances(
+    const MetaOp& op, const KernelContext& ctx, const Tensors& inputs, const Tensors& outputs,
+    const Tensors& output_grads, const Tensors& reference, const AccumulationBound& bound) {
+  Magnitudes own = op.error.backward(ctx, inputs, outputs, output_grads, bound);
+  std::vector<std::vector<double>> tol(reference.size());
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    const Tensor& r = reference[i];
+    if (!r.defined() || !is_floating(r.dtype())) continue;
+    auto rv = r.to_f64();
+    double u = unit_roundoff(r.dtype()), tiny = smallest_normal(r.dtype());
+    tol[i].resize(rv.size());
+    for (std::size_t j = 0; j < rv.size(); ++j) {
+      double m = i < own.size() && j < own[i].size() ? own[i][j] : INFINITY;
+      double t = op.error.backward_ulps * ulp_of(rv[j], r.dtype()) + u * m + tiny;
+      tol[i][j] = std::isnan(t) ? (std::isnan(rv[j]) ? 0 : INFINITY) : t;
+    }
+  }
+  return tol;
+}
+
+// Where the gradient is not unique (kinks, ties), any value of the op's subgradient set is
+// right: the reference becomes the middle of each element's interval and the tolerance grows by
+// its half-width. Groups whose sum is fixed are checked after the element-wise score.
+void judge_subgradients(const std::vector<GradientSet>& sets, Tensors& reference,
+                        std::vector<std::vector<double>>& tol) {
+  for (std::size_t i = 0; i < sets.size() && i < reference.size(); ++i) {
+    const GradientSet& s = sets[i];
+    if (s.lo.empty() || !reference[i].defined() || !is_floating(reference[i].dtype())) continue;
+    auto rv = reference[i].to_f64();
+    if (s.lo.size() != rv.size() || s.hi.size() != rv.size() || tol[i].size() != rv.size())
+      fail("internal: subgradient set of input #{} has {} elements, the gradient {}", i,
+           s.lo.size(), rv.size());
+    for (std::size_t j = 0; j < rv.size(); ++j) {
+      if (std::isnan(s.lo[j]) || std::isnan(s.hi[j])) continue;
+      double mid = (s.lo[j] + s.hi[j]) / 2;
+      rv[j] = mid;
+      // The half-width, and the rounding of the middle to the gradient's dtype.
+      tol[i][j] += (s.hi[j] - s.lo[j]) / 2 + ulp_of(mid, reference[i].dtype());
+    }
+    reference[i] = Tensor::from_f64(rv, reference[i].shape(), reference[i].dtype());
+  }
+}
+
+// A group's gradient may be shared out in any way, but its sum is that of the reference's
+// (within the sum of its elements' tolerances).
+void judge_group_sums(const std::vector<GradientSet>& sets, const Tensors& got,
+                      const Tensors& original, const std::vector<std::vector<double>>& tol0,
+                      Score& score) {
+  for (std::size_t i = 0; i < sets.size() && i < original.size() && i < got.size(); ++i) {
+    const GradientSet& s = sets[i];
+    if (s.group.empty() || !got[i].defined() || !original[i].defined()) continue;
+    if (got[i].shape() != original[i].shape()) continue;  // a shape mismatch is scored already
+    auto g = got[i].to_f64(), r = original[i].to_f64();
+    std::map<std::int64_t, std::array<double, 4>> sums;  // got, reference, tolerance, first
+    for (std::size_t j = 0; j < r.size() && j < s.group.size(); ++j) {
+      if (s.group[j] < 0) continue;
+      auto [it, fresh] = sums.try_emplace(s.group[j], std::array<double, 4>{0, 0, 0, 0});
+      if (fresh) it->second[3] = static_cast<double>(j);
+      it->second[0] += g[j];
+      it->second[1] += r[j];
+      it->second[2] += tol0[i][j];
+    }
+    for (const auto& [id, v] : sums) {
+      double err = std::fabs(v[0] - v[1]);
+      if (!(err > v[2])) continue;
+      double sc = v[2] > 0 ? err / v[2] : INFINITY;
+      ++score.over;
+      if (sc > score.score || std::isnan(sc)) {
+        score.score = std::isnan(sc) ? INFINITY : sc;
+        score.worst_output = i;
+        score.worst_index = static_cast<std::int64_t>(v[3]);
+        score.worst_got = v[0];
+        score.worst_ref = v[1];
+        score.worst_tol = v[2];
+        score.note =
+            "the sum over the tied elements from here (a tie's gradient given to more "
+            "than one of them, or lost)";
+      }
+    }
+  }
+}
+
+}  // namespace
+
+LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                const Tensors& outputs, const Tensors& output_grads,
+                                const Tensors& got, const AccumulationBound& bound) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->vjp) throw Unsupported(node.label() + ": no reference VJP");
+  KernelContext ctx{node, opset};
+  LocalCheck c;
+  c.reference = op->vjp(ctx, inputs, outputs, output_grads);
+  auto tol = op->error.backward ? own_backward_tolerances(*op, ctx, inputs, outputs, output_grads,
+                                                          c.reference, bound)
+                                : generic_backward_tolerances(*op, ctx, inputs, outputs,
+                                                              output_grads, c.reference, bound);
+  std::vector<GradientSet> sets;
+  if (op->subgradient) sets = op->subgradient(ctx, inputs, outputs, output_grads);
+  Tensors original = c.reference;
+  auto tol0 = tol;
+  judge_subgradients(sets, c.reference, tol);
   c.score = score_outputs(got, c.reference, tol);
+  judge_group_sums(sets, got, original, tol0, c.score);
   return c;
 }
 

@@ -21,6 +21,7 @@ struct Score {
   std::size_t worst_output = 0;
   std::int64_t worst_index = -1;
   double worst_ref = 0, worst_got = 0, worst_tol = 0;
+  std::string note;  // what the worst values are when not one element's (a sum over a tie)
   bool bad() const { return score > 1 || nonfinite > 0 || !mismatch.empty(); }
 };
 
@@ -43,11 +44,11 @@ LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inpu
                        const Tensors& got, const AccumulationBound& bound = {});
 
 // Local check of one node's backward: the reference VJP on the same inputs, outputs and output
-// gradients. Tolerance of gradient element i: 4 ulp + u * kappa(n) * M_i, where M_i is the VJP
-// run on |output gradients| and |inputs| (the sum of |terms| for the multilinear ops; bounded
-// by it for the others) and n the number of terms behind the element: the VJP of all-ones
-// gradients at all-ones inputs where that is finite (exact for convolutions and products), else
-// the size of the largest output gradient.
+// gradients. Tolerance of gradient element i: the op's own backward bound where it declares one
+// (element-wise ops, softmax, normalizations ...), else 4 ulp + u * kappa(n) * M_i, where M_i
+// is the VJP run on |output gradients| and |inputs| (the sum of |terms| for the multilinear ops)
+// and n the number of terms behind the element. Where the gradient is not unique (kinks, ties:
+// MetaOp::subgradient) every value of the subgradient set is accepted, and only those.
 LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                                 const Tensors& outputs, const Tensors& output_grads,
                                 const Tensors& got, const AccumulationBound& bound = {});

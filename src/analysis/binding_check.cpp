@@ -7,13 +7,14 @@
 #include <numeric>
 #include <random>
 
+#include "analysis/accuracy.h"
 #include "ops/registry.h"
 
 namespace metaop {
 
 NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& tol,
                   const std::vector<std::string>& names) {
-  NodeVerdict v{"ok", "", 0};
+  NodeVerdict v{"ok", "", 0, ""};
   for (std::size_t o = 0; o < ref.size() && o < actual.size(); ++o) {
     if (!ref[o].defined() || !actual[o].defined()) continue;
     std::string name = o < names.size() ? names[o] : fmt::format("#{}", o);
@@ -21,13 +22,13 @@ NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& to
       return {"mismatch",
               fmt::format("{}: shape {} but the reference has {}", name,
                           shape_str(actual[o].shape()), shape_str(ref[o].shape())),
-              INFINITY};
+              INFINITY, "shape"};
     }
     if (actual[o].dtype() != ref[o].dtype())
       return {"mismatch",
               fmt::format("{}: dtype {} but the reference has {}", name,
                           dtype_name(actual[o].dtype()), dtype_name(ref[o].dtype())),
-              INFINITY};
+              INFINITY, "shape"};
     auto a = actual[o].to_f64(), r = ref[o].to_f64();
     double scale = 0;
     for (double x : r)
@@ -51,7 +52,10 @@ NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& to
       }
     }
   }
-  if (v.worst > 1) v.status = "mismatch";
+  if (v.worst > 1) {
+    v.status = "mismatch";
+    v.kind = std::isinf(v.worst) ? "nonfinite" : "accuracy";
+  }
   return v;
 }
 
@@ -68,22 +72,32 @@ NodeVerdict guarded(F&& f) {
   try {
     return f();
   } catch (const Unsupported& e) {
-    return {"unsupported", e.what(), 0};
+    return {"unsupported", e.what(), 0, ""};
   } catch (const Crash& e) {
-    return {"crash", e.what(), INFINITY};
+    return {"crash", e.what(), INFINITY, "crash"};
   } catch (const std::exception& e) {
-    return {"error", e.what(), 0};
+    return {"error", e.what(), INFINITY, "error"};
   }
 }
 
 }  // namespace
 
-NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs,
-                          const Tolerance& tol) {
-  return guarded([&] {
-    Tensors ref = reference_forward(node, opset, inputs);
+NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs) {
+  return guarded([&]() -> NodeVerdict {
     Tensors got = b.forward(node, opset, inputs);
-    return judge(got, ref, tol, node.outputs);
+    LocalCheck lc = check_local(node, opset, inputs, got);
+    for (std::size_t o = 0; o < lc.reference.size(); ++o)
+      if (lc.reference[o].defined() && o < node.outputs.size() && !node.outputs[o].empty() &&
+          (o >= got.size() || !got[o].defined()))
+        return {"mismatch", fmt::format("output {} left out", node.outputs[o]), INFINITY,
+                "omitted"};
+    const Score& s = lc.score;
+    if (!s.bad()) return {"ok", "", s.score, ""};
+    std::string kind = !s.mismatch.empty() ? "shape" : s.nonfinite > 0 ? "nonfinite" : "accuracy";
+    return {"mismatch",
+            fmt::format("score {:.3g}: {}", s.score,
+                        describe_worst(s, lc.reference, node.outputs, b.name())),
+            s.score, kind};
   });
 }
 
@@ -138,12 +152,14 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
       return s;
     };
     const double f0 = vjp_at(x64);
+    int skipped = 0, differentiable = 0;
     Tensors expect(inputs.size()), actual(inputs.size());
     std::vector<std::string> names;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       names.push_back(i < node.inputs.size() ? "grad " + node.inputs[i] : "grad");
       if (!inputs[i].defined() || !is_floating(inputs[i].dtype())) continue;
       if (i >= got.size() || !got[i].defined()) continue;  // not differentiable in this input
+      if (inputs[i].numel() > 0) ++differentiable;
       std::int64_t n = inputs[i].numel();
       std::vector<std::int64_t> coords(n);
       std::iota(coords.begin(), coords.end(), 0);
@@ -166,13 +182,21 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
         // Skip points where the function is not differentiable (kinks such as ReLU at 0, ties
         // of max, clip bounds) or not defined (outside the op's domain): the one-sided slopes
         // disagree, or a value is not finite.
-        if (!std::isfinite(fp) || !std::isfinite(fm) || !std::isfinite(f0)) continue;
-        if (std::fabs(right - left) > 1e-3 * (std::fabs(right) + std::fabs(left)) + 1e-6) continue;
+        if (!std::isfinite(fp) || !std::isfinite(fm) || !std::isfinite(f0)) {
+          ++skipped;
+          continue;
+        }
+        if (std::fabs(right - left) > 1e-3 * (std::fabs(right) + std::fabs(left)) + 1e-6) {
+          ++skipped;
+          continue;
+        }
         // A jump right at the point (Sign at 0) has equal one-sided slopes that grow as 1/h:
         // the central difference at h/2 tells it from a smooth slope.
         double central = (fp - fm) / (2 * h), half = (at(h / 2) - at(-h / 2)) / h;
-        if (std::fabs(central - half) > 1e-3 * (std::fabs(central) + std::fabs(half)) + 1e-6)
+        if (std::fabs(central - half) > 1e-3 * (std::fabs(central) + std::fabs(half)) + 1e-6) {
+          ++skipped;
           continue;
+        }
         fd.push_back(central);
         gb.push_back(g[c]);
       }
@@ -191,7 +215,20 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
         if (std::isfinite(yv[j])) f_scale += std::fabs(v64[o][j] * yv[j]);
     }
     t.abs_floor = std::max(t.abs_floor, 1e-9 * f_scale);
-    return judge(actual, expect, t, names);
+    NodeVerdict verdict = judge(actual, expect, t, names);
+    for (const auto& e : expect)
+      if (e.defined()) verdict.compared += static_cast<int>(e.numel());
+    verdict.skipped = skipped;
+    if (differentiable > 0 && verdict.compared == 0)
+      return {"error",
+              fmt::format("no coordinate could be compared with finite differences ({} skipped "
+                          "at kinks, outside the domain or at non-finite values)",
+                          skipped),
+              INFINITY,
+              "error",
+              0,
+              skipped};
+    return verdict;
   });
 }
 

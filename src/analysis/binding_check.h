@@ -1,8 +1,9 @@
 #pragma once
-// Judges one binding on one node against the float64 reference: forward on the same inputs,
-// and backward (VJP) against central finite differences of the reference forward run in
-// float64 (a sampled gradcheck). Until the per-op error models arrive, "float32 accuracy" is
-// the interim bound |b - r| <= rtol * |r| + atol_scale * max|r| (per output tensor).
+// Judges one binding on one node against the float64 reference: forward on the same inputs
+// with the op's error model (as `check` does), and backward (VJP) against central finite
+// differences of the reference forward run in float64 (a sampled gradcheck, whose own
+// truncation error needs the looser yardstick below; the backward's error model is applied by
+// check_local_backward).
 #include <string>
 #include <vector>
 
@@ -17,17 +18,24 @@ struct Tolerance {
 };
 
 struct NodeVerdict {
-  std::string status;  // ok, mismatch, unsupported, error
+  std::string status;  // ok, mismatch, unsupported, error, crash
   std::string detail;  // the worst element, or the reason
   double worst = 0;    // max over outputs of error / bound (> 1 is a mismatch)
+  // A mismatch's kind: accuracy (finite error beyond the bound), nonfinite (NaN or infinity
+  // on one side only), shape (shape or dtype differs), omitted (an output left out).
+  std::string kind;
+  // Backward: coordinates compared with finite differences, and those skipped (kinks, points
+  // outside the domain, non-finite values); a check that compared none fails.
+  int compared = 0, skipped = 0;
 };
 
 // Compares `actual` with `ref` element-wise under tol; NaN must meet NaN, INF the same INF.
 NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& tol,
                   const std::vector<std::string>& names);
 
-NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs,
-                          const Tolerance& tol = {});
+// The binding's forward scored with the op's error model (analysis/accuracy); an output the
+// node declares and the binding leaves out is a mismatch.
+NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs);
 
 // Backward of `b` with seeded random output gradients, against the finite-difference VJP of
 // the reference (at most `samples` coordinates per input are differentiated).

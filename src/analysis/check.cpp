@@ -127,6 +127,7 @@ NodeCheck node_check(const NodeRecord& rec) {
   nc.ran_on = rec.binding;
   nc.fallback = rec.fallback_reason;
   nc.crash = rec.crash;
+  nc.hang = rec.hang;
   nc.seconds = rec.seconds;
   nc.output_bytes = rec.output_bytes;
   nc.heap_delta = rec.heap_delta;
@@ -255,11 +256,13 @@ class Checker {
         nc.propagated.nonfinite = std::max(nc.propagated.nonfinite, d.nonfinite);
       }
       if (!rec.crash.empty()) {
-        Finding f = make_finding(g_, rec.node, binding, "crash", smp.index);
+        Finding f = make_finding(g_, rec.node, binding, rec.hang ? "hang" : "crash", smp.index);
         f.score = INFINITY;
         f.detail = rec.crash;
         f.verified = true;
-        f.verification = "the kernel crashed; the reference ran the node";
+        f.verification =
+            rec.hang ? "the kernel was killed after the kernel timeout; the reference ran the node"
+                     : "the kernel crashed; the reference ran the node";
         f.inputs = in;
         f.reference_outputs = out;
         found.push_back(std::move(f));

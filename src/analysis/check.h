@@ -31,6 +31,7 @@ struct NodeCheck {  // one node under one binding for one sample
   std::size_t node = 0;
   std::string ran_on;  // the binding that ran it (the reference after a fallback)
   std::string fallback, crash;
+  bool hang = false;
   Score local;       // against the reference on the same inputs
   Drift propagated;  // worst output against the end-to-end reference run
   double seconds = 0;
@@ -51,7 +52,7 @@ struct Finding {
   std::size_t node = 0;
   std::string node_name, op_type, binding;
   std::string phase = "forward";
-  std::string kind;  // accuracy, nonfinite, crash, unsupported, hazard
+  std::string kind;  // accuracy, nonfinite, crash, hang, unsupported, hazard
   double score = 0;
   int sample = 0;
   std::string detail;  // worst element: where, values, tolerance, the inputs there

@@ -299,6 +299,10 @@ ProbeResult probe(const ProbeOptions& o) {
         } catch (const Unsupported&) {
           ++counts["unsupported"];
           continue;
+        } catch (const Hang& e) {
+          kind = "hang";
+          detail = e.what();
+          s.score = INFINITY;
         } catch (const Crash& e) {
           kind = "crash";
           detail = e.what();

@@ -26,7 +26,7 @@ struct ProbeOptions {
 };
 
 struct ProbeFinding {
-  std::string op_type, binding, kind;  // kind: accuracy, nonfinite, crash
+  std::string op_type, binding, kind;  // kind: accuracy, nonfinite, crash, hang
   std::string test, pattern;           // node test and input pattern
   double score = 0;
   std::string detail;

@@ -2,6 +2,7 @@
 
 #include "bindings/onednn/onednn_binding.h"
 #include "bindings/opencv/opencv_binding.h"
+#include "bindings/ort/ort_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "bindings/torch/torch_binding.h"
 
@@ -13,7 +14,7 @@ Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const 
 }
 
 std::vector<std::string> binding_names() {
-  return {"reference", "torch", "onednn", "opencv"};
+  return {"reference", "torch", "onednn", "opencv", "ort", "ort-wasm"};
 }
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {
@@ -21,6 +22,8 @@ std::unique_ptr<Binding> make_binding(const std::string& name) {
   if (name == "torch") return std::make_unique<TorchBinding>();
   if (name == "opencv") return std::make_unique<OpenCVBinding>();
   if (name == "onednn") return std::make_unique<OneDNNBinding>();
+  if (name == "ort") return std::make_unique<OrtBinding>(false);
+  if (name == "ort-wasm") return std::make_unique<OrtBinding>(true);
   std::string known;
   for (const auto& n : binding_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown binding '{}' (available: {})", name, known);

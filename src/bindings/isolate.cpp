@@ -1,9 +1,12 @@
 #include "bindings/isolate.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 
@@ -12,6 +15,8 @@
 namespace metaop {
 
 namespace {
+
+std::atomic<double> timeout_seconds{120.0};
 
 void write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -59,6 +64,15 @@ std::string encode(char kind, const Tensors& outs, const std::string& msg) {
 
 }  // namespace
 
+void set_kernel_timeout(double seconds) {
+  if (!(seconds >= 0)) fail("--kernel-timeout {}: must be 0 (no limit) or more seconds", seconds);
+  timeout_seconds = seconds;
+}
+
+double kernel_timeout() {
+  return timeout_seconds;
+}
+
 Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel) {
   int fds[2];
   if (::pipe(fds) != 0) fail("{}: pipe failed: {}", what, std::strerror(errno));
@@ -85,7 +99,26 @@ Tensors run_isolated(const std::string& what, const std::function<Tensors()>& ke
   ::close(fds[1]);
   std::string buf;
   char chunk[1 << 16];
+  const double limit = kernel_timeout();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
   for (;;) {
+    if (limit > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      pollfd p{fds[0], POLLIN, 0};
+      int ready =
+          left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        ::kill(pid, SIGKILL);
+        ::close(fds[0]);
+        while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        throw Hang(fmt::format(
+            "{}: the kernel did not finish within {:g} s (--kernel-timeout); killed", what, limit));
+      }
+    }
     ssize_t r = ::read(fds[0], chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;

@@ -12,4 +12,9 @@ namespace metaop {
 
 Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel);
 
+// Seconds a kernel run out of process may take before it is killed and reported as a Hang
+// (0: no limit). Process-wide; set from --kernel-timeout.
+void set_kernel_timeout(double seconds);
+double kernel_timeout();
+
 }  // namespace metaop

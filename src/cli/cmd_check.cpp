@@ -7,14 +7,19 @@
 #include <fstream>
 
 #include "analysis/check.h"
+#include "analysis/whole_graph.h"
+#include "bindings/ort/ort_binding.h"
 #include "bindings/torch/torch_binding.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/linear_util.h"
 #include "report/check_report.h"
+#include "report/whole_graph_report.h"
+#include "tensor/npy.h"
 
 namespace metaop::cli {
 
@@ -34,9 +39,52 @@ struct CheckArgs {
   std::string bound = "probabilistic";
   int threads = 1;
   bool no_verify = false;
+  OrtOptions ort;
+  bool whole_graph = false;
+  std::vector<std::string> inject_fusion;
 };
 
+// Whole-graph mode: each binding runs the model whole; discrepancies are localized by
+// reduction, their reduced models written and re-run from the written files.
+WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
+                                 const std::vector<Inputs>& samples, const std::string& repro_root,
+                                 WholeGraphOptions& wopt) {
+  if (isatty(STDERR_FILENO))
+    wopt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  WholeGraphResult w = check_whole_graph(g, a.model, samples, wopt);
+  if (wopt.progress) fmt::print(stderr, "\r\033[K");
+  for (auto& v : w.verdicts) {
+    if (!v.reduction || v.reduction->window.empty()) continue;
+    Reduction& red = *v.reduction;
+    red.repro = write_whole_graph_reproducer(v, repro_root, wopt.extra_args);
+    // Verification: the reduced model and its inputs as read back from the reproducer.
+    namespace fs = std::filesystem;
+    Graph reduced = load_onnx((fs::path(red.repro) / "model.onnx").string());
+    Inputs in, ref;
+    for (const auto& vi : reduced.inputs)
+      in[vi.name] =
+          read_npy((fs::path(red.repro) / ("input_" + safe_file_name(vi.name) + ".npy")).string());
+    for (const auto& vi : reduced.outputs)
+      ref[vi.name] = read_npy(
+          (fs::path(red.repro) / ("reference_" + safe_file_name(vi.name) + ".npy")).string());
+    TensorVerdict evidence;
+    red.verify_runs = 1;
+    red.verified = verify_reduced(reduced, in, ref, v.binding, red.level, wopt, evidence);
+    red.verification =
+        red.verified
+            ? fmt::format(
+                  "the reduced model read back from {} shows it at level '{}': {} {:.3g} "
+                  "vs node-by-node {:.3g}",
+                  red.repro, red.level, evidence.value, evidence.whole, evidence.node_by_node)
+            : fmt::format("the reduced model read back from {} does not show it at level '{}'",
+                          red.repro, red.level);
+  }
+  print_whole_graph_summary(stdout, w, wopt.factor);
+  return w;
+}
+
 int run(const CheckArgs& a) {
+  apply_ort_options(a.ort);
   Graph g = load_onnx(a.model);
   CheckOptions opt;
   opt.bindings = framework_bindings("--bind", a.bind);
@@ -47,11 +95,28 @@ int run(const CheckArgs& a) {
   opt.bound.kind =
       a.bound == "rigorous" ? AccumulationBound::Rigorous : AccumulationBound::Probabilistic;
   TorchBinding::set_threads(a.threads);
+  OrtBinding::set_threads(a.threads);
   set_reference_threads(a.threads);
   for (const auto& s : a.inject) opt.faults.push_back(parse_fault(s));
   opt.verify = !a.no_verify;
   Plan reference_only;
   check_supported(g, reference_only);
+  // Whole-graph options are checked before anything runs.
+  WholeGraphOptions wopt;
+  if (!a.inject_fusion.empty() && !a.whole_graph) fail("--inject-fusion needs --whole-graph");
+  if (a.whole_graph) {
+    wopt.bindings = opt.bindings;
+    for (const auto& b : wopt.bindings)
+      if (!has_whole_model_runner(b))
+        fail("--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
+             "opencv have)",
+             a.bind, b);
+    wopt.ort_level = a.ort.level;
+    for (const auto& s : a.inject_fusion) {
+      wopt.faults.push_back(parse_fusion_fault(s));
+      wopt.extra_args.push_back("--inject-fusion '" + s + "'");
+    }
+  }
 
   // Samples: the given files (one sample), else seeded random inputs per sample.
   std::vector<Inputs> samples;
@@ -74,18 +139,23 @@ int run(const CheckArgs& a) {
                            : !a.report_dir.empty() ? a.report_dir + "/repro"
                                                    : "metaop-repro";
   for (auto& f : r.findings)
-    if (f.verified && (f.kind == "accuracy" || f.kind == "nonfinite" || f.kind == "crash"))
+    if (f.verified &&
+        (f.kind == "accuracy" || f.kind == "nonfinite" || f.kind == "crash" || f.kind == "hang"))
       f.repro = write_reproducer(g, f, repro_root, a.inject);
   print_check_summary(stdout, g, r);
+  std::optional<WholeGraphResult> whole;
+  if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);
   if (!a.json_file.empty()) {
-    std::ofstream(a.json_file) << check_to_json(g, r).dump(1) << '\n';
+    nlohmann::json j = check_to_json(g, r);
+    if (whole) j["whole_graph"] = whole_graph_to_json(*whole, wopt.factor);
+    std::ofstream(a.json_file) << j.dump(1) << '\n';
     fmt::print("wrote {}\n", a.json_file);
   }
   if (!a.report_dir.empty()) {
     write_html_report(g, r, a.report_dir);
     fmt::print("wrote {}/index.html\n", a.report_dir);
   }
-  return r.defects() ? 1 : 0;
+  return r.defects() || (whole && whole->defects()) ? 1 : 0;
 }
 
 }  // namespace
@@ -118,6 +188,15 @@ void add_check_command(CLI::App& app, Action& action) {
   cmd->add_option("--threads", a->threads, "Intra-op threads of the framework bindings")
       ->capture_default_str();
   cmd->add_flag("--no-verify", a->no_verify, "Skip verification by replacement");
+  add_ort_options(cmd, a->ort);
+  cmd->add_flag("--whole-graph", a->whole_graph,
+                "Also run the model whole in each binding (ort, ort-wasm, opencv) as its users do, "
+                "judge it against the reference and the node-by-node run, and localize a "
+                "discrepancy by reduction (docs/whole-graph.md)");
+  cmd->add_option("--inject-fusion", a->inject_fusion,
+                  "Plant a whole-graph defect: FIRST+SECOND:scale[@BINDING] scales FIRST's output "
+                  "by 1+2^-8 where it feeds only a SECOND, in whole-model runs from the fusing "
+                  "level on (evaluation)");
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }
 

@@ -46,12 +46,21 @@ int print_danger_zones(bool json) {
 // The error models as a Markdown table (docs/error-models.md is this output).
 int print_error_models() {
   const auto& reg = OpRegistry::instance();
-  fmt::print("| op | family | tolerance of a correct float32 kernel |\n|---|---|---|\n");
+  auto cell = [](const std::string& text) {
+    std::string out;
+    for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return out;
+  };
+  fmt::print(
+      "| op | family | forward: tolerance of a correct float32 kernel | backward |\n"
+      "|---|---|---|---|\n");
   for (const auto& type : reg.types()) {
     const MetaOp* op = reg.find(type);
-    std::string doc;
-    for (char ch : op->error.doc) doc += ch == '|' ? std::string("\\|") : std::string(1, ch);
-    fmt::print("| {} | {} | {} |\n", type, op->family, doc);
+    std::string bwd = !op->vjp             ? "-"
+                      : op->error.backward ? cell(op->error.backward_doc)
+                                           : "generic: kappa(n) * VJP(\\|x\\|, \\|g\\|), 4 ulp";
+    if (op->subgradient) bwd += "; kinks/ties: the subgradient set";
+    fmt::print("| {} | {} | {} | {} |\n", type, op->family, cell(op->error.doc), bwd);
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "analysis/probe.h"
 #include "bindings/binding.h"
 #include "cli/commands.h"
+#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "report/check_report.h"
 #include "report/train_report.h"
@@ -27,9 +28,11 @@ struct ProbeArgs {
   std::string json_file;
   std::string out_dir = "metaop-probe";
   std::string testdata = METAOP_ONNX_NODE_TESTS;
+  OrtOptions ort;
 };
 
 int run(const ProbeArgs& a) {
+  apply_ort_options(a.ort);
   ProbeOptions opt;
   opt.testdata = a.testdata;
   if (!std::filesystem::is_directory(a.testdata))
@@ -131,6 +134,7 @@ void add_probe_command(CLI::App& app, Action& action) {
   cmd->add_option("--json", a->json_file, "Write the findings and per-op counts as JSON");
   cmd->add_option("--out", a->out_dir, "Folder for reproducers")->capture_default_str();
   cmd->add_option("--testdata", a->testdata, "ONNX node tests folder")->capture_default_str();
+  add_ort_options(cmd, a->ort);
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "bindings/ort/ort_binding.h"
 #include "bindings/torch/torch_binding.h"
 #include "ops/linear_util.h"
 
@@ -34,7 +35,16 @@ void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::
     plan.bind_op(spec.substr(0, eq), spec.substr(eq + 1));
   }
   TorchBinding::set_threads(threads);
+  OrtBinding::set_threads(threads);
   set_reference_threads(threads);
+  for (const auto& b : split_list(bind)) require_installed(b);
+  for (const auto& spec : bind_ops) require_installed(spec.substr(spec.find('=') + 1));
+}
+
+void require_installed(const std::string& binding) {
+  if (binding != "ort" && binding != "ort-wasm") return;
+  if (std::string p = ort_binding_problem(binding); !p.empty())
+    fail("--bind {}: ONNX Runtime cannot run here: {}", binding, p);
 }
 
 void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) {
@@ -75,6 +85,7 @@ std::vector<std::string> framework_bindings(const std::string& option, const std
     if (std::find(known.begin(), known.end(), b) == known.end() || b == "reference")
       fail("{} {}: '{}' is not a framework binding (known: {})", option, value, b,
            fmt::join(known.begin() + 1, known.end(), ", "));
+    require_installed(b);
     out.push_back(b);
   }
   if (out.empty()) fail("{} '{}': no binding named", option, value);

@@ -19,6 +19,9 @@ std::vector<std::string> framework_bindings(const std::string& option, const std
 // bind_ops entries are OPTYPE=BINDING or NODE_NAME=BINDING.
 void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
                     int threads);
+// Fails (exit 2) when a binding's framework is not installed (the ort bindings' Node.js and npm
+// packages); the others are linked in.
+void require_installed(const std::string& binding);
 // Per binding: nodes run, and the nodes that fell back to the reference with the reason.
 void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records);
 

@@ -174,6 +174,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       // on the reference (whose own errors are the model's, and propagate).
       if (b == plan.reference()) throw;
       bool crash = dynamic_cast<const Crash*>(&e) != nullptr;
+      rec.hang = dynamic_cast<const Hang*>(&e) != nullptr;
       rec.crash =
           crash ? e.what() : fmt::format("{}: {} threw: {}", node.label(), b->name(), e.what());
       rec.fallback_reason = rec.crash;
@@ -186,6 +187,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     rec.heap_peak = heap_peak() - heap0;
     rec.binding = b->name();
     if (std::string bad = output_problem(outs); !bad.empty()) fail("{}", bad);
+    if (options.after_node) options.after_node(node, g.opset, ins, outs);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i].empty()) continue;
       rec.output_bytes += outs[i].nbytes();

@@ -42,6 +42,7 @@ struct NodeRecord {
   std::string planned;          // the binding the plan named for it
   std::string fallback_reason;  // non-empty when the planned binding could not
   std::string crash;            // non-empty when its kernel crashed
+  bool hang = false;            // the crash was a kernel killed after the kernel timeout
   double seconds = 0;
   std::size_t output_bytes = 0;  // size of the values it produced
   // Heap in use after the kernel minus before (its outputs plus whatever it kept, e.g. caches),
@@ -54,6 +55,10 @@ struct RunOptions {
   bool keep_all = false;  // keep every intermediate value; otherwise free after last use
   // Called after each node (index into the run order, total) for progress display.
   std::function<void(std::size_t, std::size_t)> progress;
+  // Called with each node's outputs before they are stored (error propagation studies may
+  // change them).
+  std::function<void(const Node&, std::int64_t opset, const Tensors& inputs, Tensors& outputs)>
+      after_node;
 };
 
 struct RunResult {

@@ -1,6 +1,7 @@
 // Element-wise meta operators: unary math and activations, broadcasting binary arithmetic,
 // comparisons and logic, variadic Min/Max/Mean/Sum, Where, Clip, Cast and friends.
 // Each reference computes in float64 on exactly widened inputs and rounds once to the output.
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -13,34 +14,6 @@ namespace metaop {
 
 namespace {
 
-using UnaryFn = std::function<double(double)>;
-using UnaryFactory = std::function<UnaryFn(const KernelContext&)>;
-
-void add_unary(OpRegistry& r, const std::string& type, UnaryFactory make, bool float_only = true) {
-  r.add({type, "elementwise", [make, float_only](const KernelContext& c, const Tensors& in) {
-           const Tensor& x = input(c, in, 0);
-           if (float_only) require_float(c, x, "input");
-           UnaryFn f = make(c);
-           auto v = x.to_f64();
-           // NaN in, NaN out, as numpy (ONNX's reference semantics) and IEEE functions do; the
-           // std::max/min and comparisons in piecewise definitions would drop it otherwise.
-           for (auto& e : v) e = std::isnan(e) ? e : f(e);
-           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
-         }});
-}
-
-void add_unary(OpRegistry& r, const std::string& type, double (*f)(double),
-               bool float_only = true) {
-  add_unary(
-      r, type, [f](const KernelContext&) { return UnaryFn(f); }, float_only);
-}
-
-double sigmoid(double x) {
-  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
-}
-double softplus(double x) {
-  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-}
 double nan_max(double a, double b) {
   return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
 }
@@ -138,25 +111,44 @@ void add_variadic(OpRegistry& r, const std::string& type, BinaryFn combine, bool
 
 // --- gradients
 
-// dy/dx of a unary op at x (with y = f(x) at hand), for the node's attributes.
-using UnaryDeriv = std::function<double(double x, double y)>;
-
-void unary_vjp(OpRegistry& r, const std::string& type,
-               std::function<UnaryDeriv(const KernelContext&)> make) {
-  r.set_vjp(type, [make](const KernelContext& c, const Tensors& in, const Tensors& out,
-                         const Tensors& grads) {
-    if (!is_floating(in[0].dtype())) return Tensors(in.size());
-    UnaryDeriv d = make(c);
-    auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] == 0 ? 0 : g[i] * d(x[i], y[i]);
-    Tensors r(in.size());
-    r[0] = grad_like(g, in[0]);
-    return r;
-  });
-}
-
-void unary_vjp(OpRegistry& r, const std::string& type, UnaryDeriv d) {
-  unary_vjp(r, type, [d](const KernelContext&) { return d; });
+// Variadic Max / Min at a tie: the output's gradient may go to any of the tied inputs, or be
+// split among them.
+SubgradientFn variadic_tie_subgradient() {
+  return [](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    const Shape& os = out[0].shape();
+    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+    std::vector<std::vector<double>> vals(in.size());
+    std::vector<std::vector<std::int64_t>> maps(in.size());
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      vals[k] = in[k].to_f64();
+      maps[k] = broadcast_map(in[k].shape(), os);
+    }
+    std::vector<std::vector<double>> lo(in.size(), std::vector<double>(g.size(), 0.0)), hi = lo;
+    bool any = false;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      int tied = 0;
+      for (std::size_t k = 0; k < in.size(); ++k) tied += vals[k][maps[k][i]] == y[i];
+      bool first = true;
+      for (std::size_t k = 0; k < in.size(); ++k) {
+        if (vals[k][maps[k][i]] != y[i]) continue;
+        if (tied > 1) {
+          lo[k][i] = std::min(0.0, g[i]);
+          hi[k][i] = std::max(0.0, g[i]);
+        } else if (first) {
+          lo[k][i] = hi[k][i] = g[i];
+        }
+        first = false;
+      }
+      any = any || tied > 1;
+    }
+    if (!any) return sets;
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (is_floating(in[k].dtype()))
+        sets[k] = {
+            unbroadcast(lo[k], os, in[k].shape()), unbroadcast(hi[k], os, in[k].shape()), {}};
+    return sets;
+  };
 }
 
 // (dy/da, dy/db) of a broadcasting binary op at (a, b), y = f(a, b).
@@ -182,10 +174,6 @@ void binary_vjp(OpRegistry& r, const std::string& type, BinaryDeriv d) {
     if (is_floating(b.dtype())) r[1] = grad_like(unbroadcast(gb, os, b.shape()), b);
     return r;
   });
-}
-
-double sign_of(double x) {
-  return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
 }
 
 // --- danger zones (beyond the shapes ops/danger.h builds)
@@ -222,11 +210,11 @@ DangerZone pow_domain() {
     return s;
   };
   // Below 0 means strictly below: the largest float32 under 0 is -2^-149.
+  constexpr double inf = std::numeric_limits<double>::infinity();
   auto dist = [](double a, double b) {
-    if (std::isnan(a) || std::isnan(b) || std::isinf(b))
-      return std::numeric_limits<double>::infinity();
+    if (std::isnan(a) || std::isnan(b) || std::isinf(b)) return inf;
     bool integral = std::nearbyint(b) == b;
-    if (integral) return b < 0 ? std::fabs(a) : INFINITY;
+    if (integral) return b < 0 ? std::fabs(a) : inf;
     return b < 0 ? std::max(0.0, a) : std::max(0.0, a + std::ldexp(1.0, -149));
   };
   z.distances = [sites, dist](const KernelContext&, const Tensors& in, const Tensors& out) {
@@ -239,7 +227,8 @@ DangerZone pow_domain() {
       std::vector<double> g(s.a.size(), 0.0);
       double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
       bool by_magnitude = std::nearbyint(b) == b;
-      g[static_cast<std::size_t>(s.ma[site])] = by_magnitude ? sign_of(a) : 1.0;
+      g[static_cast<std::size_t>(s.ma[site])] =
+          by_magnitude ? (a > 0 ? 1.0 : (a < 0 ? -1.0 : 0.0)) : 1.0;
       return g;
     };
     return r;
@@ -248,79 +237,14 @@ DangerZone pow_domain() {
                              std::size_t site) {
     Sites s = sites(in, out);
     double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
-    if (dist(a, b) > 0) return fmt::format("base {:.7g}, exponent {:.7g}", a, b);
-    if (a == 0) return fmt::format("0 to the negative power {:.7g}", b);
-    return fmt::format("negative base {:.7g} with non-integer exponent {:.7g}", a, b);
+    if (dist(a, b) > 0) return fmt::format("base {:.9g}, exponent {:.9g}", a, b);
+    if (a == 0) return fmt::format("0 to the negative power {:.9g}", b);
+    return fmt::format("negative base {:.9g} with non-integer exponent {:.9g}", a, b);
   };
   return z;
 }
 
 void register_elementwise_vjps(OpRegistry& r) {
-  const double two_over_sqrt_pi = 1.1283791670955126;
-  unary_vjp(r, "Neg", [](double, double) { return -1.0; });
-  unary_vjp(r, "Abs", [](double x, double) { return sign_of(x); });
-  unary_vjp(r, "Identity", [](double, double) { return 1.0; });
-  unary_vjp(r, "Exp", [](double, double y) { return y; });
-  unary_vjp(r, "Log", [](double x, double) { return 1 / x; });
-  unary_vjp(r, "Sqrt", [](double, double y) { return 0.5 / y; });
-  unary_vjp(r, "Reciprocal", [](double, double y) { return -y * y; });
-  unary_vjp(r, "Erf",
-            [two_over_sqrt_pi](double x, double) { return two_over_sqrt_pi * std::exp(-x * x); });
-  unary_vjp(r, "Sin", [](double x, double) { return std::cos(x); });
-  unary_vjp(r, "Cos", [](double x, double) { return -std::sin(x); });
-  unary_vjp(r, "Tan", [](double, double y) { return 1 + y * y; });
-  unary_vjp(r, "Asin", [](double x, double) { return 1 / std::sqrt(1 - x * x); });
-  unary_vjp(r, "Acos", [](double x, double) { return -1 / std::sqrt(1 - x * x); });
-  unary_vjp(r, "Atan", [](double x, double) { return 1 / (1 + x * x); });
-  unary_vjp(r, "Sinh", [](double x, double) { return std::cosh(x); });
-  unary_vjp(r, "Cosh", [](double x, double) { return std::sinh(x); });
-  unary_vjp(r, "Asinh", [](double x, double) { return 1 / std::sqrt(x * x + 1); });
-  unary_vjp(r, "Acosh", [](double x, double) { return 1 / std::sqrt(x * x - 1); });
-  unary_vjp(r, "Atanh", [](double x, double) { return 1 / (1 - x * x); });
-  unary_vjp(r, "Relu", [](double x, double) { return x > 0 ? 1.0 : 0.0; });
-  unary_vjp(r, "Sigmoid", [](double, double y) { return y * (1 - y); });
-  unary_vjp(r, "Tanh", [](double, double y) { return 1 - y * y; });
-  unary_vjp(r, "Softplus", [](double x, double) { return sigmoid(x); });
-  unary_vjp(r, "Softsign",
-            [](double x, double) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); });
-  unary_vjp(r, "HardSwish",
-            [](double x, double) { return x < -3 ? 0.0 : (x > 3 ? 1.0 : (2 * x + 3) / 6); });
-  unary_vjp(r, "LeakyRelu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 0.01);
-    return UnaryDeriv([a](double x, double) { return x < 0 ? a : 1.0; });
-  });
-  unary_vjp(r, "Elu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryDeriv([a](double x, double) { return x < 0 ? a * std::exp(x) : 1.0; });
-  });
-  unary_vjp(r, "Selu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.67326319217681884765625),
-           gm = c.node.attr_f("gamma", 1.05070102214813232421875);
-    return UnaryDeriv([a, gm](double x, double) { return x <= 0 ? gm * a * std::exp(x) : gm; });
-  });
-  unary_vjp(r, "Celu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryDeriv([a](double x, double) { return x < 0 ? std::exp(x / a) : 1.0; });
-  });
-  unary_vjp(r, "HardSigmoid", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 0.2), b = c.node.attr_f("beta", 0.5);
-    return UnaryDeriv([a, b](double x, double) {
-      double t = a * x + b;
-      return t > 0 && t < 1 ? a : 0.0;
-    });
-  });
-  unary_vjp(r, "ThresholdedRelu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryDeriv([a](double x, double) { return x > a ? 1.0 : 0.0; });
-  });
-  unary_vjp(r, "Shrink", [](const KernelContext& c) {
-    double l = c.node.attr_f("lambd", 0.5);
-    return UnaryDeriv([l](double x, double) { return x < -l || x > l ? 1.0 : 0.0; });
-  });
-  // Piecewise constant: zero gradient wherever it exists.
-  for (const char* t : {"Floor", "Ceil", "Round", "Sign"})
-    unary_vjp(r, t, [](double, double) { return 0.0; });
-
   binary_vjp(r, "Add", [](double, double, double) { return std::pair{1.0, 1.0}; });
   binary_vjp(r, "Sub", [](double, double, double) { return std::pair{1.0, -1.0}; });
   binary_vjp(r, "Mul", [](double a, double b, double) { return std::pair{b, a}; });
@@ -383,6 +307,27 @@ void register_elementwise_vjps(OpRegistry& r) {
                 res[2] = grad_like(unbroadcast(gy, os, in[2].shape()), in[2]);
               return res;
             });
+  r.set_subgradient("Max", variadic_tie_subgradient());
+  r.set_subgradient("Min", variadic_tie_subgradient());
+  // PRelu at x = 0: dx anywhere between the slope and 1.
+  r.set_subgradient("PRelu", [](const KernelContext&, const Tensors& in, const Tensors& out,
+                                const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    const Shape& os = out[0].shape();
+    if (in[0].shape() != os) return sets;
+    auto x = in[0].to_f64(), s = in[1].to_f64(), g = grad_of(grads, out, 0);
+    auto ms = broadcast_map(in[1].shape(), os);
+    GradientSet set;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (x[i] != 0) continue;
+      if (set.lo.empty()) set.lo.assign(x.size(), NAN), set.hi.assign(x.size(), NAN);
+      double p = g[i] * s[ms[i]], q = g[i];
+      set.lo[i] = std::min(p, q);
+      set.hi[i] = std::max(p, q);
+    }
+    sets[0] = std::move(set);
+    return sets;
+  });
   r.set_vjp("Clip", [](const KernelContext& c, const Tensors& in, const Tensors& out,
                        const Tensors& grads) {
     auto [lo, hi] = clip_bounds(c, in);
@@ -402,6 +347,38 @@ void register_elementwise_vjps(OpRegistry& r) {
     if (c.opset >= 11 && has_input(in, 1)) res[1] = grad_like({glo}, in[1]);
     if (c.opset >= 11 && has_input(in, 2)) res[2] = grad_like({ghi}, in[2]);
     return res;
+  });
+  // At x equal to a bound, the gradient may stay with x or go to the bound (when it is an input).
+  r.set_subgradient("Clip", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                               const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    auto [lo, hi] = clip_bounds(c, in);
+    if (!(lo <= hi) || !is_floating(in[0].dtype())) return sets;
+    auto x = in[0].to_f64(), g = grad_of(grads, out, 0);
+    GradientSet sx;
+    std::array<double, 2> blo{}, bhi{};  // interval of the lower and upper bound's gradient
+    bool any = false;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      int b = x[i] < lo ? 0 : (x[i] > hi ? 1 : -1);
+      if (b >= 0) {
+        blo[b] += g[i];
+        bhi[b] += g[i];
+      }
+      if (x[i] != lo && x[i] != hi) continue;
+      if (!any) sx.lo.assign(x.size(), NAN), sx.hi.assign(x.size(), NAN);
+      any = true;
+      sx.lo[i] = std::min(0.0, g[i]);
+      sx.hi[i] = std::max(0.0, g[i]);
+      int side = x[i] == lo ? 0 : 1;
+      blo[side] += std::min(0.0, g[i]);
+      bhi[side] += std::max(0.0, g[i]);
+    }
+    if (!any) return sets;
+    sets[0] = std::move(sx);
+    for (int b = 0; b < 2; ++b)
+      if (c.opset >= 11 && has_input(in, 1 + b) && is_floating(in[1 + b].dtype()))
+        sets[1 + b] = {{blo[b]}, {bhi[b]}, {}};
+    return sets;
   });
   r.set_vjp("Dropout", [](const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) {
@@ -459,80 +436,7 @@ DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
 }
 
 void register_elementwise_ops(OpRegistry& r) {
-  // --- unary math
-  add_unary(
-      r, "Neg", [](double x) { return -x; }, false);
-  add_unary(
-      r, "Abs", [](double x) { return std::fabs(x); }, false);
-  add_unary(
-      r, "Sign", [](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, false);
-  add_unary(r, "Exp", [](double x) { return std::exp(x); });
-  add_unary(r, "Log", [](double x) { return std::log(x); });
-  add_unary(r, "Sqrt", [](double x) { return std::sqrt(x); });
-  add_unary(r, "Reciprocal", [](double x) { return 1.0 / x; });
-  add_unary(r, "Erf", [](double x) { return std::erf(x); });
-  add_unary(r, "Sin", [](double x) { return std::sin(x); });
-  add_unary(r, "Cos", [](double x) { return std::cos(x); });
-  add_unary(r, "Tan", [](double x) { return std::tan(x); });
-  add_unary(r, "Asin", [](double x) { return std::asin(x); });
-  add_unary(r, "Acos", [](double x) { return std::acos(x); });
-  add_unary(r, "Atan", [](double x) { return std::atan(x); });
-  add_unary(r, "Sinh", [](double x) { return std::sinh(x); });
-  add_unary(r, "Cosh", [](double x) { return std::cosh(x); });
-  add_unary(r, "Asinh", [](double x) { return std::asinh(x); });
-  add_unary(r, "Acosh", [](double x) { return std::acosh(x); });
-  add_unary(r, "Atanh", [](double x) { return std::atanh(x); });
-  add_unary(r, "Floor", [](double x) { return std::floor(x); });
-  add_unary(r, "Ceil", [](double x) { return std::ceil(x); });
-  // Round half to even, as ONNX specifies (the default rounding mode of nearbyint).
-  add_unary(r, "Round", [](double x) { return std::nearbyint(x); });
-
-  // --- activations
-  add_unary(
-      r, "Relu", [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }, false);
-  add_unary(r, "Sigmoid", sigmoid);
-  add_unary(r, "Tanh", [](double x) { return std::tanh(x); });
-  add_unary(r, "Softplus", softplus);
-  add_unary(r, "Softsign", [](double x) { return x / (1.0 + std::fabs(x)); });
-  add_unary(r, "HardSwish",
-            [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); });
-  add_unary(r, "LeakyRelu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 0.01);
-    return UnaryFn([a](double x) { return x >= 0 ? x : a * x; });
-  });
-  add_unary(r, "Elu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryFn([a](double x) { return x >= 0 ? x : a * std::expm1(x); });
-  });
-  add_unary(r, "Selu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.67326319217681884765625);
-    double g = c.node.attr_f("gamma", 1.05070102214813232421875);
-    return UnaryFn([a, g](double x) { return x > 0 ? g * x : g * a * std::expm1(x); });
-  });
-  add_unary(r, "Celu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryFn(
-        [a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); });
-  });
-  add_unary(r, "HardSigmoid", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 0.2), b = c.node.attr_f("beta", 0.5);
-    return UnaryFn([a, b](double x) { return std::max(0.0, std::min(1.0, a * x + b)); });
-  });
-  add_unary(r, "ThresholdedRelu", [](const KernelContext& c) {
-    double a = c.node.attr_f("alpha", 1.0);
-    return UnaryFn([a](double x) { return x > a ? x : 0.0; });
-  });
-  add_unary(
-      r, "Shrink",
-      [](const KernelContext& c) {
-        double l = c.node.attr_f("lambd", 0.5), b = c.node.attr_f("bias", 0.0);
-        return UnaryFn([l, b](double x) { return x < -l ? x + b : (x > l ? x - b : 0.0); });
-      },
-      false);
-  add_unary(
-      r, "Identity", [](double x) { return x; }, false);
-  add_unary(
-      r, "Not", [](double x) { return x == 0 ? 1.0 : 0.0; }, false);
+  register_unary_ops(r);
 
   r.add({"IsNaN", "elementwise", [](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
@@ -664,74 +568,20 @@ void register_elementwise_ops(OpRegistry& r) {
 
   // --- error models
   using namespace error_models;
-  for (const char* t : {"Neg",
-                        "Abs",
-                        "Sign",
-                        "Floor",
-                        "Ceil",
-                        "Round",
-                        "Relu",
-                        "Identity",
-                        "Not",
-                        "IsNaN",
-                        "IsInf",
-                        "Equal",
-                        "Less",
-                        "LessOrEqual",
-                        "Greater",
-                        "GreaterOrEqual",
-                        "And",
-                        "Or",
-                        "Xor",
-                        "Max",
-                        "Min",
-                        "Where",
-                        "Clip",
-                        "Cast",
-                        "CastLike",
-                        "Dropout",
-                        "ThresholdedRelu",
-                        "Mod"})
+  for (const char* t :
+       {"IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",
+        "Xor", "Max", "Min", "Where", "Clip", "Cast", "CastLike", "Dropout", "Mod"})
     r.set_error_model(t, exact());
   // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
-  for (const char* t : {"Add", "Sub", "Mul", "Sqrt", "Reciprocal", "LeakyRelu", "PRelu"})
+  for (const char* t : {"Add", "Sub", "Mul", "PRelu"})
     r.set_error_model(t, ulp(1, "1 ulp (correctly rounded)"));
   r.set_error_model("Div", ulp(2, "2 ulp (correctly rounded, or x * (1/y))"));
-  // Elementary functions: libm and vectorized (SLEEF, oneDNN eltwise) versions are within a few
-  // ULPs; 4 covers the 3.5-ulp variants.
-  for (const char* t :
-       {"Exp",      "Log",      "Erf",  "Sin",   "Cos",   "Tan",   "Asin",    "Acos",
-        "Atan",     "Sinh",     "Cosh", "Asinh", "Acosh", "Atanh", "Sigmoid", "Tanh",
-        "Softplus", "Softsign", "Elu",  "Selu",  "Celu",  "Pow"})
-    r.set_error_model(t, ulp(4, "4 ulp (elementary function)"));
-  // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed.
-  auto affine = [](double alpha, double beta, bool times_x) {
-    return
-        [=](const KernelContext& c, const Tensors& in, const Tensors&, const AccumulationBound&) {
-          double a = c.node.attr_f("alpha", alpha), b = c.node.attr_f("beta", beta);
-          auto x = in[0].to_f64();
-          for (auto& v : x)
-            v = 2 * (std::fabs(a * v) + std::fabs(b)) * (times_x ? std::fabs(v) : 1);
-          return Magnitudes{x};
-        };
-  };
-  r.set_error_model("HardSigmoid", condition(affine(0.2, 0.5, false),
-                                             "2(|alpha*x| + |beta|) (affine step), 2 ulp", 2));
-  r.set_error_model("HardSwish", condition(affine(1.0 / 6, 0.5, true),
-                                           "2|x|(|x/6| + 1/2) (affine step), 2 ulp", 2));
-  r.set_error_model("Shrink", condition(
-                                  [](const KernelContext& c, const Tensors& in, const Tensors&,
-                                     const AccumulationBound&) {
-                                    double b = c.node.attr_f("bias", 0);
-                                    auto x = in[0].to_f64();
-                                    for (auto& v : x) v = std::fabs(v) + std::fabs(b);
-                                    return Magnitudes{x};
-                                  },
-                                  "|x| + |bias| (x -+ bias), 1 ulp", 1));
+  r.set_error_model("Pow", ulp(4, "4 ulp (elementary function)"));
   auto count_inputs = [](const KernelContext&, const Tensors& in) {
     return static_cast<double>(in.size());
   };
   r.set_error_model("Sum", accumulation(count_inputs, "kappa(#inputs) * sum|x_k|", 1));
+  r.set_error_model("Mean", accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2));
 
   // --- domains: data inputs and critical points
   for (const char* t : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "Equal", "Less",
@@ -754,68 +604,7 @@ void register_elementwise_ops(OpRegistry& r) {
   r.set_danger("Pow", {pow_domain(), output_overflow(),
                        output_underflow("nonzero power rounds to 0", zero_operand())});
   r.set_domain("Where", {{1, 2}, {}});
-  auto points = [](std::vector<double> v) { return [v](const Node&) { return v; }; };
-  const double pi = 3.14159265358979323846;
-  // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
-  r.set_domain("Exp", {{0}, points({0, 88.7228, -87.3365, -103.97})});
-  r.set_danger("Exp",
-               {output_overflow(), output_underflow("exp(x) rounds to 0 (x below -103.97)")});
-  r.set_domain("Log", {{0}, points({0, 1})});
-  r.set_danger(
-      "Log", {below(DangerKind::LogDomain, 0, 0, false, "input reaches 0 (-inf) or below (NaN)")});
-  r.set_domain("Sqrt", {{0}, points({0})});
-  r.set_danger("Sqrt", {below(DangerKind::SqrtDomain, 0, 0, true, "input below 0 (NaN)")});
-  r.set_domain("Reciprocal", {{0}, points({0})});
-  r.set_danger("Reciprocal",
-               {divisor(0, -1, "input reaches 0, or a subnormal whose reciprocal overflows")});
-  r.set_domain("Asin", {{0}, points({-1, 1, 0})});
-  r.set_domain("Acos", {{0}, points({-1, 1, 0})});
-  for (const char* t : {"Asin", "Acos"})
-    r.set_danger(t,
-                 {abs_above(DangerKind::InverseTrigDomain, 0, 1, true, "|input| above 1 (NaN)")});
-  r.set_domain("Atanh", {{0}, points({-1, 1, 0})});
-  r.set_danger("Atanh", {abs_above(DangerKind::InverseTrigDomain, 0, 1, false,
-                                   "|input| reaches 1 (inf) or above (NaN)")});
-  r.set_domain("Acosh", {{0}, points({1})});
-  r.set_danger("Acosh", {below(DangerKind::InverseTrigDomain, 0, 1, true, "input below 1 (NaN)")});
-  // Tan has no danger zone: no float32 or float64 value is close enough to an odd multiple of
-  // pi/2 for tan to overflow (|tan(float(pi/2))| is about 2.3e7).
-  r.set_domain("Tan", {{0}, points({pi / 2, -pi / 2, 0})});
-  r.set_domain("Sin", {{0}, points({pi, 0, 1e5})});
-  r.set_domain("Cos", {{0}, points({pi / 2, 0, 1e5})});
-  for (const char* t : {"Sinh", "Cosh"}) {
-    r.set_domain(t, {{0}, points({0, 89.4159, -89.4159})});
-    r.set_danger(t, {output_overflow()});
-  }
-  for (const char* t : {"Sigmoid", "Tanh", "Erf", "Softsign", "Atan", "Asinh"})
-    r.set_domain(t, {{0}, points({0, 9, -9, 20, -20, 88.7228, -88.7228})});
-  r.set_danger("Sigmoid",
-               {output_underflow("sigmoid(x) rounds to 0 (x below about -103.3 in float32)")});
-  r.set_domain("Softplus", {{0}, points({0, 20, -20, 88.7228, -103.97})});
-  DangerZone naive_softplus = above(DangerKind::Overflow, 0, 88.72283935546875, false,
-                                    "input above 88.72: exp(x) overflows in kernels that "
-                                    "compute log(1 + exp(x)) as written");
-  naive_softplus.kernel_dependent = true;
-  r.set_danger("Softplus", {naive_softplus});
-  for (const char* t :
-       {"Relu", "Sign", "Abs", "Neg", "LeakyRelu", "Elu", "Selu", "Celu", "Floor", "Ceil"})
-    r.set_domain(t, {{0}, points({0, 1, -1})});
-  // gamma (Selu) or alpha (LeakyRelu, when above 1) scale x beyond the largest float.
-  for (const char* t : {"Selu", "LeakyRelu"}) r.set_danger(t, {output_overflow()});
-  r.set_domain("Round", {{0}, points({0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5})});
-  r.set_domain("HardSigmoid",
-               {{0}, [](const Node& n) {
-                  double a = n.attr_f("alpha", 0.2), b = n.attr_f("beta", 0.5);
-                  return a != 0 ? std::vector<double>{-b / a, (1 - b) / a} : std::vector<double>{};
-                }});
-  r.set_domain("HardSwish", {{0}, points({-3, 3, 0})});
-  r.set_domain("ThresholdedRelu",
-               {{0}, [](const Node& n) { return std::vector<double>{n.attr_f("alpha", 1.0)}; }});
-  r.set_domain("Shrink", {{0}, [](const Node& n) {
-                            double l = n.attr_f("lambd", 0.5);
-                            return std::vector<double>{l, -l};
-                          }});
-  r.set_domain("Clip", {{0}, points({0, 6, -1, 1})});
+  r.set_domain("Clip", {{0}, [](const Node&) { return std::vector<double>{0, 6, -1, 1}; }});
   // A cast to float16 or bfloat16 overflows where the value exceeds the type's range.
   DangerZone narrowing = output_overflow();
   narrowing.applies = [](const Node& n) {
@@ -823,7 +612,6 @@ void register_elementwise_ops(OpRegistry& r) {
     return to && (*to == DType::Float16 || *to == DType::BFloat16);
   };
   r.set_danger("Cast", {narrowing});
-  r.set_error_model("Mean", accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2));
 }
 
 }  // namespace metaop

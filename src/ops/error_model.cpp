@@ -57,16 +57,16 @@ Tensors absolute_f64(const Tensors& ts) {
 namespace error_models {
 
 ErrorModel exact(std::string why) {
-  return {std::move(why), 0, {}, true, {}};
+  return {std::move(why), 0, {}, true, {}, 4, {}};
 }
 
 ErrorModel data_movement() {
-  return {"exact, bit for bit (data movement)", 0, {}, false, {}};
+  return {"exact, bit for bit (data movement)", 0, {}, false, {}, 4, {}};
 }
 
 ErrorModel ulp(double ulps, std::string doc) {
   if (doc.empty()) doc = fmt::format("{:g} ulp", ulps);
-  return {std::move(doc), ulps, {}, true, {}};
+  return {std::move(doc), ulps, {}, true, {}, 4, {}};
 }
 
 ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
@@ -83,11 +83,11 @@ ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
     }
     return out;
   };
-  return {std::move(doc), ulps, std::move(m), true, {}};
+  return {std::move(doc), ulps, std::move(m), true, {}, 4, {}};
 }
 
 ErrorModel condition(MagnitudeFn magnitude, std::string doc, double ulps) {
-  return {std::move(doc), ulps, std::move(magnitude), true, {}};
+  return {std::move(doc), ulps, std::move(magnitude), true, {}, 4, {}};
 }
 
 }  // namespace error_models

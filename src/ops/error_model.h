@@ -10,6 +10,7 @@
 // normal number of the dtype (flushing subnormals to zero is not a defect). The scoring that
 // uses it lives in src/analysis/accuracy; the models are declared next to each op in its family
 // file and documented in docs/error-models.md.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -32,15 +33,17 @@ struct MetaOp;
 // How the accumulated rounding error of a sum of n terms grows: `Rigorous` is Higham's
 // worst-case gamma_n ~ n*u; `Probabilistic` is Higham & Mary's (SIAM J. Sci. Comput. 2019)
 // lambda*sqrt(n)*u, which holds with probability at least 1 - 2n*exp(-lambda^2/2) when
-// rounding errors are independent (lambda = 10: failure odds below 1e-17 per element).
+// rounding errors are independent (lambda = 10: failure odds below 1e-17 per element). The
+// rigorous bound always holds, so the probabilistic one never exceeds it (below n = 100 the
+// worst case is the smaller).
 struct AccumulationBound {
   enum Kind { Probabilistic, Rigorous } kind = Probabilistic;
   double lambda = 10;
-  // kappa(n): multiple of u * sum|terms| that bounds the error of an n-term sum (plus the
-  // products' own roundings).
+  // kappa(n): multiple of u * sum|terms| that bounds the error of an n-term sum of products
+  // (n roundings of products and sums, and the result's own).
   double kappa(double n) const {
     if (n < 1) n = 1;
-    return kind == Rigorous ? n + 1 : lambda * std::sqrt(n) + 1;
+    return kind == Rigorous ? n + 1 : std::min(n, lambda * std::sqrt(n)) + 1;
   }
 };
 
@@ -50,17 +53,26 @@ using MagnitudeFn =
     std::function<Magnitudes(const KernelContext&, const Tensors& inputs, const Tensors& reference,
                              const AccumulationBound& bound)>;
 
-// Input domain, as `metaop probe` uses it: which inputs carry data values (the others are
-// shapes, indices, statistics or parameters and keep their test values), and the points where
-// the op changes behaviour for a given node -- branch points, thresholds, poles, the edges of
-// its domain, overflow thresholds of float32 -- which the probe feeds exactly and one ULP on
-// either side.
+// Input domain: which inputs carry data values (the others are shapes, indices, statistics or
+// parameters and keep their test values); the points where the op changes behaviour for a
+// given node -- branch points, thresholds, poles, the edges of its domain, overflow thresholds
+// of float32 -- which `metaop probe` feeds exactly and one ULP on either side (`critical`: edge
+// values, most of them smooth points); and, apart from those, the true kinks of an element-wise
+// op: the points where its derivative jumps, where the backward judgement accepts any value
+// between the one-sided derivatives (the subgradient set) and only those.
 struct Domain {
+  using Points = std::function<std::vector<double>(const Node&)>;
+  Domain() = default;
+  Domain(std::vector<int> data, Points critical_points = {}, Points kink_points = {})
+      : data_inputs(std::move(data)),
+        critical(std::move(critical_points)),
+        kinks(std::move(kink_points)) {}
   std::vector<int> data_inputs{0};  // empty: the op has no data input to probe
-  std::function<std::vector<double>(const Node&)> critical;
+  Points critical;
+  Points kinks;
   // Where finite inputs give NaN/INF (or the zeros that do it downstream), for `metaop expose`;
   // declared with OpRegistry::set_danger next to set_domain.
-  DangerZones danger = {};
+  DangerZones danger;
 };
 
 // Magnitudes of a VJP's rounding error per input gradient element, in units of u (kappa
@@ -77,6 +89,10 @@ struct ErrorModel {
   // data movement, which must copy every bit.
   bool flush_ok = true;
   VjpMagnitudeFn backward;  // empty: the generic bound (src/analysis/accuracy)
+  // With `backward`: the ULPs of the exact gradient added to u * C_i (the rounding of the
+  // reference itself, and of the kernel's last operation where C_i leaves it out).
+  double backward_ulps = 4;
+  std::string backward_doc;  // one line: how `backward` is derived (empty: the generic bound)
   bool declared() const { return !doc.empty(); }
 };
 

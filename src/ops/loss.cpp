@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/params.h"
 #include "ops/vjp_util.h"
 
 namespace metaop {
@@ -135,6 +136,74 @@ Tensors softmax_ce_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   return r;
 }
 
+// The relative rounding of 1/W for "mean" (W = sum of the counted samples' weights, an N-term
+// sum): kappa(N) sum|w| / |W|; 0 for the other reductions.
+double weight_sum_rel(const KernelContext& c, const Tensors& in, std::int64_t C,
+                      const AccumulationBound& bound) {
+  if (c.node.attr_s("reduction", "mean") != "mean") return 0;
+  auto t = in[1].to_i64();
+  std::vector<double> w(static_cast<std::size_t>(C), 1.0);
+  if (has_input(in, 2)) w = in[2].to_f64();
+  bool has_ignore = c.node.has_attr("ignore_index");
+  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+  double abs_w = 0, wsum = 0;
+  for (auto cls : t)
+    if (!(has_ignore && cls == ignore) && cls >= 0 && cls < C) {
+      abs_w += std::fabs(w[cls]);
+      wsum += w[cls];
+    }
+  return bound.kappa(static_cast<double>(t.size())) * abs_w / std::fabs(wsum);
+}
+
+// NLL backward: dlp = -w g / W at each target, exact but for 1/W and two roundings.
+Magnitudes nll_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                             const Tensors& grads, const AccumulationBound& bound) {
+  auto dlp = nll_grad(c, in[0].shape(), in[1], in, 2, out, grads);
+  double rel = weight_sum_rel(c, in, in[0].dim(1), bound) + 3;
+  for (auto& v : dlp) v = rel * std::fabs(v);
+  Magnitudes m(in.size());
+  m[0] = std::move(dlp);
+  return m;
+}
+
+// SoftmaxCrossEntropyLoss backward: dx_k = dlp_k - p_k sd, sd = sum over the C classes of dlp.
+// p_k carries the softmax's own forward bound P_k, sd the C-term sum's kappa(C) sum|dlp|; the
+// product and the difference one rounding each, dlp two and, for "mean", 1/W's relative error.
+Magnitudes softmax_ce_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                    const Tensors& grads, const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<std::int64_t>(N * C, 1);
+  auto dlp = nll_grad(c, x.shape(), in[1], in, 2, out, grads);
+  double rel = weight_sum_rel(c, in, C, bound);
+  if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
+    auto gl = grads[1].to_f64();
+    for (std::size_t i = 0; i < dlp.size(); ++i) dlp[i] += gl[i];
+  }
+  auto v = x.to_f64();
+  double kc = bound.kappa(static_cast<double>(C));
+  auto P = softmax_magnitude(v, AxisSplit{1, N, C, D}, kc, false);
+  Magnitudes m(in.size());
+  m[0].resize(v.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t d = 0; d < D; ++d) {
+      auto at = [&](std::int64_t k) { return static_cast<std::size_t>((n * C + k) * D + d); };
+      double mx = -INFINITY, s = 0, sd = 0, sd_abs = 0;
+      for (std::int64_t k = 0; k < C; ++k) mx = std::max(mx, v[at(k)]);
+      for (std::int64_t k = 0; k < C; ++k) s += std::exp(v[at(k)] - mx);
+      for (std::int64_t k = 0; k < C; ++k) {
+        sd += dlp[at(k)];
+        sd_abs += std::fabs(dlp[at(k)]);
+      }
+      for (std::int64_t k = 0; k < C; ++k) {
+        double p = std::exp(v[at(k)] - mx) / s, gx = dlp[at(k)] - p * sd;
+        m[0][at(k)] = p * kc * sd_abs + std::fabs(sd) * P[at(k)] + std::fabs(p * sd) +
+                      std::fabs(gx) + 2 * std::fabs(dlp[at(k)]) +
+                      rel * (std::fabs(dlp[at(k)]) + p * std::fabs(sd));
+      }
+    }
+  return m;
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
@@ -149,32 +218,65 @@ void register_loss_ops(OpRegistry& r) {
   r.set_error_model(
       "NegativeLogLikelihoodLoss",
       error_models::accumulation(samples, "kappa(#samples) * nll(|x|, |w|), 4 ulp", 4));
-  // Coarse: log-softmax over C classes, then a weighted mean over the samples.
+  // SoftmaxCrossEntropyLoss = NLL of log-softmax over C: each sample's term -w lp carries the
+  // log-softmax's own bound E at its target (units of u) times |w|, and its product |w lp|;
+  // "sum" adds the N-term sum's kappa(N) sum|w lp|, "mean" divides by W = sum w, whose own
+  // kappa(N) sum|w| relative error scales the loss. The log_prob output: E per element.
   r.set_error_model(
       "SoftmaxCrossEntropyLoss",
       error_models::condition(
-          [samples](const KernelContext& c, const Tensors& in, const Tensors& ref,
-                    const AccumulationBound& bound) {
+          [](const KernelContext& c, const Tensors& in, const Tensors& ref,
+             const AccumulationBound& bound) {
             const Tensor& x = in[0];
-            double classes = static_cast<double>(x.dim(1));
-            double mx = 0, mw = 1;
-            for (double v : x.to_f64()) mx = std::max(mx, std::fabs(v));
-            if (has_input(in, 2))
-              for (double v : in[2].to_f64()) mw = std::max(mw, std::fabs(v));
-            double k = bound.kappa(classes) + bound.kappa(samples(c, in)) + 8;
-            Magnitudes m;
-            for (const auto& r : ref) {
-              if (!r.defined()) {
-                m.emplace_back();
-                continue;
-              }
-              auto y = r.to_f64();
-              for (auto& v : y) v = k * mw * (4 * mx + 2 * std::fabs(v));
-              m.push_back(std::move(y));
+            std::int64_t N = x.dim(0), C = x.dim(1),
+                         D = x.numel() / std::max<std::int64_t>(N * C, 1);
+            auto vx = x.to_f64();
+            auto E = softmax_magnitude(vx, AxisSplit{1, N, C, D},
+                                       bound.kappa(static_cast<double>(C)), true);
+            auto t = in[1].to_i64();
+            std::vector<double> w(static_cast<std::size_t>(C), 1.0);
+            if (has_input(in, 2)) w = in[2].to_f64();
+            bool has_ignore = c.node.has_attr("ignore_index");
+            std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+            std::string red = c.node.attr_s("reduction", "mean");
+            std::vector<double> per(static_cast<std::size_t>(N * D), 0.0);
+            double err = 0, abs_terms = 0, abs_w = 0, wsum = 0;
+            for (std::int64_t i = 0; i < N * D; ++i) {
+              std::int64_t cls = t[i];
+              if ((has_ignore && cls == ignore) || cls < 0 || cls >= C) continue;
+              std::int64_t n = i / D, d = i % D, at = (n * C + cls) * D + d;
+              // |lp| at the target: the loss term over the weight, from the reference.
+              double m = -INFINITY, s = 0;
+              for (std::int64_t k = 0; k < C; ++k) m = std::max(m, vx[(n * C + k) * D + d]);
+              for (std::int64_t k = 0; k < C; ++k) s += std::exp(vx[(n * C + k) * D + d] - m);
+              double lp = std::fabs(vx[at] - m - std::log(s));
+              per[i] = std::fabs(w[cls]) * (E[at] + lp);
+              err += std::fabs(w[cls]) * E[at];
+              abs_terms += std::fabs(w[cls]) * lp;
+              abs_w += std::fabs(w[cls]);
+              wsum += w[cls];
             }
-            return m;
+            double kn = bound.kappa(static_cast<double>(N * D));
+            Magnitudes mag;
+            if (red == "none") {
+              mag.push_back(per);
+            } else {
+              double loss = ref[0].defined() ? std::fabs(ref[0].f64_at(0)) : 0;
+              double v = err + kn * abs_terms;
+              if (red == "mean") v = v / std::fabs(wsum) + kn * abs_w / std::fabs(wsum) * loss;
+              mag.push_back({v});
+            }
+            if (ref.size() > 1) mag.push_back(E);
+            return mag;
           },
-          "coarse: (kappa(C) + kappa(#samples) + 8) * max|w| * (4 max|x| + 2|y|), 4 ulp"));
+          "|w| E_t + |w lp_t| per sample (E: LogSoftmax's bound at the target); sum: + "
+          "kappa(N) sum|w lp|; mean: / |W|, + kappa(N) sum|w| / |W| |loss|; log_prob: E, 4 ulp"));
+  r.set_backward_error_model("NegativeLogLikelihoodLoss", nll_vjp_magnitude,
+                             "|dlp| (3 + kappa(N) sum|w| / |W| for mean), 4 ulp");
+  r.set_backward_error_model(
+      "SoftmaxCrossEntropyLoss", softmax_ce_vjp_magnitude,
+      "p kappa(C) sum|dlp| + |sd| P + |p sd| + |dx| + 2|dlp| (+ 1/W's kappa(N) sum|w|/|W| "
+      "(|dlp| + p|sd|) for mean), sd = sum dlp, P softmax's forward bound, 4 ulp");
 }
 
 }  // namespace metaop

@@ -643,58 +643,97 @@ Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
   return {grad_like(gx, x)};
 }
 
-// Rounding magnitude of the normalization VJP: dx = (dxh - mean(dxh) - xh mean(dxh xh)) / sigma
-// sums n terms per group twice, so each of its terms carries kappa(n) + 4 roundings; dgamma and
-// dbeta are n-term sums of |g xh| and |g|.
+// Rounding magnitude of the normalization VJP (docs/error-models.md, "Normalization backward"),
+// per group of n elements with a = g * gamma, s1 = sum a, s2 = sum a xh:
+//   dx = (a - s1/n - xh s2/n) / sigma.
+// A kernel recomputes xh from its own mean and 1/sigma, so xh_i carries E_i (units of u, the
+// forward's bound without gamma); s1/n carries kappa(n) mean|a|, s2/n kappa(n) mean|a xh| +
+// mean(|a| E), xh_i s2/n also mean|a xh| E_i; the two differences and a's product round by
+// 3 (|a_i| + mean|a| + |xh_i| mean|a xh|) at most, and 1/sigma carries the variance's
+// kappa(n)/2 + 3 relative to |dx_i|. Per element of a parameter's gradient (summed over the m
+// elements it gathers by the caller): dgamma's terms g xh carry |g| E and dbeta's |g|; the m-term
+// sums add kappa(m) sum|g xh| and kappa(m) sum|g|.
 struct NormGradMagnitude {
-  std::vector<double> dx, dgamma_terms, dbeta_terms;  // per element; the caller sums the latter
+  std::vector<double> dx, dgamma_abs, dgamma_err, dbeta_abs;  // the last three: per element
+  std::vector<double> mean, var;                              // per group
 };
 
 NormGradMagnitude normalize_vjp_magnitude(const std::vector<double>& x,
                                           const std::vector<std::int64_t>& group,
                                           std::size_t groups, const std::vector<double>& gamma,
                                           double eps, const std::vector<double>& g, double kappa) {
-  std::vector<double> mean(groups, 0.0), var(groups, 0.0), cnt(groups, 0.0), ag(groups, 0.0),
-      agx(groups, 0.0);
+  std::vector<double> mean(groups, 0.0), var(groups, 0.0), cnt(groups, 0.0), mean_abs(groups, 0.0);
   for (std::size_t i = 0; i < x.size(); ++i) {
     mean[group[i]] += x[i];
+    mean_abs[group[i]] += std::fabs(x[i]);
     cnt[group[i]] += 1;
   }
-  for (std::size_t k = 0; k < groups; ++k) mean[k] /= std::max(cnt[k], 1.0);
+  for (std::size_t k = 0; k < groups; ++k) {
+    mean[k] /= std::max(cnt[k], 1.0);
+    mean_abs[k] /= std::max(cnt[k], 1.0);
+  }
   for (std::size_t i = 0; i < x.size(); ++i)
     var[group[i]] += (x[i] - mean[group[i]]) * (x[i] - mean[group[i]]);
   for (std::size_t k = 0; k < groups; ++k) var[k] /= std::max(cnt[k], 1.0);
-  std::vector<double> xh(x.size());
+  std::vector<double> xh(x.size()), E(x.size()), sigma(groups);
+  std::vector<double> ma(groups, 0.0), maxh(groups, 0.0), maE(groups, 0.0), s1(groups, 0.0),
+      s2(groups, 0.0);
+  for (std::size_t k = 0; k < groups; ++k) sigma[k] = std::sqrt(var[k] + eps);
   for (std::size_t i = 0; i < x.size(); ++i) {
     auto k = group[i];
-    xh[i] = (x[i] - mean[k]) / std::sqrt(var[k] + eps);
-    ag[k] += std::fabs(g[i] * gamma[i]) / std::max(cnt[k], 1.0);
-    agx[k] += std::fabs(g[i] * gamma[i] * xh[i]) / std::max(cnt[k], 1.0);
+    double n = std::max(cnt[k], 1.0), a = g[i] * gamma[i];
+    xh[i] = (x[i] - mean[k]) / sigma[k];
+    E[i] = (std::fabs(x[i]) + std::fabs(mean[k]) + kappa * mean_abs[k]) / sigma[k] +
+           (kappa + 4) * std::fabs(xh[i]);
+    ma[k] += std::fabs(a) / n;
+    maxh[k] += std::fabs(a * xh[i]) / n;
+    maE[k] += std::fabs(a) * E[i] / n;
+    s1[k] += a / n;
+    s2[k] += a * xh[i] / n;
   }
   NormGradMagnitude m;
   m.dx.resize(x.size());
-  m.dgamma_terms.resize(x.size());
-  m.dbeta_terms.resize(x.size());
+  m.dgamma_abs.resize(x.size());
+  m.dgamma_err.resize(x.size());
+  m.dbeta_abs.resize(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     auto k = group[i];
-    m.dx[i] = (kappa + 4) * (std::fabs(g[i] * gamma[i]) + ag[k] + 2 * std::fabs(xh[i]) * agx[k]) /
-              std::sqrt(var[k] + eps);
-    // g * xh, with xh itself as accurate as the forward's normalization (its error magnitude).
-    double mean_abs = std::fabs(mean[k]) + std::sqrt(var[k]);  // bounds mean|x|
-    m.dgamma_terms[i] =
-        std::fabs(g[i]) *
-        ((std::fabs(x[i]) + std::fabs(mean[k]) + kappa * mean_abs) / std::sqrt(var[k] + eps) +
-         std::fabs(xh[i]) * (kappa + 4));
-    m.dbeta_terms[i] = std::fabs(g[i]);
+    double a = std::fabs(g[i] * gamma[i]);
+    double dx = std::fabs(g[i] * gamma[i] - s1[k] - xh[i] * s2[k]) / sigma[k];
+    m.dx[i] = (3 * (a + ma[k] + std::fabs(xh[i]) * maxh[k]) +
+               kappa * (ma[k] + std::fabs(xh[i]) * maxh[k]) + std::fabs(xh[i]) * maE[k] +
+               maxh[k] * E[i]) /
+                  sigma[k] +
+              (kappa / 2 + 3) * dx;
+    m.dgamma_abs[i] = std::fabs(g[i] * xh[i]);
+    m.dgamma_err[i] = std::fabs(g[i]) * E[i];
+    m.dbeta_abs[i] = std::fabs(g[i]);
   }
+  m.mean = std::move(mean);
+  m.var = std::move(var);
   return m;
+}
+
+// A parameter's gradient from per-element terms: kappa(m) sum|terms| + sum of the terms' own
+// errors.
+std::vector<double> param_magnitude(const std::vector<double>& abs_terms,
+                                    const std::vector<double>& term_err,
+                                    const std::vector<std::int64_t>& map, std::size_t size,
+                                    double kappa) {
+  auto r = sum_into(abs_terms, map, size);
+  for (auto& v : r) v *= kappa;
+  if (!term_err.empty()) {
+    auto e = sum_into(term_err, map, size);
+    for (std::size_t k = 0; k < size; ++k) r[k] += e[k];
+  }
+  return r;
 }
 
 Magnitudes batch_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
                                     const Tensors& grads, const AccumulationBound& bound) {
   const Tensor& x = in[0];
   auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
   auto cmap = channel_map(x.shape());
   std::size_t C = scale.size();
   double n = static_cast<double>(vx.size()) / static_cast<double>(C), kappa = bound.kappa(n);
@@ -702,31 +741,63 @@ Magnitudes batch_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   Magnitudes m(in.size());
   std::vector<double> gamma(vx.size());
   for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
-  std::vector<double> sg(C, 0.0), sgx(C, 0.0);
   if (!batch_norm_training(c)) {
+    // Given statistics: dx = g gamma / sqrt(var + eps): 1/sigma carries 3.5 roundings and the
+    // two products one each. dscale's terms g (x - mean) / sigma: the difference rounds by
+    // |x| + |mean| relative to sigma, the rest 6 |g xh|; dmean = -sum g gamma / sigma and
+    // dvar = -sum g gamma (x - mean) / (2 sigma^3) likewise.
+    std::vector<double> err_dscale(vx.size()), abs_dmean(vx.size()), abs_dvar(vx.size()),
+        err_dvar(vx.size()), abs_dscale(vx.size());
     m[0].resize(vx.size());
     for (std::size_t i = 0; i < vx.size(); ++i) {
       auto k = cmap[i];
-      double is = 1 / std::sqrt(var[k] + eps), xh = (vx[i] - mean[k]) * is;
-      m[0][i] = 4 * std::fabs(g[i] * gamma[i]) * is;
-      sg[k] += std::fabs(g[i]);
-      sgx[k] += std::fabs(g[i] * xh) * 2 + std::fabs(g[i] * (vx[i] - mean[k])) * is;
+      double is = 1 / std::sqrt(var[k] + eps), d = vx[i] - mean[k], gg = std::fabs(g[i] * gamma[i]);
+      m[0][i] = 6 * gg * is;
+      abs_dscale[i] = std::fabs(g[i] * d) * is;
+      err_dscale[i] =
+          std::fabs(g[i]) * ((std::fabs(vx[i]) + std::fabs(mean[k])) * is + 6 * std::fabs(d) * is);
+      abs_dmean[i] = 7 * gg * is;
+      abs_dvar[i] = 0.5 * gg * std::fabs(d) * is * is * is;
+      err_dvar[i] =
+          0.5 * gg * is * is * is * ((std::fabs(vx[i]) + std::fabs(mean[k])) + 12 * std::fabs(d));
     }
-  } else {
-    auto nm = normalize_vjp_magnitude(vx, cmap, C, gamma, eps, g, kappa);
-    m[0] = nm.dx;
-    sg = sum_into(nm.dbeta_terms, cmap, C);
-    sgx = sum_into(nm.dgamma_terms, cmap, C);
+    m[1] = param_magnitude(abs_dscale, err_dscale, cmap, C, kappa);
+    std::vector<double> abs_g(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) abs_g[i] = std::fabs(g[i]);
+    m[2] = param_magnitude(abs_g, {}, cmap, C, kappa);
+    if (in.size() > 3) m[3] = param_magnitude(abs_dmean, {}, cmap, C, kappa);
+    if (in.size() > 4) m[4] = param_magnitude(abs_dvar, err_dvar, cmap, C, kappa);
+    return m;
   }
-  m[1].resize(C);
-  m[2].resize(C);
-  for (std::size_t k = 0; k < C; ++k) {
-    m[1][k] = kappa * sgx[k];
-    m[2][k] = kappa * sg[k];
+  auto nm = normalize_vjp_magnitude(vx, cmap, C, gamma, eps, g, kappa);
+  m[0] = nm.dx;
+  // The running statistics' gradients reach x as (1 - momentum) grm / n and
+  // (1 - momentum) grv 2 (x - mean) / n: a few roundings each, the difference's relative to its
+  // terms.
+  bool grm = out.size() > 1 && grads.size() > 1 && grads[1].defined();
+  bool grv = out.size() > 2 && grads.size() > 2 && grads[2].defined();
+  std::vector<double> vrm = grm ? grads[1].to_f64() : std::vector<double>(),
+                      vrv = grv ? grads[2].to_f64() : std::vector<double>();
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = cmap[i];
+    if (grm) m[0][i] += 4 * std::fabs((1 - momentum) * vrm[k]) / n;
+    if (grv)
+      m[0][i] += std::fabs((1 - momentum) * vrv[k]) * 2 *
+                 (std::fabs(vx[i]) + std::fabs(nm.mean[k]) + kappa * std::sqrt(nm.var[k]) +
+                  4 * std::fabs(vx[i] - nm.mean[k])) /
+                 n;
   }
-  // The running statistics' gradients (when there are) are scaled copies: a few ULPs.
-  for (std::size_t k = 3; k < in.size(); ++k)
-    m[k].assign(static_cast<std::size_t>(in[k].numel()), 0);
+  m[1] = param_magnitude(nm.dgamma_abs, nm.dgamma_err, cmap, C, kappa);
+  m[2] = param_magnitude(nm.dbeta_abs, {}, cmap, C, kappa);
+  // The running statistics' own gradients are momentum * their output gradients: one rounding.
+  for (std::size_t k = 3; k < in.size() && k < 5; ++k) {
+    m[k].assign(static_cast<std::size_t>(in[k].numel()), 0.0);
+    if (grads.size() > k - 2 && grads[k - 2].defined()) {
+      auto gk = grads[k - 2].to_f64();
+      for (std::size_t j = 0; j < m[k].size() && j < gk.size(); ++j)
+        m[k][j] = std::fabs(momentum * gk[j]);
+    }
+  }
   return m;
 }
 
@@ -735,14 +806,12 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
                                        const AccumulationBound& bound) {
   InstanceNormLayout l = instance_norm_layout(in);
   auto& [vx, group, cmap, gamma, N, C, S] = l;
-  double kappa = bound.kappa(static_cast<double>(N * S));
   auto nm = normalize_vjp_magnitude(vx, group, static_cast<std::size_t>(N * C), gamma,
                                     c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0),
                                     bound.kappa(static_cast<double>(S)));
-  auto dg = sum_into(nm.dgamma_terms, cmap, C), db = sum_into(nm.dbeta_terms, cmap, C);
-  for (auto& v : dg) v *= kappa;
-  for (auto& v : db) v *= kappa;
-  return {nm.dx, dg, db};
+  double kappa = bound.kappa(static_cast<double>(N * S));  // the parameters gather N*S terms
+  return {nm.dx, param_magnitude(nm.dgamma_abs, nm.dgamma_err, cmap, C, kappa),
+          param_magnitude(nm.dbeta_abs, {}, cmap, C, kappa)};
 }
 
 Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
@@ -750,27 +819,37 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   const Tensor& x = in[0];
   LayerNormLayout l = layer_norm_layout(c, in);
   auto vx = x.to_f64();
-  const auto &group = l.group, &pmap = l.pos;
-  const auto& gamma = l.gamma;
-  const Shape& norm_shape = l.norm_shape;
-  std::int64_t inner = l.inner;
-  std::size_t outer = l.outer;
+  double eps = c.node.attr_f("epsilon", 1e-5), n = static_cast<double>(l.inner);
+  double kappa_n = bound.kappa(n);
   auto nm =
-      normalize_vjp_magnitude(vx, group, outer, gamma, c.node.attr_f("epsilon", 1e-5),
-                              grad_of(grads, out, 0), bound.kappa(static_cast<double>(inner)));
-  // Mean / InvStdDev gradients add n-term sums of their own: bounded by the same scale.
-  double kappa = bound.kappa(static_cast<double>(outer));
+      normalize_vjp_magnitude(vx, l.group, l.outer, l.gamma, eps, grad_of(grads, out, 0), kappa_n);
   Magnitudes m(in.size());
   m[0] = nm.dx;
-  for (auto& v : m[0]) v *= 2;
-  auto per_param = [&](const std::vector<double>& terms, const Tensor& p) {
-    auto full = sum_into(terms, pmap, static_cast<std::size_t>(inner));
-    auto r = unbroadcast(full, norm_shape, p.shape());
-    for (auto& v : r) v *= kappa;
-    return r;
+  // Mean and InvStdDev outputs with gradients: dx += gm / n - gi (x - mean) / (n sigma^3).
+  bool gmean = out.size() > 1 && grads.size() > 1 && grads[1].defined();
+  bool ginv = out.size() > 2 && grads.size() > 2 && grads[2].defined();
+  std::vector<double> gm = gmean ? grads[1].to_f64() : std::vector<double>(),
+                      gi = ginv ? grads[2].to_f64() : std::vector<double>();
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = l.group[i];
+    if (gmean) m[0][i] += 3 * std::fabs(gm[k]) / n;
+    if (ginv) {
+      double is = 1 / std::sqrt(nm.var[k] + eps), d = vx[i] - nm.mean[k];
+      m[0][i] += std::fabs(gi[k]) * is * is * is *
+                 (std::fabs(vx[i]) + std::fabs(nm.mean[k]) + kappa_n * std::sqrt(nm.var[k]) +
+                  (1.5 * kappa_n + 8) * std::fabs(d)) /
+                 n;
+    }
+  }
+  // Scale and B gather one term per group (outer of them) for each normalized position.
+  double kappa = bound.kappa(static_cast<double>(l.outer));
+  auto per_param = [&](const std::vector<double>& abs_terms, const std::vector<double>& err,
+                       const Tensor& p) {
+    auto full = param_magnitude(abs_terms, err, l.pos, static_cast<std::size_t>(l.inner), kappa);
+    return unbroadcast(full, l.norm_shape, p.shape());
   };
-  m[1] = per_param(nm.dgamma_terms, in[1]);
-  if (has_input(in, 2)) m[2] = per_param(nm.dbeta_terms, in[2]);
+  m[1] = per_param(nm.dgamma_abs, nm.dgamma_err, in[1]);
+  if (has_input(in, 2)) m[2] = per_param(nm.dbeta_abs, {}, in[2]);
   return m;
 }
 
@@ -806,9 +885,16 @@ void register_norm_ops(OpRegistry& r) {
                     condition(mvn_magnitude, std::string(norm_doc) + " (gamma = 1, beta = 0)"));
   r.set_error_model("LRN", condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
   // Backward: first-order bounds of the normalization VJPs' own roundings.
-  r.set_backward_error_model("BatchNormalization", batch_norm_vjp_magnitude);
-  r.set_backward_error_model("InstanceNormalization", instance_norm_vjp_magnitude);
-  r.set_backward_error_model("LayerNormalization", layer_norm_vjp_magnitude);
+  const char* norm_bwd =
+      "dx: ((kappa(n) + 3)(mean|a| + |xh| mean|a xh|) + 3|a| + |xh| mean(|a| E) + mean|a xh| E) / "
+      "sigma + (kappa(n)/2 + 3)|dx|, a = g gamma, E the forward's bound of xh; parameters: "
+      "kappa(m) sum|terms| + sum |g| E, 4 ulp";
+  r.set_backward_error_model(
+      "BatchNormalization", batch_norm_vjp_magnitude,
+      std::string(norm_bwd) + " (inference: 6|g gamma|/sigma; statistics' gradients likewise)");
+  r.set_backward_error_model("InstanceNormalization", instance_norm_vjp_magnitude, norm_bwd);
+  r.set_backward_error_model("LayerNormalization", layer_norm_vjp_magnitude,
+                             std::string(norm_bwd) + "; Mean and InvStdDev gradients added");
 
   // Danger zones: with epsilon 0, a group of equal values divides 0 by 0 (MVN adds 1e-9 to the
   // deviation and LRN's bias is positive by default; neither can).

@@ -14,8 +14,11 @@ enum class PoolKind { Max, Avg, Lp };
 // With `gout`, also accumulates the VJP into `gin` (the input's gradient): Max sends each
 // output's gradient to the element it took, Avg spreads it over the window's counted elements,
 // Lp weights it by |x|^(p-1) sign(x) / y^(p-1).
+// With `ties` (and `gout`), Max pooling also collects each window's candidates for the
+// subgradient set: the elements equal to its maximum.
 Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
-             const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr) {
+             const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr,
+             TieCollector* ties = nullptr) {
   const Tensor& x = input(c, in, 0);
   const Node& node = c.node;
   auto kernel = node.attr_ints("kernel_shape");
@@ -95,6 +98,12 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
             double* gi = gin->data() + nc * w.in_size();
             if (kind == PoolKind::Max) {
               if (arg >= 0) gi[arg] += g;
+              if (ties && !nan) {
+                std::vector<std::int64_t> cand;
+                for (auto t : taps)
+                  if (xc[t] == acc) cand.push_back(nc * w.in_size() + t);
+                ties->add(cand, g);
+              }
             } else if (kind == PoolKind::Avg) {
               for (auto t : taps) gi[t] += g / static_cast<double>(include_pad ? padded : valid);
             } else if (out[o] > 0) {
@@ -112,7 +121,8 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
 }
 
 Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
-                    const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr) {
+                    const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr,
+                    TieCollector* ties = nullptr) {
   const Tensor& x = input(c, in, 0);
   if (x.rank() < 3)
     fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
@@ -138,6 +148,7 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
       double g = (*gout)[i];
       double* gi = gin->data() + i * S;
       bool taken = false;
+      std::vector<std::int64_t> cand;
       for (std::int64_t j = 0; j < S; ++j) {
         if (kind == PoolKind::Avg) {
           gi[j] += g / static_cast<double>(S);
@@ -145,11 +156,13 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
           bool hit = xc[j] == out[i] || (std::isnan(xc[j]) && std::isnan(out[i]));
           if (hit && !taken) gi[j] += g;
           taken = taken || hit;
+          if (ties && hit && !std::isnan(xc[j])) cand.push_back(i * S + j);
         } else if (out[i] > 0) {
           gi[j] += g * std::pow(std::fabs(xc[j]), p - 1) * (xc[j] < 0 ? -1 : 1) /
                    std::pow(out[i], p - 1);
         }
       }
+      if (ties) ties->add(cand, g);
     }
   }
   Shape os(x.shape().begin(), x.shape().begin() + 2);
@@ -204,6 +217,28 @@ void register_pool_ops(OpRegistry& r) {
                 return global_pool(c, in, kind, g, gi);
               }));
   }
+
+  // At a tie for a window's maximum, its gradient may go to any of the tied elements.
+  r.set_subgradient("MaxPool", [](const KernelContext& c, const Tensors& in, const Tensors& out,
+                                  const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    std::vector<double> gout = grad_of(grads, out, 0);
+    std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+    TieCollector ties(gin.size());
+    pool(c, in, PoolKind::Max, &gout, &gin, &ties);
+    sets[0] = ties.finish();
+    return sets;
+  });
+  r.set_subgradient("GlobalMaxPool", [](const KernelContext& c, const Tensors& in,
+                                        const Tensors& out, const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    std::vector<double> gout = grad_of(grads, out, 0);
+    std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+    TieCollector ties(gin.size());
+    global_pool(c, in, PoolKind::Max, &gout, &gin, &ties);
+    sets[0] = ties.finish();
+    return sets;
+  });
 
   using namespace error_models;
   r.set_error_model("MaxPool", exact());

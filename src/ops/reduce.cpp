@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "ops/kernel_util.h"
@@ -237,16 +238,17 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
 
+}  // namespace
+
 // First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
-// scales p_i relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
-// division a few more roundings.
-std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x,
-                                      const AccumulationBound& bound, SoftmaxKind kind) {
-  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+// scales p_j relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
+// division a few more roundings. LogSoftmax may subtract m + log S in one step (torch does),
+// whose rounding is u (|m| + |log S|); softmax's exp(x_j - m) / S has no such term.
+std::vector<double> softmax_magnitude(const std::vector<double>& vx, const AxisSplit& split,
+                                      double kappa, bool log) {
+  auto [axis, outer, n, inner] = split;
   (void)axis;
-  auto vx = x.to_f64();
   std::vector<double> mag(vx.size());
-  double k = bound.kappa(static_cast<double>(n));
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
@@ -255,19 +257,24 @@ std::vector<double> softmax_magnitude(const KernelContext& c, const Tensor& x,
       if (!std::isfinite(m)) m = 0;
       double s = 0, wsum = 0;
       for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
+      // Each term's own rounding: |x_j - m| for softmax, |x_j| + |m| where log-softmax rounds
+      // m + log S.
+      auto own = [&](std::int64_t j) {
+        return log ? std::fabs(vx[at(j)]) + std::fabs(m) : std::fabs(vx[at(j)] - m);
+      };
       for (std::int64_t j = 0; j < n; ++j)
-        if (double p = std::exp(vx[at(j)] - m) / s; p > 0)
-          wsum += p * (std::fabs(vx[at(j)]) + std::fabs(m));
+        if (double p = std::exp(vx[at(j)] - m) / s; p > 0) wsum += p * own(j);
       for (std::int64_t j = 0; j < n; ++j) {
         double p = std::exp(vx[at(j)] - m) / s;
-        double common = std::fabs(vx[at(j)]) + std::fabs(m) + wsum + k;
-        mag[at(j)] = kind == SoftmaxKind::Softmax
-                         ? p * (common + 4)
-                         : common + 2 * std::fabs(std::log(s)) + 2 * std::fabs(vx[at(j)] - m);
+        double common = own(j) + wsum + kappa;
+        mag[at(j)] = !log ? p * (common + 4)
+                          : common + 2 * std::fabs(std::log(s)) + 2 * std::fabs(vx[at(j)] - m);
       }
     }
   return mag;
 }
+
+namespace {
 
 // --- gradients
 
@@ -392,6 +399,106 @@ ReferenceVjp softmax_vjp(SoftmaxKind kind) {
       };
 }
 
+// Backward rounding of the softmax family, derived once (docs/error-models.md). Softmax:
+// dx_j = y_j (g_j - s), s = sum_k g_k y_k: the products and the n-term sum carry kappa(n) u S
+// (S = sum_k |g_k y_k|), the difference u (|g_j| + S), the last product u |dx_j|; so
+// C_j = |y_j| ((kappa(n) + 2) S + 2 |g_j|). LogSoftmax: dx_j = g_j - p_j G, p_j = exp(y_j),
+// G = sum_k g_k: the sum carries kappa(n) u sum|g|, exp(y_j) 4 ulp, the product and the
+// difference one rounding each; so C_j = p_j (kappa(n) sum|g| + 6 |G|) + |g_j|.
+Magnitudes softmax_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                 const Tensors& grads, const AccumulationBound& bound,
+                                 SoftmaxKind kind) {
+  auto [axis, outer, n, inner] = softmax_split(c, in[0].shape());
+  (void)axis;
+  auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+  double k = bound.kappa(static_cast<double>(n));
+  Magnitudes m(in.size());
+  m[0].resize(g.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
+      double sum_abs = 0, sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        double t = kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
+        sum_abs += std::fabs(t);
+        sum += t;
+      }
+      for (std::int64_t j = 0; j < n; ++j) {
+        double gj = std::fabs(g[at(j)]);
+        m[0][at(j)] = kind == SoftmaxKind::Softmax
+                          ? std::fabs(y[at(j)]) * ((k + 2) * sum_abs + 2 * gj)
+                          : std::exp(y[at(j)]) * (k * sum_abs + 6 * std::fabs(sum)) + gj;
+      }
+    }
+  return m;
+}
+
+// ReduceMax / ReduceMin: each group's gradient goes to one of the elements equal to its result.
+std::vector<GradientSet> reduce_select_subgradient(const KernelContext& c, const Tensors& in,
+                                                   const Tensors& out, const Tensors& grads) {
+  std::vector<GradientSet> sets(in.size());
+  auto groups = reduce_groups(c, in);
+  if (groups.noop || !is_floating(in[0].dtype())) return sets;
+  auto g = grad_of(grads, out, 0), vx = in[0].to_f64(), y = out[0].to_f64();
+  std::vector<std::vector<std::int64_t>> cand(y.size());
+  for (std::size_t i = 0; i < vx.size(); ++i)
+    if (vx[i] == y[groups.map[i]]) cand[groups.map[i]].push_back(static_cast<std::int64_t>(i));
+  TieCollector t(vx.size());
+  for (std::size_t o = 0; o < y.size(); ++o)
+    if (!cand[o].empty()) t.add(cand[o], g[o]);
+  sets[0] = t.finish();
+  return sets;
+}
+
+// TopK: the values equal to a selected one may trade places; each takes one of the gradients of
+// the outputs holding that value, or none when more elements than outputs hold it.
+std::vector<GradientSet> topk_subgradient(const KernelContext& c, const Tensors& in,
+                                          const Tensors& out, const Tensors& grads) {
+  std::vector<GradientSet> sets(in.size());
+  const Tensor& x = in[0];
+  if (!is_floating(x.dtype())) return sets;
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  AxisView v(x.shape(), axis);
+  std::int64_t k = out[0].shape()[axis], n = x.shape()[axis];
+  auto g = grad_of(grads, out, 0), vx = x.to_f64(), vals = out[0].to_f64();
+  GradientSet s{std::vector<double>(vx.size(), 0.0), std::vector<double>(vx.size(), 0.0),
+                std::vector<std::int64_t>(vx.size(), -1)};
+  bool any = false;
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t i = 0; i < v.inner; ++i) {
+      std::map<double, std::vector<std::int64_t>> outputs_of;  // selected value -> positions
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t p = (o * k + j) * v.inner + i;
+        if (!std::isnan(vals[p])) outputs_of[vals[p]].push_back(p);
+      }
+      for (const auto& [value, pos] : outputs_of) {
+        std::vector<std::int64_t> holders;
+        for (std::int64_t j = 0; j < n; ++j)
+          if (vx[v.at(o, j, i)] == value) holders.push_back(v.at(o, j, i));
+        if (holders.empty()) continue;
+        if (holders.size() == 1 && pos.size() == 1) {
+          s.lo[holders[0]] = s.hi[holders[0]] = g[pos[0]];
+          continue;
+        }
+        any = true;
+        // Each holder takes one of these outputs' gradients, or none when there are more
+        // holders than outputs; together they take all of them.
+        double lo = holders.size() > pos.size() ? 0.0 : INFINITY, hi = -lo;
+        for (auto p : pos) {
+          lo = std::min(lo, g[p]);
+          hi = std::max(hi, g[p]);
+        }
+        for (auto e : holders) {
+          s.lo[e] = lo;
+          s.hi[e] = hi;
+          s.group[e] = holders[0];
+        }
+      }
+    }
+  if (any) sets[0] = std::move(s);
+  return sets;
+}
+
 // TopK: each value's gradient goes to the element its index names.
 Tensors topk_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                  const Tensors& grads) {
@@ -433,6 +540,31 @@ void register_reduce_vjps(OpRegistry& r) {
             reduce_vjp([](double x, double y, double) { return std::exp(x - y); }));
   r.set_vjp("ReduceMax", reduce_select_vjp());
   r.set_vjp("ReduceMin", reduce_select_vjp());
+  r.set_subgradient("ReduceMax", reduce_select_subgradient);
+  r.set_subgradient("ReduceMin", reduce_select_subgradient);
+  r.set_subgradient("TopK", topk_subgradient);
+  // |x| at 0 (ReduceL1), and the norm of an all-zero group (ReduceL2): any value within the
+  // unit ball times the group's gradient.
+  for (const char* t : {"ReduceL1", "ReduceL2"}) {
+    bool l1 = std::string(t) == "ReduceL1";
+    r.set_subgradient(t, [l1](const KernelContext& c, const Tensors& in, const Tensors& out,
+                              const Tensors& grads) {
+      std::vector<GradientSet> sets(in.size());
+      auto groups = reduce_groups(c, in);
+      if (groups.noop || !is_floating(in[0].dtype())) return sets;
+      auto g = grad_of(grads, out, 0), vx = in[0].to_f64(), y = out[0].to_f64();
+      GradientSet s;
+      for (std::size_t i = 0; i < vx.size(); ++i) {
+        auto k = groups.map[i];
+        if (!(l1 ? vx[i] == 0 : y[k] == 0)) continue;
+        if (s.lo.empty()) s.lo.assign(vx.size(), NAN), s.hi.assign(vx.size(), NAN);
+        s.lo[i] = -std::fabs(g[k]);
+        s.hi[i] = std::fabs(g[k]);
+      }
+      sets[0] = std::move(s);
+      return sets;
+    });
+  }
   r.set_vjp("ReduceProd", reduce_prod_vjp);
   r.set_vjp("Softmax", softmax_vjp(SoftmaxKind::Softmax));
   r.set_vjp("LogSoftmax", softmax_vjp(SoftmaxKind::LogSoftmax));
@@ -579,22 +711,40 @@ void register_reduce_ops(OpRegistry& r) {
                                     return static_cast<double>(x.shape()[a]);
                                   },
                                   "kappa(axis length) * cumsum(|x|), 1 ulp", 1));
-  r.set_error_model(
-      "Softmax", condition(
-                     [](const KernelContext& c, const Tensors& in, const Tensors&,
-                        const AccumulationBound& bound) {
-                       return Magnitudes{softmax_magnitude(c, in[0], bound, SoftmaxKind::Softmax)};
-                     },
-                     "p_i * (|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 4)"
-                     " with m = max x, 4 ulp"));
+  r.set_error_model("Softmax", condition(
+                                   [](const KernelContext& c, const Tensors& in, const Tensors&,
+                                      const AccumulationBound& bound) {
+                                     AxisSplit split = softmax_split(c, in[0].shape());
+                                     return Magnitudes{softmax_magnitude(
+                                         in[0].to_f64(), split,
+                                         bound.kappa(static_cast<double>(split.n)), false)};
+                                   },
+                                   "p_i * (|x_i - m| + sum_j p_j |x_j - m| + kappa(n) + 4)"
+                                   " with m = max x, 4 ulp"));
   r.set_error_model(
       "LogSoftmax",
       condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
-            return Magnitudes{softmax_magnitude(c, in[0], bound, SoftmaxKind::LogSoftmax)};
+            AxisSplit split = softmax_split(c, in[0].shape());
+            return Magnitudes{softmax_magnitude(in[0].to_f64(), split,
+                                                bound.kappa(static_cast<double>(split.n)), true)};
           },
           "|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2 |log S| + 2 |y_i|, 4 ulp"));
+  r.set_backward_error_model(
+      "Softmax",
+      [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+         const AccumulationBound& bound) {
+        return softmax_vjp_magnitude(c, in, out, grads, bound, SoftmaxKind::Softmax);
+      },
+      "|y_j| ((kappa(n) + 2) sum_k |g_k y_k| + 2|g_j|), 1 ulp", 1);
+  r.set_backward_error_model(
+      "LogSoftmax",
+      [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+         const AccumulationBound& bound) {
+        return softmax_vjp_magnitude(c, in, out, grads, bound, SoftmaxKind::LogSoftmax);
+      },
+      "exp(y_j) (kappa(n) sum|g| + 6|sum g|) + |g_j|, 1 ulp", 1);
   r.set_error_model("ReduceLogSumExp",
                     condition(
                         [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,

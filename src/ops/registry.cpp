@@ -49,10 +49,20 @@ void OpRegistry::set_vjp(const std::string& type, ReferenceVjp vjp) {
   it->second.vjp = std::move(vjp);
 }
 
-void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeFn fn) {
+void OpRegistry::set_subgradient(const std::string& type, SubgradientFn fn) {
+  auto it = ops_.find(type);
+  if (it == ops_.end()) fail("internal: subgradient for unknown meta op {}", type);
+  it->second.subgradient = std::move(fn);
+}
+
+void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeFn fn,
+                                          std::string doc, double ulps) {
   auto it = ops_.find(type);
   if (it == ops_.end()) fail("internal: backward error model for unknown meta op {}", type);
+  if (!it->second.error.declared()) fail("internal: backward error model before the forward's");
   it->second.error.backward = std::move(fn);
+  it->second.error.backward_doc = std::move(doc);
+  it->second.error.backward_ulps = ulps;
 }
 
 void OpRegistry::set_domain(const std::string& type, Domain domain) {

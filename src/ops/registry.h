@@ -18,6 +18,20 @@ using ReferenceForward = std::function<Tensors(const KernelContext&, const Tenso
 using ReferenceVjp = std::function<Tensors(const KernelContext&, const Tensors& inputs,
                                            const Tensors& outputs, const Tensors& output_grads)>;
 
+// Where an op's gradient is not unique -- at a kink of a piecewise function (ReLU at 0) or a
+// tie of a selection (MaxPool, ReduceMax, TopK, variadic Max) -- every subgradient is a correct
+// answer. Per input gradient: the closed interval [lo, hi] each element may take (lo and hi
+// empty: the reference's value is the only correct one), and groups of elements whose sum is
+// fixed (a tie's gradient may move among its elements but is neither lost nor given twice;
+// group -1: none; `group` empty: no such constraint).
+struct GradientSet {
+  std::vector<double> lo, hi;
+  std::vector<std::int64_t> group;
+};
+using SubgradientFn =
+    std::function<std::vector<GradientSet>(const KernelContext&, const Tensors& inputs,
+                                           const Tensors& outputs, const Tensors& output_grads)>;
+
 struct MetaOp {
   MetaOp(std::string t, std::string f, ReferenceForward r)
       : type(std::move(t)), family(std::move(f)), reference(std::move(r)) {}
@@ -25,9 +39,10 @@ struct MetaOp {
   std::string family;  // elementwise, linear, conv, pool, norm, reduce, shape, index, loss
   // Inputs as given (any dtype); computes in float64 and rounds once to the output dtype.
   ReferenceForward reference;
-  ErrorModel error;  // attached after registration, in the same family file
-  Domain domain;     // likewise (defaults: input 0 is data, no critical points)
-  ReferenceVjp vjp;  // likewise; empty: not differentiable (integer, boolean, shape ops)
+  ErrorModel error;           // attached after registration, in the same family file
+  Domain domain;              // likewise (defaults: input 0 is data, no critical points)
+  ReferenceVjp vjp;           // likewise; empty: not differentiable (integer, boolean, shape ops)
+  SubgradientFn subgradient;  // empty: the gradient is unique wherever it exists
 };
 
 class OpRegistry {
@@ -42,9 +57,11 @@ class OpRegistry {
   // The op's danger zones (ops/danger.h), kept apart from set_domain's other fields.
   void set_danger(const std::string& type, DangerZones zones);
   void set_vjp(const std::string& type, ReferenceVjp vjp);
+  void set_subgradient(const std::string& type, SubgradientFn fn);
   // After set_error_model: the VJP's own error magnitudes, for ops that need more than the
-  // generic bound.
-  void set_backward_error_model(const std::string& type, VjpMagnitudeFn fn);
+  // generic bound, how they are derived, and the ULPs added to them.
+  void set_backward_error_model(const std::string& type, VjpMagnitudeFn fn, std::string doc,
+                                double ulps = 4);
 
  private:
   OpRegistry() = default;
@@ -53,6 +70,7 @@ class OpRegistry {
 
 // One registration function per family file.
 void register_elementwise_ops(OpRegistry& r);
+void register_unary_ops(OpRegistry& r);  // called by register_elementwise_ops
 void register_linear_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);

@@ -18,6 +18,9 @@ struct Tap {
 struct AxisTaps {
   std::vector<std::vector<Tap>> taps;  // per output coordinate
   std::vector<bool> outside;           // tf_crop_and_resize: extrapolate
+  // Per output coordinate: how far (units of u) a coordinate computed in the output precision
+  // may land from the exact one (0 where the axis is not resized: the taps are then exact).
+  std::vector<double> coord_err;
 };
 
 struct ResizeParams {
@@ -57,6 +60,8 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
   AxisTaps a;
   a.taps.resize(out);
   a.outside.assign(out, false);
+  a.coord_err.assign(out, 0.0);
+  bool resized = in != out || scale != 1.0 || p.coord == "tf_crop_and_resize";
   auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
   for (std::int64_t o = 0; o < out; ++o) {
     double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale,
@@ -70,6 +75,9 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
       t.push_back({clampi(nearest_index(p, x)), 1.0});
       continue;
     }
+    // (o + 1/2) / scale - 1/2 and its kin: two or three roundings of magnitude |x| + 1/2, one
+    // more when the scale itself is a rounded out / in.
+    if (resized) a.coord_err[o] = 4 * (std::fabs(x) + 1);
     double f = std::floor(x), r = x - f;
     auto base = static_cast<std::int64_t>(f);
     std::vector<std::pair<std::int64_t, double>> w;
@@ -95,10 +103,21 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
   return a;
 }
 
+// The rounding magnitudes of resizing (units of u, before kappa and the weights' slope), per
+// output element for the forward, per input element for the backward:
+//   abs:   sum over taps of |w| |x| (forward) or |w| |g| (backward);
+//   coord: sum over taps of e |x| (or e |g|), e the summed coordinate errors of the taps' axes:
+//          a coordinate off by e u moves each weight by at most slope * e u;
+//   terms: taps per output element (forward) or terms per input element (backward).
+struct ResizeMagnitudes {
+  std::vector<double> abs, coord, terms;
+};
+
 // With `gout`, also accumulates the VJP into `gin`: resizing is linear in X, each output element
-// a weighted sum of taps, so the gradient flows back along the same taps and weights.
+// a weighted sum of taps, so the gradient flows back along the same taps and weights. With
+// `mag`, the rounding magnitudes of the forward (no `gout`) or of the backward.
 Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
-               std::vector<double>* gin = nullptr) {
+               std::vector<double>* gin = nullptr, ResizeMagnitudes* mag = nullptr) {
   const Node& n = c.node;
   const Tensor& x = input(c, in, 0);
   ResizeParams p;
@@ -152,6 +171,12 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
   auto xs = strides_of(x.shape());
   std::int64_t total = shape_numel(os);
   std::vector<double> y(static_cast<std::size_t>(total));
+  if (mag) {
+    std::size_t n = gout ? vx.size() : y.size();
+    mag->abs.assign(n, 0.0);
+    mag->coord.assign(n, 0.0);
+    mag->terms.assign(n, 0.0);
+  }
   IndexIter it(os);
   std::vector<std::size_t> k(r);
   for (std::int64_t i = 0; i < total; ++i, it.next()) {
@@ -164,6 +189,9 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
     // Sum over the tensor product of the per-axis taps (an odometer over tap positions).
     double acc = 0;
     std::fill(k.begin(), k.end(), 0);
+    double e = 0;  // the coordinate errors of this output element's axes
+    if (mag)
+      for (std::int64_t d = 0; d < r; ++d) e += axes[d].coord_err[it.idx()[d]];
     while (true) {
       double w = 1;
       std::int64_t off = 0;
@@ -174,6 +202,13 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
       }
       acc += w * vx[off];
       if (gout) (*gin)[off] += w * (*gout)[i];
+      if (mag) {
+        double v = gout ? std::fabs((*gout)[i]) : std::fabs(vx[off]);
+        auto at = static_cast<std::size_t>(gout ? off : i);
+        mag->abs[at] += std::fabs(w) * v;
+        mag->coord[at] += e * v;
+        mag->terms[at] += 1;
+      }
       std::int64_t d = r - 1;
       for (; d >= 0; --d) {
         if (++k[d] < axes[d].taps[it.idx()[d]].size()) break;
@@ -204,30 +239,48 @@ void register_resize_ops(OpRegistry& r) {
           return r;
         });
 
-  // Interpolation sums 2^d (linear) or 4^d (cubic) taps; cubic weights can be negative (x2),
-  // and coordinates computed in the output precision move the taps' weights by about u times
-  // the largest dimension L.
+  // Interpolation sums T taps per output element (2^d linear, 4^d cubic): kappa(T) sum|w x|;
+  // coordinates computed in the output precision move each weight by at most slope * e u
+  // (slope = max |dw/dr|: 1 linear, 1.35 cubic with a = -0.75, bounded by 1.5 here; e the
+  // coordinate's error, ~4(|x_orig| + 1) per resized axis), so slope * sum e |x|. The backward
+  // sends each output gradient along the same taps: kappa(terms) sum|w g| + slope * sum e |g|.
+  auto slope = [](const KernelContext& c) {
+    return c.node.attr_s("mode", "nearest") == "cubic" ? 1.5 : 1.0;
+  };
   auto model = error_models::condition(
-      [](const KernelContext& c, const Tensors& in, const Tensors& ref,
-         const AccumulationBound& bound) -> Magnitudes {
+      [slope](const KernelContext& c, const Tensors& in, const Tensors& ref,
+              const AccumulationBound& bound) -> Magnitudes {
         std::string mode = c.node.attr_s("mode", "nearest");
         if (mode == "nearest" || !ref[0].defined()) return {{}};
-        const Tensor& x = in[0];
-        double taps = 1, L = 1;
-        for (std::int64_t d = 0; d < x.rank(); ++d) {
-          auto a = x.shape()[d], b = ref[0].shape()[d];
-          if (a != b) taps *= mode == "cubic" ? 4 : 2;
-          L = std::max<double>(L, static_cast<double>(std::max(a, b)));
-        }
-        double mx = 0;
-        for (double v : x.to_f64()) mx = std::max(mx, std::fabs(v));
-        double k = 2 * bound.kappa(taps) + 4 * L;
-        std::vector<double> m(static_cast<std::size_t>(ref[0].numel()), k * mx);
-        return {m};
+        ResizeMagnitudes m;
+        resize(c, in, nullptr, nullptr, &m);
+        std::vector<double> out(m.abs.size());
+        for (std::size_t i = 0; i < out.size(); ++i)
+          out[i] = bound.kappa(m.terms[i]) * m.abs[i] + slope(c) * m.coord[i];
+        return {out};
       },
-      "nearest: exact; linear/cubic: (2 kappa(taps) + 4 L) * max|x|, 4 ulp");
-  r.set_error_model("Resize", model);
-  r.set_error_model("Upsample", model);
+      "nearest: exact; linear/cubic: kappa(taps) sum|w x| + slope sum e|x| (e: the taps' "
+      "coordinate errors, 4(|x_orig| + 1) per resized axis; slope 1 linear, 1.5 cubic), 4 ulp");
+  for (const char* t : {"Resize", "Upsample"}) {
+    r.set_error_model(t, model);
+    r.set_backward_error_model(
+        t,
+        [slope](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+                const AccumulationBound& bound) {
+          Magnitudes m(in.size());
+          auto gout = grad_of(grads, out, 0);
+          std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+          ResizeMagnitudes rm;
+          resize(c, in, &gout, &gin, &rm);
+          bool nearest = c.node.attr_s("mode", "nearest") == "nearest";
+          m[0].resize(gin.size());
+          for (std::size_t j = 0; j < gin.size(); ++j)
+            m[0][j] = bound.kappa(rm.terms[j]) * rm.abs[j] + (nearest ? 0 : slope(c) * rm.coord[j]);
+          return m;
+        },
+        "kappa(terms) sum|w g| + slope sum e|g| over the output elements each input feeds, "
+        "4 ulp");
+  }
 }
 
 }  // namespace metaop

@@ -1,5 +1,6 @@
 #include "ops/vjp_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/kernel_util.h"
@@ -21,6 +22,39 @@ std::vector<double> unbroadcast(const std::vector<double>& g, const Shape& out, 
 
 Tensor grad_like(const std::vector<double>& g, const Tensor& like) {
   return Tensor::from_f64(g, like.shape(), like.dtype());
+}
+
+TieCollector::TieCollector(std::size_t elements)
+    : lo_(elements, 0.0), hi_(elements, 0.0), group_(elements, -1), parent_(elements) {
+  for (std::size_t i = 0; i < elements; ++i) parent_[i] = static_cast<std::int64_t>(i);
+}
+
+std::int64_t TieCollector::root(std::int64_t i) {
+  while (parent_[i] != i) i = parent_[i] = parent_[parent_[i]];
+  return i;
+}
+
+void TieCollector::add(const std::vector<std::int64_t>& candidates, double g) {
+  if (candidates.empty()) return;
+  if (candidates.size() == 1) {
+    lo_[candidates[0]] += g;
+    hi_[candidates[0]] += g;
+    return;
+  }
+  any_ = true;
+  for (auto e : candidates) {
+    lo_[e] += std::min(0.0, g);
+    hi_[e] += std::max(0.0, g);
+    group_[e] = 0;
+    parent_[root(e)] = root(candidates[0]);
+  }
+}
+
+GradientSet TieCollector::finish() {
+  if (!any_) return {};
+  for (std::size_t i = 0; i < group_.size(); ++i)
+    if (group_[i] >= 0) group_[i] = root(static_cast<std::int64_t>(i));
+  return {std::move(lo_), std::move(hi_), std::move(group_)};
 }
 
 ReferenceVjp data_movement_vjp(std::vector<int> data_inputs, std::vector<int> zero_fill) {

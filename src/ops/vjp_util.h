@@ -14,6 +14,24 @@ std::vector<double> unbroadcast(const std::vector<double>& g, const Shape& out, 
 // A gradient for input `like`: its shape and dtype, rounded once.
 Tensor grad_like(const std::vector<double>& g, const Tensor& like);
 
+// The subgradient set of a selection (MaxPool, ReduceMax ...) built window by window: for each
+// selected value, the elements of its window equal to it (`candidates`). With one candidate its
+// gradient is certain; with more, each may take any share of it and their sum is fixed (one
+// group per connected set of ties).
+class TieCollector {
+ public:
+  explicit TieCollector(std::size_t elements);
+  void add(const std::vector<std::int64_t>& candidates, double g);
+  // Empty when no window had a tie (the reference's gradient is then the only correct one).
+  GradientSet finish();
+
+ private:
+  std::int64_t root(std::int64_t i);
+  std::vector<double> lo_, hi_;
+  std::vector<std::int64_t> group_, parent_;
+  bool any_ = false;
+};
+
 // The adjoint of an op that only moves elements of its `data` inputs (reshape, transpose,
 // slice, gather, concat, pad ...): the forward is run once on element numbers instead of values
 // (exact in float64), so each output element names the input element it came from, and the

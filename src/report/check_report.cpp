@@ -120,7 +120,7 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
     fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding, f.node_name,
                f.op_type, fmt_score(f.score), f.verified ? "  verified" : "  not verified");
     fmt::print(out, "      {}\n", f.detail);
-    if (!f.verification.empty() && f.kind != "hazard" && f.kind != "crash")
+    if (!f.verification.empty() && f.kind != "hazard" && f.kind != "crash" && f.kind != "hang")
       fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n", f.verification,
                  f.model_error_before, f.model_error_after);
     if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", f.repro);

@@ -27,6 +27,13 @@ class Crash : public Error {
   using Error::Error;
 };
 
+// A framework kernel that did not finish within the kernel timeout (--kernel-timeout); its
+// process was killed. A finding of its own kind ("hang"); the run goes on.
+class Hang : public Crash {
+ public:
+  using Crash::Crash;
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

@@ -144,6 +144,11 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
   if (inputs[0].rank() < 2)
     throw Unsupported(node.label() + ": OpenCV 4.6 blobs have at least 2 dims (input is " +
                       shape_str(inputs[0].shape()) + ")");
+  // OpenCV 4.6 never writes Dropout's optional mask: it crashes in cv::Mat::copyTo or returns
+  // whatever was in memory (docs/findings.md). Run Dropout without it only.
+  if (node.op_type == "Dropout" && node.outputs.size() > 1 && !node.outputs[1].empty())
+    throw Unsupported(node.label() +
+                      ": OpenCV 4.6 leaves Dropout's mask output unwritten (docs/findings.md)");
   // Data inputs are network inputs; the others become initializers (weights, shapes, axes...),
   // which is how OpenCV's importer expects them. Input 0 is always data; for ops that combine
   // activations (element-wise, Concat, MatMul) every float32 input is.

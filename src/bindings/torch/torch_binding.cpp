@@ -509,18 +509,26 @@ std::map<std::string, TorchOp> make_ops() {
                                  c.node().attr_f("epsilon", 1e-5), false)};
   }};
   m["LayerNormalization"] = {[](const Ctx& c) {
-    const at::Tensor& x = c.in(0);
+    // ONNX computes in stash_type and casts Y back to X's type: ATen's kernel runs in that type.
+    auto stash = to_aten(dtype_from_onnx(static_cast<int>(c.node().attr_i("stash_type", 1)))
+                             .value_or(DType::Float32));
+    const at::Tensor& x_in = c.in(0);
+    bool wider = at::elementSize(stash) > static_cast<std::size_t>(x_in.element_size());
+    at::Tensor x = wider ? x_in.to(stash) : x_in;
     std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", -1), x.dim());
     std::vector<std::int64_t> norm_shape(x.sizes().begin() + axis, x.sizes().end());
     at::Tensor w = c.in(1).expand(norm_shape).contiguous();
     at::Tensor b = c.has(2) ? c.x[2].expand(norm_shape).contiguous() : at::Tensor();
+    if (wider) {
+      w = w.to(stash);
+      if (b.defined()) b = b.to(stash);
+    }
     auto [y, mean, rstd] =
         at::native_layer_norm(x, norm_shape, w, b, c.node().attr_f("epsilon", 1e-5));
     std::vector<std::int64_t> stat(x.sizes().begin(), x.sizes().end());
     for (std::size_t d = static_cast<std::size_t>(axis); d < stat.size(); ++d) stat[d] = 1;
-    auto stash = dtype_from_onnx(static_cast<int>(c.node().attr_i("stash_type", 1)))
-                     .value_or(DType::Float32);
-    return ATs{y, mean.reshape(stat).to(to_aten(stash)), rstd.reshape(stat).to(to_aten(stash))};
+    return ATs{y.to(x_in.scalar_type()), mean.reshape(stat).to(stash),
+               rstd.reshape(stat).to(stash)};
   }};
 
   // --- reductions

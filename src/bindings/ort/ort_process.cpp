@@ -1,0 +1,443 @@
+#include "bindings/ort/ort_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "bindings/isolate.h"
+
+extern char** environ;
+
+#ifndef METAOP_ORT_WORKER_JS
+#define METAOP_ORT_WORKER_JS "src/bindings/ort/ort_worker.js"
+#endif
+#ifndef METAOP_NODE_MODULES
+#define METAOP_NODE_MODULES "third_party/node/node_modules"
+#endif
+
+namespace metaop {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env_or(const char* name, const char* dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : dflt;
+}
+
+std::string worker_script() {
+  return env_or("METAOP_ORT_WORKER", METAOP_ORT_WORKER_JS);
+}
+std::string node_modules() {
+  return env_or("METAOP_NODE_MODULES", METAOP_NODE_MODULES);
+}
+std::string node_program() {
+  return env_or("METAOP_NODE", "node");
+}
+std::string package_of(const std::string& flavor) {
+  return flavor == "wasm" ? "onnxruntime-web" : "onnxruntime-node";
+}
+
+bool on_path(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::string p = path;
+  std::size_t start = 0;
+  while (start <= p.size()) {
+    auto colon = p.find(':', start);
+    std::string dir = p.substr(start, colon - start);
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline_from_now() {
+  double t = kernel_timeout();
+  if (t <= 0) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
+}
+
+// Waits until fd is ready for `events` or the deadline passes (false).
+bool wait_fd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    int ms = -1;
+    if (deadline != Clock::time_point::max()) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      ms = static_cast<int>(std::min<long long>(left, 1 << 30));
+    }
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) return false;
+    return true;
+  }
+}
+
+enum class Io { Ok, Closed, Timeout };
+
+Io send_all(int fd, const void* data, std::size_t n, Clock::time_point deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    if (!wait_fd(fd, POLLOUT, deadline)) return Io::Timeout;
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (w <= 0) return Io::Closed;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return Io::Ok;
+}
+
+Io recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    if (!wait_fd(fd, POLLIN, deadline)) return Io::Timeout;
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) return Io::Closed;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return Io::Ok;
+}
+
+template <typename T>
+void put(std::string& b, T v) {
+  b.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string& b, const std::string& s) {
+  put(b, static_cast<std::uint32_t>(s.size()));
+  b += s;
+}
+
+// The reply body, read piece by piece; tensor data goes straight into the tensors.
+class ReplyReader {
+ public:
+  ReplyReader(int fd, std::size_t length, Clock::time_point deadline)
+      : fd_(fd), left_(length), deadline_(deadline) {}
+  void read(void* p, std::size_t n) {
+    if (n > left_) throw Error("ONNX Runtime worker: malformed reply (past its length)");
+    Io io = recv_all(fd_, p, n, deadline_);
+    if (io != Io::Ok) throw io == Io::Timeout ? 1 : 2;
+    left_ -= n;
+    pos_ += n;
+  }
+  template <typename T>
+  T get() {
+    T v;
+    read(&v, sizeof v);
+    return v;
+  }
+  std::string str() {
+    std::string s(get<std::uint32_t>(), '\0');
+    if (!s.empty()) read(s.data(), s.size());
+    return s;
+  }
+  void align() {
+    char pad[8];
+    std::size_t n = (8 - pos_ % 8) % 8;
+    if (n) read(pad, n);
+  }
+  std::size_t left() const { return left_; }
+
+ private:
+  int fd_;
+  std::size_t left_, pos_ = 0;
+  Clock::time_point deadline_;
+};
+
+}  // namespace
+
+std::string ort_installation_problem(const std::string& flavor) {
+  std::string node = node_program();
+  if (!on_path(node))
+    return fmt::format(
+        "Node.js ('{}') is not installed: run scripts/install-deps.sh (Debian's nodejs and npm, "
+        "then the npm packages), or set METAOP_NODE",
+        node);
+  std::string pkg = fs::path(node_modules()) / package_of(flavor) / "package.json";
+  if (!fs::exists(pkg))
+    return fmt::format(
+        "the npm package {} is not installed ({} not found): run scripts/install-deps.sh, or set "
+        "METAOP_NODE_MODULES",
+        package_of(flavor), pkg);
+  if (!fs::exists(worker_script()))
+    return fmt::format("the ONNX Runtime worker script {} is missing (set METAOP_ORT_WORKER)",
+                       worker_script());
+  return "";
+}
+
+OrtProcess::OrtProcess(std::string flavor) : flavor_(std::move(flavor)) {}
+
+OrtProcess::~OrtProcess() {
+  stop();
+}
+
+void OrtProcess::start() {
+  if (std::string p = ort_installation_problem(flavor_); !p.empty())
+    fail("ONNX Runtime ({}): {}", package_of(flavor_), p);
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    fail("ONNX Runtime worker: socketpair failed: {}", std::strerror(errno));
+  for (int s : sv) {
+    int size = 4 << 20;
+    ::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    ::setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  }
+  // The child's end must not be fd 3 already (dup2 onto itself would keep close-on-exec).
+  int child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+  ::close(sv[1]);
+  char log_name[] = "/tmp/metaop-ort-XXXXXX";
+  log_fd_ = ::mkostemp(log_name, O_CLOEXEC);
+  if (log_fd_ >= 0) ::unlink(log_name);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (log_fd_ >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, log_fd_, 1);
+    posix_spawn_file_actions_adddup2(&fa, log_fd_, 2);
+  }
+  posix_spawn_file_actions_adddup2(&fa, child, 3);
+
+  std::string node = node_program(), script = worker_script();
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "NODE_PATH=", 10) != 0) env_store.emplace_back(*e);
+  env_store.push_back("NODE_PATH=" + node_modules());
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args_store = {node, script, flavor_};
+  std::vector<char*> argv;
+  for (auto& a : args_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, node.c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(child);
+  if (rc != 0) {
+    ::close(sv[0]);
+    fail("ONNX Runtime worker: cannot start '{}': {}", node, std::strerror(rc));
+  }
+  pid_ = pid;
+  sock_ = sv[0];
+  ++generation_;
+  next_id_ = 1;
+}
+
+void OrtProcess::stop() {
+  if (sock_ >= 0) ::close(sock_);  // the worker sees end of input and exits
+  sock_ = -1;
+  ++generation_;  // its sessions are gone with it
+  if (pid_ > 0) {
+    // A worker stuck in a kernel does not read its input: give it a moment, then kill it.
+    for (int i = 0; i < 50; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) != 0) {
+        pid_ = -1;
+        break;
+      }
+      ::usleep(2000);
+    }
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  pid_ = -1;
+  if (log_fd_ >= 0) ::close(log_fd_);
+  log_fd_ = -1;
+}
+
+void OrtProcess::died(const std::string& what, const std::string& during) {
+  // The worker closed its end: it crashed (a signal) or exited. Its own last words, if any,
+  // are in its log.
+  int status = 0;
+  std::string how = "exited";
+  if (pid_ > 0) {
+    for (int i = 0; i < 500; ++i) {
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) break;
+      if (r < 0 && errno != EINTR) break;
+      ::usleep(2000);
+    }
+    if (WIFSIGNALED(status))
+      how = fmt::format("crashed ({})", strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status))
+      how = fmt::format("exited with status {}", WEXITSTATUS(status));
+  }
+  std::string tail;
+  if (log_fd_ >= 0) {
+    off_t end = ::lseek(log_fd_, 0, SEEK_END);
+    off_t from = std::max<off_t>(0, end - 400);
+    std::string buf(static_cast<std::size_t>(end - from), '\0');
+    if (::pread(log_fd_, buf.data(), buf.size(), from) > 0) {
+      for (char& c : buf)
+        if (c == '\n' || c == '\r') c = ' ';
+      tail = buf;
+    }
+  }
+  stop();
+  throw Crash(fmt::format("{}: ONNX Runtime's worker {} during {}{}", what, how, during,
+                          tail.empty() ? "" : "; its last output: " + tail));
+}
+
+std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::size_t>>& parts,
+                                 const std::string& what, Tensors* outputs) {
+  if (sock_ < 0) start();
+  auto deadline = deadline_from_now();
+  std::size_t total = 0;
+  for (const auto& p : parts) total += p.second;
+  if (total > 0xffffffffu) throw Unsupported(what + ": tensors over 4 GiB in one request");
+  auto len = static_cast<std::uint32_t>(total);
+  std::string request_kind(1, static_cast<const char*>(parts.at(0).first)[0]);
+  std::string during = request_kind == "L" ? "session creation" : "the run";
+  auto hang = [&] {
+    stop();
+    throw Hang(
+        fmt::format("{}: ONNX Runtime did not answer within {:g} s (--kernel-timeout) "
+                    "during {}; its worker was killed",
+                    what, kernel_timeout(), during));
+  };
+  Io io = send_all(sock_, &len, sizeof len, deadline);
+  for (std::size_t i = 0; io == Io::Ok && i < parts.size(); ++i)
+    if (parts[i].second) io = send_all(sock_, parts[i].first, parts[i].second, deadline);
+  if (io == Io::Timeout) hang();
+  if (io == Io::Closed) died(what, during);
+  std::uint32_t reply_len = 0;
+  io = recv_all(sock_, &reply_len, sizeof reply_len, deadline);
+  if (io == Io::Timeout) hang();
+  if (io == Io::Closed) died(what, during);
+  ReplyReader r(sock_, reply_len, deadline);
+  try {
+    char kind = r.get<char>();
+    if (kind != 'O') {
+      std::string msg = r.str();
+      if (kind == 'U') throw Unsupported(fmt::format("{}: ONNX Runtime refuses it: {}", what, msg));
+      throw Error(fmt::format("{}: ONNX Runtime failed: {}", what, msg));
+    }
+    std::string rest;
+    if (outputs) {
+      auto n = r.get<std::uint32_t>();
+      for (std::uint32_t i = 0; i < n; ++i) {
+        std::string name = r.str();
+        auto elem = r.get<std::uint8_t>();
+        auto rank = r.get<std::uint32_t>();
+        Shape s(rank);
+        for (auto& d : s) d = r.get<std::int64_t>();
+        auto nbytes = r.get<std::uint64_t>();
+        r.align();
+        auto dt = dtype_from_onnx(elem);
+        if (!dt) {
+          std::string skip(nbytes, '\0');
+          if (nbytes) r.read(skip.data(), nbytes);
+          throw Unsupported(fmt::format("{}: output '{}' has ONNX type {}, which MetaOp lacks",
+                                        what, name, onnx_type_name(elem)));
+        }
+        Tensor t = Tensor::empty(*dt, s);
+        if (t.nbytes() != nbytes)
+          fail("{}: ONNX Runtime's output '{}' has {} bytes for shape {}", what, name, nbytes,
+               shape_str(s));
+        if (nbytes) r.read(t.raw(), nbytes);
+        outputs->push_back(t);
+      }
+    } else {
+      rest.resize(r.left());
+      if (!rest.empty()) r.read(rest.data(), rest.size());
+    }
+    return rest;
+  } catch (int code) {
+    if (code == 1) hang();
+    died(what, during);
+  }
+}
+
+std::uint32_t OrtProcess::load(const std::string& model, int level, int threads,
+                               const std::string& what) {
+  if (sock_ < 0) start();
+  std::uint32_t id = next_id_++;
+  std::string head(1, 'L');
+  put(head, id);
+  put(head, static_cast<std::uint8_t>(level));
+  put(head, static_cast<std::uint32_t>(threads));
+  exchange({{head.data(), head.size()}, {model.data(), model.size()}}, what, nullptr);
+  return id;
+}
+
+void OrtProcess::forget(std::uint32_t session) {
+  if (sock_ < 0) return;
+  std::string head(1, 'F');
+  put(head, session);
+  exchange({{head.data(), head.size()}}, "ONNX Runtime worker", nullptr);
+}
+
+std::string OrtProcess::versions() {
+  std::string head(1, 'V');
+  std::string r = exchange({{head.data(), head.size()}}, "ONNX Runtime worker", nullptr);
+  return r.size() >= 4 ? r.substr(4) : r;
+}
+
+Tensors OrtProcess::run(std::uint32_t session,
+                        const std::vector<std::pair<std::string, Tensor>>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& what) {
+  // Header pieces live in `heads` (reserved, so the pointers stay valid); each tensor's data
+  // is sent from its own storage, 8-aligned from the start of the body.
+  std::vector<std::string> heads;
+  heads.reserve(inputs.size() + 2);
+  std::vector<std::pair<const void*, std::size_t>> parts;
+  std::size_t offset = 0;
+  auto add = [&](std::string s) {
+    heads.push_back(std::move(s));
+    parts.emplace_back(heads.back().data(), heads.back().size());
+    offset += heads.back().size();
+  };
+  std::string head(1, 'R');
+  put(head, session);
+  put(head, static_cast<std::uint32_t>(inputs.size()));
+  add(std::move(head));
+  static const char zeros[8] = {};
+  for (const auto& [name, t] : inputs) {
+    std::string h;
+    put_str(h, name);
+    put(h, static_cast<std::uint8_t>(dtype_to_onnx(t.dtype())));
+    put(h, static_cast<std::uint32_t>(t.rank()));
+    for (auto d : t.shape()) put(h, d);
+    put(h, static_cast<std::uint64_t>(t.nbytes()));
+    h.append(zeros, (8 - (offset + h.size()) % 8) % 8);
+    add(std::move(h));
+    parts.emplace_back(t.raw(), t.nbytes());
+    offset += t.nbytes();
+  }
+  std::string tail;
+  put(tail, static_cast<std::uint32_t>(outputs.size()));
+  for (const auto& o : outputs) put_str(tail, o);
+  add(std::move(tail));
+  Tensors got;
+  exchange(parts, what, &got);
+  if (got.size() != outputs.size())
+    fail("{}: ONNX Runtime returned {} outputs for {} requested", what, got.size(), outputs.size());
+  return got;
+}
+
+}  // namespace metaop

@@ -1,0 +1,142 @@
+#include "bindings/whole_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "bindings/ort/ort_binding.h"
+#include "graph/onnx_io.h"
+
+namespace metaop {
+
+std::string serialize_model(const WholeModel& m) {
+  if (!m.original_bytes.empty()) return m.original_bytes;
+  SubgraphSpec spec;
+  for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) spec.nodes.push_back(i);
+  // Every graph output is named by the graph; no value outside is needed.
+  return export_subgraph(m.graph, spec);
+}
+
+namespace {
+
+class OrtModelRunner final : public WholeModelRunner {
+ public:
+  explicit OrtModelRunner(bool wasm) : wasm_(wasm) {}
+  std::string name() const override { return wasm_ ? "ort-wasm" : "ort"; }
+  std::vector<std::string> levels() const override { return ort_levels(); }
+  std::map<std::string, Tensor> run(const WholeModel& m,
+                                    const std::map<std::string, Tensor>& inputs,
+                                    const std::vector<std::string>& outputs,
+                                    const std::string& level) override {
+    return ort_run_model(wasm_ ? "wasm" : "cpu", serialize_model(m), inputs, outputs, level,
+                         fmt::format("{}: {} whole model", m.graph.path, name()));
+  }
+
+ private:
+  bool wasm_;
+};
+
+// The fusion fault: where `first` feeds only a `second`, A's output is scaled before B.
+class FusionFaultRunner final : public WholeModelRunner {
+ public:
+  FusionFaultRunner(std::unique_ptr<WholeModelRunner> inner, std::vector<FusionFault> faults)
+      : inner_(std::move(inner)), faults_(std::move(faults)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<std::string> levels() const override { return inner_->levels(); }
+  std::map<std::string, Tensor> run(const WholeModel& m,
+                                    const std::map<std::string, Tensor>& inputs,
+                                    const std::vector<std::string>& outputs,
+                                    const std::string& level) override {
+    auto lv = levels();
+    auto at = std::find(lv.begin(), lv.end(), level) - lv.begin();
+    // ONNX Runtime fuses Conv and its activation from "extended" on; OpenCV with fusion on.
+    std::ptrdiff_t from = name() == "opencv" ? 1 : 2;
+    if (at < from) return inner_->run(m, inputs, outputs, level);
+    WholeModel faulty = m;
+    Graph& g = faulty.graph;
+    bool changed = false;
+    for (const auto& f : faults_) {
+      if (!f.binding.empty() && f.binding != name()) continue;
+      for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+        Node& a = g.nodes[i];
+        if ((a.op_type != f.first && a.name != f.first) || a.outputs.empty()) continue;
+        std::string out = a.outputs[0];
+        std::vector<std::size_t> users;
+        for (std::size_t j = 0; j < g.nodes.size(); ++j)
+          for (const auto& in : g.nodes[j].inputs)
+            if (in == out) users.push_back(j);
+        bool graph_output = false;
+        for (const auto& o : g.outputs) graph_output |= o.name == out;
+        if (users.size() != 1 || graph_output || g.nodes[users[0]].op_type != f.second) continue;
+        // A -> Mul(A's output, 1 + 2^-8) -> B.
+        std::string raw = out + "__metaop_unscaled", scale = out + "__metaop_scale";
+        a.outputs[0] = raw;
+        const ValueInfo* vi = g.find_value_info(out);
+        DType dt = vi && vi->dtype ? *vi->dtype : DType::Float32;
+        g.initializers[scale] = Tensor::scalar(1.0 + std::ldexp(1.0, -8), dt);
+        Node mul;
+        mul.name = a.name + "__metaop_fault";
+        mul.op_type = "Mul";
+        mul.inputs = {raw, scale};
+        mul.outputs = {out};
+        g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, mul);
+        changed = true;
+        ++i;
+      }
+    }
+    if (!changed) return inner_->run(m, inputs, outputs, level);
+    faulty.original_bytes.clear();
+    g.value_info.clear();  // the renamed values: left to shape inference
+    return inner_->run(faulty, inputs, outputs, level);
+  }
+
+ private:
+  std::unique_ptr<WholeModelRunner> inner_;
+  std::vector<FusionFault> faults_;
+};
+
+}  // namespace
+
+bool has_whole_model_runner(const std::string& binding) {
+  return binding == "ort" || binding == "ort-wasm" || binding == "opencv";
+}
+
+std::unique_ptr<WholeModelRunner> make_whole_model_runner(const std::string& binding) {
+  if (binding == "ort") return std::make_unique<OrtModelRunner>(false);
+  if (binding == "ort-wasm") return std::make_unique<OrtModelRunner>(true);
+  if (binding == "opencv") return make_opencv_model_runner();
+  fail("--whole-graph: binding '{}' has no whole-model mode (ort, ort-wasm and opencv have)",
+       binding);
+}
+
+FusionFault parse_fusion_fault(const std::string& spec) {
+  FusionFault f;
+  f.spec = spec;
+  std::string s = spec;
+  if (auto at = s.rfind('@'); at != std::string::npos) {
+    f.binding = s.substr(at + 1);
+    s = s.substr(0, at);
+  }
+  auto colon = s.rfind(':');
+  auto plus = s.find('+');
+  if (colon == std::string::npos || plus == std::string::npos || plus > colon || plus == 0 ||
+      colon == plus + 1 || s.substr(colon + 1) != "scale")
+    fail(
+        "--inject-fusion '{}': expected FIRST+SECOND:scale[@BINDING] (FIRST an op type or node "
+        "name, SECOND an op type)",
+        spec);
+  f.first = s.substr(0, plus);
+  f.second = s.substr(plus + 1, colon - plus - 1);
+  if (!f.binding.empty() && !has_whole_model_runner(f.binding))
+    fail("--inject-fusion '{}': binding '{}' has no whole-model mode", spec, f.binding);
+  return f;
+}
+
+std::unique_ptr<WholeModelRunner> with_fusion_faults(std::unique_ptr<WholeModelRunner> runner,
+                                                     const std::vector<FusionFault>& faults) {
+  if (faults.empty()) return runner;
+  return std::make_unique<FusionFaultRunner>(std::move(runner), faults);
+}
+
+}  // namespace metaop

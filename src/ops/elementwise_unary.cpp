@@ -1,0 +1,471 @@
+// Element-wise unary meta operators, one row each: the float64 function and its derivative, the
+// attributes they read (with the ONNX defaults), the forward and backward error models, and the
+// domain (the probe's edge points, the true kinks). Every row is registered the same way: the
+// reference widens x exactly, computes f(x) in float64 and rounds once; the VJP is g * f'(x);
+// at a kink any value between the one-sided derivatives is a correct gradient.
+//
+// The backward error model of a row (docs/error-models.md, "Element-wise backward"): a kernel
+// computes g * d with d its float32 value of f'(x), from x or from the rounded y = f(x) it
+// returned; so |error| <= u |g| (|f'| + D(x, y)) + 1 ulp, where |f'| is the product's rounding
+// and D, in units of u, the rounding of the derivative's own formula plus its sensitivity to
+// y's rounding (|dD/dy| |y| times the forward's ulps + 1), written per row.
+#include <cmath>
+#include <source_location>
+
+#include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
+
+namespace metaop {
+
+namespace {
+
+using Attrs = const double*;  // the row's attribute values, in the order of UnaryRow::attrs
+
+struct UnaryRow {
+  const char* name;
+  std::vector<std::pair<const char*, double>> attrs = {};  // attribute and its ONNX default
+  double (*f)(double x, Attrs a) = nullptr;
+  // dy/dx at x, with y = f(x) as the kernel returned it; nullptr: not differentiable.
+  double (*df)(double x, double y, Attrs a) = nullptr;
+  double ulps = 0;  // forward: ULPs of the exact result (0: exact)
+  // Forward: the rounding magnitude (units of u) of branch conditions on rounded affine terms.
+  double (*fmag)(double x, Attrs a) = nullptr;
+  const char* doc = nullptr;  // the forward model in words (default from ulps)
+  // Backward: D(x, y) above; nullptr: 0 (f' is a constant or exact).
+  double (*dmag)(double x, double y, Attrs a) = nullptr;
+  const char* ddoc = "|g| |f'|";                       // the backward magnitude in words
+  std::vector<double> (*critical)(Attrs a) = nullptr;  // the probe's edge points
+  std::vector<double> (*kinks)(Attrs a) = nullptr;     // where f' jumps
+  // How far (units of u) from a kink a rounded branch condition may decide the other side.
+  double (*kink_width)(double x, Attrs a) = nullptr;
+  bool float_only = true;
+  // Where finite inputs give NaN/INF or the zeros that do it one op later (for `metaop
+  // expose`); nullptr: nowhere.
+  DangerZones (*danger)() = nullptr;
+};
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+
+double sigmoid(double x) {
+  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+}
+double softplus(double x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+// Relative rounding of 1 - x^2 (or x^2 - 1) computed in float32 from an exact x: x^2 rounds by
+// u x^2, the difference by u |1 - x^2|.
+double one_minus_square_rel(double x) {
+  double d = std::fabs(1 - x * x);
+  return (x * x + d) / d;
+}
+
+std::vector<double> signs(Attrs) {
+  return {0, 1, -1};
+}
+std::vector<double> at_zero(Attrs) {
+  return {0};
+}
+std::vector<double> saturating(Attrs) {
+  return {0, 9, -9, 20, -20, 88.7228, -88.7228};
+}
+
+// Danger zones of the rows (ops/danger.h).
+DangerZones overflows() {
+  return {danger::output_overflow()};
+}
+DangerZones exp_zones() {
+  return {danger::output_overflow(),
+          danger::output_underflow("exp(x) rounds to 0 (x below -103.97)")};
+}
+DangerZones log_zones() {
+  return {danger::below(DangerKind::LogDomain, 0, 0, false,
+                        "input reaches 0 (-inf) or below (NaN)")};
+}
+DangerZones sqrt_zones() {
+  return {danger::below(DangerKind::SqrtDomain, 0, 0, true, "input below 0 (NaN)")};
+}
+DangerZones reciprocal_zones() {
+  return {danger::divisor(0, -1, "input reaches 0, or a subnormal whose reciprocal overflows")};
+}
+DangerZones asin_acos_zones() {
+  return {danger::abs_above(DangerKind::InverseTrigDomain, 0, 1, true, "|input| above 1 (NaN)")};
+}
+DangerZones atanh_zones() {
+  return {danger::abs_above(DangerKind::InverseTrigDomain, 0, 1, false,
+                            "|input| reaches 1 (inf) or above (NaN)")};
+}
+DangerZones acosh_zones() {
+  return {danger::below(DangerKind::InverseTrigDomain, 0, 1, true, "input below 1 (NaN)")};
+}
+DangerZones sigmoid_zones() {
+  return {danger::output_underflow("sigmoid(x) rounds to 0 (x below about -103.3 in float32)")};
+}
+// The exact softplus is finite for every finite x; kernels that compute log(1 + exp(x)) as
+// written overflow above 88.72.
+DangerZones softplus_zones() {
+  DangerZone z = danger::above(DangerKind::Overflow, 0, 88.72283935546875, false,
+                               "input above 88.72: exp(x) overflows in kernels that compute "
+                               "log(1 + exp(x)) as written");
+  z.kernel_dependent = true;
+  return {z};
+}
+
+// clang-format off
+const std::vector<UnaryRow>& unary_rows() {
+  static const std::vector<UnaryRow> rows = {
+      // --- exact
+      {.name = "Neg", .f = [](double x, Attrs) { return -x; },
+       .df = [](double, double, Attrs) { return -1.0; }, .critical = signs, .float_only = false},
+      {.name = "Abs", .f = [](double x, Attrs) { return std::fabs(x); },
+       .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); },
+       .critical = signs, .kinks = at_zero, .float_only = false},
+      {.name = "Sign", .f = [](double x, Attrs) { return double((x > 0) - (x < 0)); },
+       .df = [](double, double, Attrs) { return 0.0; }, .critical = signs, .float_only = false},
+      {.name = "Floor", .f = [](double x, Attrs) { return std::floor(x); },
+       .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
+      {.name = "Ceil", .f = [](double x, Attrs) { return std::ceil(x); },
+       .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
+      // Round half to even, as ONNX specifies (the default rounding mode of nearbyint).
+      {.name = "Round", .f = [](double x, Attrs) { return std::nearbyint(x); },
+       .df = [](double, double, Attrs) { return 0.0; },
+       .critical = [](Attrs) { return std::vector<double>{0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5}; }},
+      {.name = "Identity", .f = [](double x, Attrs) { return x; },
+       .df = [](double, double, Attrs) { return 1.0; }, .float_only = false},
+      {.name = "Not", .f = [](double x, Attrs) { return x == 0 ? 1.0 : 0.0; }, .float_only = false},
+      {.name = "Relu", .f = [](double x, Attrs) { return x > 0 ? x : 0.0; },
+       .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : 0.0; }, .critical = signs,
+       .kinks = at_zero, .float_only = false},
+      {.name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
+       .f = [](double x, Attrs a) { return x > a[0] ? x : 0.0; },
+       .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
+       .critical = [](Attrs a) { return std::vector<double>{a[0]}; },
+       .kinks = [](Attrs a) { return std::vector<double>{a[0]}; }},
+
+      // --- correctly rounded
+      {.name = "Sqrt", .f = [](double x, Attrs) { return std::sqrt(x); },
+       .df = [](double, double y, Attrs) { return 0.5 / y; }, .ulps = 1,
+       .doc = "1 ulp (correctly rounded)",
+       .dmag = [](double, double y, Attrs) { return 1 / std::fabs(y); },
+       .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero,
+       .danger = sqrt_zones},
+      {.name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
+       .df = [](double, double y, Attrs) { return -y * y; }, .ulps = 1,
+       .doc = "1 ulp (correctly rounded)",
+       .dmag = [](double, double y, Attrs) { return 5 * y * y; },
+       .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
+       .danger = reciprocal_zones},
+      {.name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
+       .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
+       .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
+       .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
+       .danger = overflows},
+
+      // --- elementary functions: libm and vectorized versions (SLEEF, oneDNN) are within a few
+      // ULPs; 4 covers the 3.5-ulp variants.
+      {.name = "Exp", .f = [](double x, Attrs) { return std::exp(x); },
+       .df = [](double, double y, Attrs) { return y; }, .ulps = 4,
+       .dmag = [](double, double y, Attrs) { return 5 * std::fabs(y); },
+       .ddoc = "|g| (|f'| + 5|y|): y or exp(x), 4 ulp apart",
+       // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
+       .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; },
+       .danger = exp_zones},
+      {.name = "Log", .f = [](double x, Attrs) { return std::log(x); },
+       .df = [](double x, double, Attrs) { return 1 / x; }, .ulps = 4,
+       .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones},
+      {.name = "Erf", .f = [](double x, Attrs) { return std::erf(x); },
+       .df = [](double x, double, Attrs) { return kTwoOverSqrtPi * std::exp(-x * x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return kTwoOverSqrtPi * std::exp(-x * x) * (x * x + 6);
+       },
+       .ddoc = "|g| |f'| (x^2 + 7): exp(-x^2) of a rounded x^2", .critical = saturating},
+      {.name = "Sin", .f = [](double x, Attrs) { return std::sin(x); },
+       .df = [](double x, double, Attrs) { return std::cos(x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::cos(x)); },
+       .ddoc = "|g| 5|cos x|",
+       .critical = [](Attrs) { return std::vector<double>{kPi, 0, 1e5}; }},
+      {.name = "Cos", .f = [](double x, Attrs) { return std::cos(x); },
+       .df = [](double x, double, Attrs) { return -std::sin(x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sin(x)); },
+       .ddoc = "|g| 5|sin x|",
+       .critical = [](Attrs) { return std::vector<double>{kPi / 2, 0, 1e5}; }},
+      // Tan has no danger zone: no float32 or float64 value is close enough to an odd multiple
+      // of pi/2 for tan to overflow (|tan(float(pi/2))| is about 2.3e7).
+      {.name = "Tan", .f = [](double x, Attrs) { return std::tan(x); },
+       .df = [](double, double y, Attrs) { return 1 + y * y; }, .ulps = 4,
+       .dmag = [](double, double y, Attrs) { return 1 + 12 * y * y; },
+       .ddoc = "|g| (|f'| + 1 + 12 y^2): 1 + y*y, and y's rounding",
+       .critical = [](Attrs) { return std::vector<double>{kPi / 2, -kPi / 2, 0}; }},
+      {.name = "Asin", .f = [](double x, Attrs) { return std::asin(x); },
+       .df = [](double x, double, Attrs) { return 1 / std::sqrt(1 - x * x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
+       },
+       .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
+      {.name = "Acos", .f = [](double x, Attrs) { return std::acos(x); },
+       .df = [](double x, double, Attrs) { return -1 / std::sqrt(1 - x * x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
+       },
+       .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
+      {.name = "Atan", .f = [](double x, Attrs) { return std::atan(x); },
+       .df = [](double x, double, Attrs) { return 1 / (1 + x * x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 3 / (1 + x * x); },
+       .ddoc = "|g| 4|f'|: 1/(1 + x*x)", .critical = saturating},
+      {.name = "Sinh", .f = [](double x, Attrs) { return std::sinh(x); },
+       .df = [](double x, double, Attrs) { return std::cosh(x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 4 * std::cosh(x); }, .ddoc = "|g| 5|f'|",
+       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
+       .danger = overflows},
+      {.name = "Cosh", .f = [](double x, Attrs) { return std::cosh(x); },
+       .df = [](double x, double, Attrs) { return std::sinh(x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sinh(x)); },
+       .ddoc = "|g| 5|f'|",
+       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
+       .danger = overflows},
+      {.name = "Asinh", .f = [](double x, Attrs) { return std::asinh(x); },
+       .df = [](double x, double, Attrs) { return 1 / std::sqrt(x * x + 1); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 3 / std::sqrt(x * x + 1); },
+       .ddoc = "|g| 4|f'|: 1/sqrt(x*x + 1)", .critical = saturating},
+      {.name = "Acosh", .f = [](double x, Attrs) { return std::acosh(x); },
+       .df = [](double x, double, Attrs) { return 1 / std::sqrt(x * x - 1); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(x * x - 1);
+       },
+       .ddoc = "|g| |f'| (3 + (x^2 + |x^2 - 1|) / (2|x^2 - 1|)): x*x - 1 cancels",
+       .critical = [](Attrs) { return std::vector<double>{1}; }, .danger = acosh_zones},
+      {.name = "Atanh", .f = [](double x, Attrs) { return std::atanh(x); },
+       .df = [](double x, double, Attrs) { return 1 / (1 - x * x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return (one_minus_square_rel(x) + 1) / std::fabs(1 - x * x);
+       },
+       .ddoc = "|g| |f'| (2 + (x^2 + |1 - x^2|) / |1 - x^2|): 1 - x*x cancels",
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = atanh_zones},
+
+      // --- activations
+      {.name = "Sigmoid", .f = [](double x, Attrs) { return sigmoid(x); },
+       .df = [](double, double y, Attrs) { return y * (1 - y); }, .ulps = 4,
+       .dmag = [](double, double y, Attrs) {
+         return 2 * std::fabs(y * (1 - y)) + 5 * std::fabs(y * (1 - 2 * y));
+       },
+       .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating,
+       .danger = sigmoid_zones},
+      {.name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
+       .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
+       .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
+       .ddoc = "|g| (2|f'| + 11 y^2): 1 - y*y, and y's rounding", .critical = saturating},
+      {.name = "Softplus", .f = [](double x, Attrs) { return softplus(x); },
+       .df = [](double x, double, Attrs) { return sigmoid(x); }, .ulps = 4,
+       .dmag = [](double x, double, Attrs) { return 6 * sigmoid(x); },
+       .ddoc = "|g| 7|f'|: exp(x) / (exp(x) + 1)",
+       .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; },
+       .danger = softplus_zones},
+      {.name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
+       .df = [](double x, double, Attrs) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); },
+       .ulps = 4,
+       .dmag = [](double x, double, Attrs) {
+         return 3 / ((1 + std::fabs(x)) * (1 + std::fabs(x)));
+       },
+       .ddoc = "|g| 4|f'|: 1/(1 + |x|)^2", .critical = saturating},
+      {.name = "Elu", .attrs = {{"alpha", 1.0}},
+       .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * std::expm1(x); },
+       .df = [](double x, double, Attrs a) { return x < 0 ? a[0] * std::exp(x) : 1.0; },
+       .ulps = 4,
+       .dmag = [](double x, double y, Attrs a) {
+         return x < 0 ? 5 * std::fabs(a[0] * std::exp(x)) + 5 * std::fabs(y) : 0.0;
+       },
+       .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x < 0): alpha exp(x) or y + alpha",
+       .critical = signs, .kinks = at_zero},
+      {.name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
+                                 {"gamma", 1.05070102214813232421875}},
+       .f = [](double x, Attrs a) { return x > 0 ? a[1] * x : a[1] * a[0] * std::expm1(x); },
+       .df = [](double x, double, Attrs a) { return x <= 0 ? a[1] * a[0] * std::exp(x) : a[1]; },
+       .ulps = 4,
+       .dmag = [](double x, double y, Attrs a) {
+         return x <= 0 ? 5 * std::fabs(a[1] * a[0] * std::exp(x)) + 5 * std::fabs(y) : 1.0;
+       },
+       .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x <= 0, + 1 above): gamma alpha exp(x) or y + "
+               "gamma alpha",
+       .critical = signs, .kinks = at_zero, .danger = overflows},
+      // Continuously differentiable: both one-sided derivatives at 0 are 1.
+      {.name = "Celu", .attrs = {{"alpha", 1.0}},
+       .f = [](double x, Attrs a) {
+         return std::max(0.0, x) + std::min(0.0, a[0] * std::expm1(x / a[0]));
+       },
+       .df = [](double x, double, Attrs a) { return x < 0 ? std::exp(x / a[0]) : 1.0; },
+       .ulps = 4,
+       .dmag = [](double x, double y, Attrs a) {
+         return x < 0 ? std::exp(x / a[0]) * (5 + std::fabs(x / a[0])) + 5 * std::fabs(y / a[0])
+                      : 0.0;
+       },
+       .ddoc = "|g| (|f'| + |f'| (5 + |x/alpha|) + 5|y/alpha| for x < 0): exp of a rounded "
+               "x/alpha, or y/alpha + 1",
+       .critical = signs},
+      // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed, and
+      // the rounded sum may decide which side of a kink x is on.
+      {.name = "HardSigmoid", .attrs = {{"alpha", 0.2}, {"beta", 0.5}},
+       .f = [](double x, Attrs a) { return std::max(0.0, std::min(1.0, a[0] * x + a[1])); },
+       .df = [](double x, double, Attrs a) {
+         double t = a[0] * x + a[1];
+         return t > 0 && t < 1 ? a[0] : 0.0;
+       },
+       .ulps = 2,
+       .fmag = [](double x, Attrs a) { return 2 * (std::fabs(a[0] * x) + std::fabs(a[1])); },
+       .doc = "2(|alpha*x| + |beta|) (affine step), 2 ulp",
+       .critical = [](Attrs a) {
+         return a[0] != 0 ? std::vector<double>{-a[1] / a[0], (1 - a[1]) / a[0]}
+                          : std::vector<double>{};
+       },
+       .kinks = [](Attrs a) {
+         return a[0] != 0 ? std::vector<double>{-a[1] / a[0], (1 - a[1]) / a[0]}
+                          : std::vector<double>{};
+       },
+       .kink_width = [](double x, Attrs a) {
+         return 2 * (std::fabs(a[0] * x) + std::fabs(a[1])) / std::fabs(a[0]);
+       }},
+      {.name = "HardSwish",
+       .f = [](double x, Attrs) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
+       .df = [](double x, double, Attrs) { return x < -3 ? 0.0 : (x > 3 ? 1.0 : (2 * x + 3) / 6); },
+       .ulps = 2,
+       .fmag = [](double x, Attrs) { return 2 * std::fabs(x) * (std::fabs(x / 6) + 0.5); },
+       .doc = "2|x|(|x/6| + 1/2) (affine step), 2 ulp",
+       .dmag = [](double x, double, Attrs) {
+         return std::fabs(x) <= 3 ? 2 * (std::fabs(x) / 3 + 0.5) : 0.0;
+       },
+       .ddoc = "|g| (|f'| + 2(|x|/3 + 1/2) for |x| <= 3): x/3 + 1/2",
+       .critical = [](Attrs) { return std::vector<double>{-3, 3, 0}; },
+       .kinks = [](Attrs) { return std::vector<double>{-3, 3}; },
+       .kink_width = [](double x, Attrs) { return 12 * (std::fabs(x) / 6 + 0.5); }},
+      {.name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
+       .f = [](double x, Attrs a) { return x < -a[0] ? x + a[1] : (x > a[0] ? x - a[1] : 0.0); },
+       .df = [](double x, double, Attrs a) { return x < -a[0] || x > a[0] ? 1.0 : 0.0; },
+       .ulps = 1, .fmag = [](double x, Attrs a) { return std::fabs(x) + std::fabs(a[1]); },
+       .doc = "|x| + |bias| (x -+ bias), 1 ulp",
+       .critical = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; },
+       .kinks = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; }, .float_only = false},
+  };
+  return rows;
+}
+// clang-format on
+
+std::vector<double> attrs_of(const UnaryRow& row, const Node& n) {
+  std::vector<double> a;
+  for (const auto& [name, dflt] : row.attrs) a.push_back(n.attr_f(name, dflt));
+  return a;
+}
+
+// Per element: the interval of correct gradients where x sits on (or within rounding of) a kink.
+SubgradientFn kink_subgradient(const UnaryRow& row) {
+  return
+      [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        std::vector<GradientSet> sets(in.size());
+        if (!is_floating(in[0].dtype())) return sets;
+        auto a = attrs_of(row, c.node);
+        auto kinks = row.kinks(a.data());
+        if (kinks.empty()) return sets;
+        double u = unit_roundoff(in[0].dtype());
+        auto x = in[0].to_f64(), g = grad_of(grads, out, 0);
+        GradientSet s;
+        for (std::size_t j = 0; j < x.size(); ++j) {
+          double width = row.kink_width ? row.kink_width(x[j], a.data()) * u : 0;
+          for (double k : kinks) {
+            if (!(std::fabs(x[j] - k) <= width)) continue;
+            double below = std::nextafter(k, -INFINITY), above = std::nextafter(k, INFINITY);
+            double dl = row.df(below, row.f(below, a.data()), a.data());
+            double dr = row.df(above, row.f(above, a.data()), a.data());
+            if (s.lo.empty()) {
+              s.lo.assign(x.size(), NAN);
+              s.hi.assign(x.size(), NAN);
+            }
+            double p = g[j] * dl, q = g[j] * dr;
+            s.lo[j] = std::min(p, q);
+            s.hi[j] = std::max(p, q);
+            break;
+          }
+        }
+        sets[0] = std::move(s);
+        return sets;
+      };
+}
+
+void add_row(OpRegistry& r, const UnaryRow& row) {
+  r.add({row.name, "elementwise", [row](const KernelContext& c, const Tensors& in) {
+           const Tensor& x = input(c, in, 0);
+           if (row.float_only) require_float(c, x, "input");
+           auto a = attrs_of(row, c.node);
+           auto v = x.to_f64();
+           // NaN in, NaN out, as numpy (ONNX's reference semantics) and IEEE functions do; the
+           // comparisons in piecewise definitions would drop it otherwise.
+           for (auto& e : v) e = std::isnan(e) ? e : row.f(e, a.data());
+           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
+         }});
+
+  using namespace error_models;
+  std::string doc = row.doc         ? row.doc
+                    : row.ulps == 0 ? "exact (no rounding beyond the result's)"
+                    : row.ulps == 4 ? "4 ulp (elementary function)"
+                                    : fmt::format("{:g} ulp", row.ulps);
+  if (row.fmag) {
+    r.set_error_model(row.name, condition(
+                                    [row](const KernelContext& c, const Tensors& in, const Tensors&,
+                                          const AccumulationBound&) {
+                                      auto a = attrs_of(row, c.node);
+                                      auto x = in[0].to_f64();
+                                      for (auto& v : x) v = row.fmag(v, a.data());
+                                      return Magnitudes{x};
+                                    },
+                                    doc, row.ulps));
+  } else {
+    r.set_error_model(row.name, row.ulps == 0 ? exact(doc) : ulp(row.ulps, doc));
+  }
+  auto points = [row](std::vector<double> (*of)(Attrs)) -> Domain::Points {
+    if (!of) return {};
+    return [row, of](const Node& n) {
+      auto a = attrs_of(row, n);
+      return of(a.data());
+    };
+  };
+  r.set_domain(row.name, Domain({0}, points(row.critical), points(row.kinks)));
+  if (row.danger) r.set_danger(row.name, row.danger());
+  if (!row.df) return;
+
+  r.set_vjp(row.name, [row](const KernelContext& c, const Tensors& in, const Tensors& out,
+                            const Tensors& grads) {
+    Tensors res(in.size());
+    if (!is_floating(in[0].dtype())) return res;
+    auto a = attrs_of(row, c.node);
+    auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      g[i] = g[i] == 0 ? 0 : g[i] * row.df(x[i], y[i], a.data());
+    res[0] = grad_like(g, in[0]);
+    return res;
+  });
+  r.set_backward_error_model(
+      row.name,
+      [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+            const AccumulationBound&) {
+        Magnitudes m(in.size());
+        if (!is_floating(in[0].dtype())) return m;
+        auto a = attrs_of(row, c.node);
+        auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+        m[0].resize(g.size());
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          double d = std::fabs(row.df(x[i], y[i], a.data()));
+          if (row.dmag) d += row.dmag(x[i], y[i], a.data());
+          m[0][i] = g[i] == 0 ? 0 : std::fabs(g[i]) * d;
+        }
+        return m;
+      },
+      row.ddoc, 1);
+  if (row.kinks) r.set_subgradient(row.name, kink_subgradient(row));
+}
+
+}  // namespace
+
+void register_unary_ops(OpRegistry& r) {
+  for (const auto& row : unary_rows()) add_row(r, row);
+}
+
+}  // namespace metaop

@@ -1,0 +1,234 @@
+// The oracle's judgement where it is easiest to fool: gradients at smooth critical points and at
+// true kinks, the softmax family's backward bound, ties in selections. Each test plants a wrong
+// gradient the oracle must reject next to the right ones it must accept.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "analysis/accuracy.h"
+#include "analysis/binding_check.h"
+#include "ops/registry.h"
+
+using namespace metaop;
+
+namespace {
+
+Node unary_node(const std::string& op) {
+  Node n;
+  n.name = op + "_oracle";
+  n.op_type = op;
+  n.inputs = {"x"};
+  n.outputs = {"y"};
+  return n;
+}
+
+Tensor f32(const std::vector<double>& v, Shape s = {}) {
+  if (s.empty()) s = {static_cast<std::int64_t>(v.size())};
+  return Tensor::from_f64(v, std::move(s), DType::Float32);
+}
+
+// The backward check of `node` at inputs `in` with output gradient `g`, where the kernel under
+// test returned `got` for input 0's gradient.
+Score judge_backward(const Node& node, const Tensors& in, const Tensor& g, const Tensor& got,
+                     std::int64_t opset = 13) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  Tensors out = op->reference(KernelContext{node, opset}, in);
+  Tensors grads(out.size());
+  grads[0] = g;
+  Tensors result(in.size());
+  result[0] = got;
+  return check_local_backward(node, opset, in, out, grads, result).score;
+}
+
+// The reference VJP of input 0, scaled element-wise by `factor` at the listed positions.
+Tensor scaled_reference_grad(const Node& node, const Tensors& in, const Tensor& g,
+                             const std::vector<std::size_t>& at, double factor,
+                             std::int64_t opset = 13) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  Tensors out = op->reference(KernelContext{node, opset}, in);
+  Tensors grads(out.size());
+  grads[0] = g;
+  auto r = op->vjp(KernelContext{node, opset}, in, out, grads)[0].to_f64();
+  for (auto i : at) r[i] *= factor;
+  return Tensor::from_f64(r, in[0].shape(), in[0].dtype());
+}
+
+}  // namespace
+
+// A smooth critical point (the probe's edge value 0 of Tanh, Sigmoid, Exp, Sin; 1 of LeakyRelu)
+// is judged like any other point: a gradient 9 times the exact one is a defect there.
+TEST(Oracle, SmoothCriticalPointsAreJudged) {
+  for (const char* op : {"Tanh", "Sigmoid", "Exp", "Sin", "Erf", "Atan", "LeakyRelu", "Elu"}) {
+    Node n = unary_node(op);
+    double at = std::string(op) == "LeakyRelu" ? 1.0 : 0.0;
+    Tensors in{f32({at, 0.25, -0.5})};
+    Tensor g = f32({1, 1, 1});
+    Score right = judge_backward(n, in, g, scaled_reference_grad(n, in, g, {}, 1));
+    EXPECT_FALSE(right.bad()) << op << ": the exact gradient scores " << right.score;
+    Score wrong = judge_backward(n, in, g, scaled_reference_grad(n, in, g, {0}, 9));
+    EXPECT_TRUE(wrong.bad()) << op << " at x = " << at << ": a gradient 9x the exact one scores "
+                             << wrong.score;
+  }
+}
+
+// At a true kink every value between the one-sided derivatives is a correct gradient (the
+// subgradient set); a value outside it is not.
+TEST(Oracle, KinksAcceptTheSubgradientIntervalOnly) {
+  struct Case {
+    const char* op;
+    double at, inside, outside;  // gradient values for g = 1
+  };
+  for (auto c : {Case{"Relu", 0, 0.5, 1.5}, Case{"Relu", 0, 1, -0.5}, Case{"Abs", 0, -1, 1.25},
+                 Case{"Abs", 0, 0.3, -2}, Case{"LeakyRelu", 0, 0.5, -0.1}, Case{"Elu", 0, 1, 2}}) {
+    Node n = unary_node(c.op);
+    Tensors in{f32({c.at, 2.0})};
+    Tensor g = f32({1, 1});
+    auto with = [&](double v) {
+      auto r = scaled_reference_grad(n, in, g, {}, 1).to_f64();
+      r[0] = v;
+      return f32(r);
+    };
+    Score inside = judge_backward(n, in, g, with(c.inside));
+    EXPECT_FALSE(inside.bad()) << c.op << " at its kink " << c.at << ": " << c.inside
+                               << " is a subgradient, scored " << inside.score;
+    Score outside = judge_backward(n, in, g, with(c.outside));
+    EXPECT_TRUE(outside.bad()) << c.op << " at its kink " << c.at << ": " << c.outside
+                               << " is not a subgradient, scored " << outside.score;
+  }
+}
+
+// Softmax and LogSoftmax backward on [8, 1000] logits in [-5, 5]: the reference passes, every
+// gradient scaled by 1.05 (Softmax) or 1.01 (LogSoftmax) fails.
+TEST(Oracle, SoftmaxBackwardBoundIsNotSquared) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-5, 5), ug(-1, 1);
+  std::vector<double> x(8000), gv(8000);
+  for (auto& v : x) v = u(rng);
+  for (auto& v : gv) v = ug(rng);
+  for (auto [op, factor] : {std::pair{"Softmax", 1.05}, std::pair{"LogSoftmax", 1.01}}) {
+    Node n = unary_node(op);
+    n.attrs["axis"] = Attribute::of_int(-1);
+    Tensors in{f32(x, {8, 1000})};
+    Tensor g = f32(gv, {8, 1000});
+    Score right = judge_backward(n, in, g, scaled_reference_grad(n, in, g, {}, 1));
+    EXPECT_FALSE(right.bad()) << op << ": the exact gradient scores " << right.score;
+    std::vector<std::size_t> all(8000);
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    Score wrong = judge_backward(n, in, g, scaled_reference_grad(n, in, g, all, factor));
+    EXPECT_TRUE(wrong.bad()) << op << ": every gradient scaled by " << factor << " scores "
+                             << wrong.score;
+  }
+}
+
+// A tie in one window of a max pool leaves that window's gradient free to go to either tied
+// element; a wrong gradient elsewhere in the tensor is still a defect.
+TEST(Oracle, TiesExemptOnlyTheirOwnWindow) {
+  Node n = unary_node("MaxPool");
+  n.attrs["kernel_shape"] = Attribute::of_ints({2, 2});
+  n.attrs["strides"] = Attribute::of_ints({2, 2});
+  // Two 2x2 windows; the first has a tie for its maximum (5 at [0,0] and [1,1]). The values of
+  // the second (5, 2, 4, 1) also occur in the first, so a tensor-wide exemption would miss it.
+  Tensors in{f32({5, 4, 5, 2,  //
+                  0, 5, 4, 1},
+                 {1, 1, 2, 4})};
+  Tensor g = f32({1, 1}, {1, 1, 1, 2});
+  auto grad = [&](std::vector<double> v) { return f32(v, {1, 1, 2, 4}); };
+  // The tie split either way (or evenly) is right; the second window's max takes its 1.
+  for (auto v :
+       {std::vector<double>{1, 0, 1, 0, 0, 0, 0, 0}, std::vector<double>{0, 0, 1, 0, 0, 1, 0, 0},
+        std::vector<double>{0.5, 0, 1, 0, 0, 0.5, 0, 0}}) {
+    Score s = judge_backward(n, in, g, grad(v));
+    EXPECT_FALSE(s.bad()) << "a subgradient at the tie scored " << s.score;
+  }
+  // Wrong in the window without a tie (its gradient sent to 4 instead of 5).
+  Score s = judge_backward(n, in, g, grad({1, 0, 0, 0, 0, 0, 1, 0}));
+  EXPECT_TRUE(s.bad()) << "a wrong gradient outside the tied window scored " << s.score;
+  // Wrong inside the tied window: a non-maximal element gets gradient.
+  s = judge_backward(n, in, g, grad({0, 1, 1, 0, 0, 0, 0, 0}));
+  EXPECT_TRUE(s.bad()) << "gradient sent to a non-maximal element scored " << s.score;
+  // More than the window's gradient in total at the tie.
+  s = judge_backward(n, in, g, grad({1, 0, 1, 0, 0, 1, 0, 0}));
+  EXPECT_TRUE(s.bad()) << "the tie's gradient given twice scored " << s.score;
+}
+
+// ReduceMax with a tie in one row: the other row is judged exactly, although its values also
+// occur in the tied row.
+TEST(Oracle, ReduceMaxTieExemptsOnlyItsGroup) {
+  Node n = unary_node("ReduceMax");
+  n.attrs["axes"] = Attribute::of_ints({1});
+  n.attrs["keepdims"] = Attribute::of_int(1);
+  Tensors in{f32({9, 9, 4, 4, 9, 1}, {2, 3})};
+  Tensor g = f32({1, 1}, {2, 1});
+  auto grad = [&](std::vector<double> v) { return f32(v, {2, 3}); };
+  EXPECT_FALSE(judge_backward(n, in, g, grad({1, 0, 0, 0, 1, 0})).bad());
+  EXPECT_FALSE(judge_backward(n, in, g, grad({0.5, 0.5, 0, 0, 1, 0})).bad());
+  EXPECT_TRUE(judge_backward(n, in, g, grad({1, 0, 0, 1, 0, 0})).bad());
+  EXPECT_TRUE(judge_backward(n, in, g, grad({1, 1, 0, 0, 1, 0})).bad());
+}
+
+namespace {
+
+// A binding that runs the reference but leaves out every output after the first.
+class OmittingBinding : public Binding {
+ public:
+  std::string name() const override { return "omitting"; }
+  Support supports(const std::string&) const override { return {true, false, {}, ""}; }
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+    Tensors out = OpRegistry::instance().find(node.op_type)->reference({node, opset}, inputs);
+    out.resize(1);
+    return out;
+  }
+};
+
+// A binding whose gradient is the reference's, at points where finite differences cannot judge.
+class ReferenceBackward : public Binding {
+ public:
+  std::string name() const override { return "reference-backward"; }
+  Support supports(const std::string&) const override { return {true, true, {}, ""}; }
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+    return OpRegistry::instance().find(node.op_type)->reference({node, opset}, inputs);
+  }
+  Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                   const Tensors& outputs, const Tensors& grads) override {
+    return OpRegistry::instance().find(node.op_type)->vjp({node, opset}, inputs, outputs, grads);
+  }
+};
+
+}  // namespace
+
+// The forward binding check judges with the op's error model (a 20-ulp error in Exp fails, as
+// 1e-4 relative would not), an output the binding leaves out is a mismatch, and a backward
+// check that could compare no coordinate with finite differences fails.
+TEST(Oracle, BindingChecksUseTheErrorModelAndSkipNothingSilently) {
+  Node exp = unary_node("Exp");
+  Tensors in{f32({0.5, 1.5, -2})};
+  struct Off : ReferenceBackward {
+    Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+      auto v = ReferenceBackward::forward(node, opset, inputs)[0].to_f64();
+      for (auto& x : v) x *= 1 + 20 * std::ldexp(1.0, -24);
+      return {Tensor::from_f64(v, {3}, DType::Float32)};
+    }
+  } off;
+  NodeVerdict v = check_forward(off, exp, 13, in);
+  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.kind, "accuracy");
+
+  Node drop = unary_node("Dropout");
+  drop.outputs = {"y", "mask"};
+  OmittingBinding omitting;
+  v = check_forward(omitting, drop, 13, {f32({1, 2, 3})});
+  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.kind, "omitted");
+
+  // Relu at exact zeros only: every coordinate is a kink.
+  ReferenceBackward ref;
+  Node relu = unary_node("Relu");
+  v = check_backward(ref, relu, 13, {f32({0, 0, 0})});
+  EXPECT_EQ(v.status, "error") << v.detail;
+  EXPECT_EQ(v.compared, 0);
+  EXPECT_EQ(v.skipped, 3);
+  v = check_backward(ref, relu, 13, {f32({0, 1, 2})});
+  EXPECT_EQ(v.status, "ok") << v.detail;
+  EXPECT_EQ(v.compared, 2);
+}
