@@ -45,6 +45,8 @@ struct ExposeOptions {
   std::uint64_t seed = 0;
   // Gradient strategy: also start from constant inputs (each bound of the box, its middle, 0).
   bool constant_starts = true;
+  // End the search at the first exposure (the other targets keep their closest approach).
+  bool stop_at_first = false;
   // Called after each step: steps done, the budget's steps, seconds, exposed targets, targets.
   std::function<void(std::int64_t, std::int64_t, double, std::size_t, std::size_t)> progress;
 };

@@ -100,7 +100,10 @@ class Searcher {
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
-  bool budget_left() const { return steps_ < opt_.iterations && elapsed() < opt_.time_limit; }
+  bool budget_left() const {
+    return steps_ < opt_.iterations && elapsed() < opt_.time_limit &&
+           !(opt_.stop_at_first && exposed_count() > 0);
+  }
   bool all_done() const {
     for (const auto& s : state_)
       if (!s.done) return false;

@@ -38,6 +38,7 @@ struct ExposeArgs {
   std::string report_dir;
   bool progress = false;
   bool no_constant_starts = false;
+  bool stop_at_first = false;
   int threads = 1;
 };
 
@@ -85,6 +86,7 @@ int run(const ExposeArgs& a) {
   opt.iterations = a.iterations;
   opt.seed = a.seed;
   opt.constant_starts = !a.no_constant_starts;
+  opt.stop_at_first = a.stop_at_first;
   TorchBinding::set_threads(a.threads);
   set_reference_threads(a.threads);
 
@@ -158,6 +160,9 @@ void add_expose_command(CLI::App& app, Action& action) {
   cmd->add_flag("--no-constant-starts", a->no_constant_starts,
                 "Gradient strategy: do not try constant inputs (bounds, middle, 0) as starting "
                 "points (to measure the gradient search alone)");
+  cmd->add_flag("--stop-at-first", a->stop_at_first,
+                "End the search at the first exposure instead of spending the budget on the "
+                "other targets");
   cmd->add_option("--time-limit", a->time_limit, "Seconds for the whole search")
       ->capture_default_str();
   cmd->add_option("--iterations", a->iterations, "Search steps for the whole search")
