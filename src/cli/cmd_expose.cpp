@@ -102,8 +102,8 @@ int run(const ExposeArgs& a) {
                                                        std::size_t targets) mutable {
       if (seconds - last < 0.1 && done != total) return;  // a few updates a second
       last = seconds;
-      double f = std::min(1.0, std::max(static_cast<double>(done) / static_cast<double>(total),
-                                        seconds / limit));
+      double f = std::min(
+          1.0, std::max(static_cast<double>(done) / static_cast<double>(total), seconds / limit));
       int width = 30, filled = static_cast<int>(width * f);
       fmt::print(stderr, "\r[{}{}] {} steps  {:.1f}/{:.0f} s  exposed {}/{} targets",
                  std::string(filled, '#'), std::string(width - filled, '-'), done, seconds, limit,

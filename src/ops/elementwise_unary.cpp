@@ -79,8 +79,8 @@ DangerZones exp_zones() {
           danger::output_underflow("exp(x) rounds to 0 (x below -103.97)")};
 }
 DangerZones log_zones() {
-  return {danger::below(DangerKind::LogDomain, 0, 0, false,
-                        "input reaches 0 (-inf) or below (NaN)")};
+  return {
+      danger::below(DangerKind::LogDomain, 0, 0, false, "input reaches 0 (-inf) or below (NaN)")};
 }
 DangerZones sqrt_zones() {
   return {danger::below(DangerKind::SqrtDomain, 0, 0, true, "input below 0 (NaN)")};
