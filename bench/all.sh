@@ -42,6 +42,14 @@ stamp "fault campaign: train --check (gradients and updates)"
 $PY "$HERE/grad_faults.py" "$METAOP" "$OUT/grad_faults" --json "$OUT/grad_faults.json" \
   > "$OUT/grad_faults.log"
 
+stamp "diagnose: faulty training setups (variant 0 and held-out variants 8-10), monitoring overhead"
+for v in 0 8 9 10; do
+  $PY "$HERE/diagnose/run.py" "$METAOP" "$OUT/diagnose_$v" --variant $v \
+    --json "$OUT/diagnose_$v.json" > "$OUT/diagnose_$v.log"
+done
+$PY "$HERE/diagnose/overhead.py" "$METAOP" "$OUT/diagnose_overhead" --repeats 7 \
+  --json "$OUT/diagnose_overhead.json" > "$OUT/diagnose_overhead.log"
+
 stamp "expose: 27 buggy programs and their fixed twins (60 s budget per run)"
 $PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$OUT/expose.md" \
   2> "$OUT/expose.log"
@@ -56,4 +64,6 @@ echo "== probe ort"; tail -2 "$OUT/probe_ort.log"; cat "$OUT/probe_ort.time"
 echo "== train_vs_torch"; tail -4 "$OUT/train_vs_torch.log"
 echo "== faults"; grep -A6 "^injections" "$OUT/faults.log"
 echo "== grad_faults"; grep -A5 "faults$" "$OUT/grad_faults.log"
+for v in 0 8 9 10; do echo "== diagnose variant $v"; tail -4 "$OUT/diagnose_$v.log"; done
+echo "== diagnose overhead"; tail -4 "$OUT/diagnose_overhead.log"
 echo "== expose"; grep "^- " "$OUT/expose.md"

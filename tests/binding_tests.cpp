@@ -48,7 +48,7 @@ const std::map<std::string, std::vector<NodeCase>>& cases_by_op() {
 // --- known findings
 
 struct Known {
-  std::string binding, test, phase, variant, kind;
+  std::string binding, op, test, phase, variant, kind;
   double bound = 0;  // the largest score accepted (infinite for non-finite, shape, crash ...)
   int line = 0;
 };
@@ -77,7 +77,7 @@ const KnownList& known_findings() {
       std::istringstream ss(line);
       Known e;
       std::string bound, extra;
-      ss >> e.binding >> e.test >> e.phase >> e.variant >> e.kind >> bound;
+      ss >> e.binding >> e.op >> e.test >> e.phase >> e.variant >> e.kind >> bound;
       e.line = n;
       try {
         std::size_t used = 0;
@@ -89,7 +89,7 @@ const KnownList& known_findings() {
       if (!phases.count(e.phase) || !variants.count(e.variant) || !kinds.count(e.kind) ||
           std::isnan(e.bound) || (ss >> extra)) {
         k.errors.push_back(
-            fmt::format("known_findings.txt:{}: '{}' is not 'BINDING TEST "
+            fmt::format("known_findings.txt:{}: '{}' is not 'BINDING OP TEST "
                         "forward|backward|vjp given|random KIND BOUND'",
                         n, line));
         continue;
@@ -273,16 +273,25 @@ std::string pair_name(const testing::TestParamInfo<Pair>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Bindings, BindingOp, testing::ValuesIn(claimed_pairs()), pair_name);
 
-// Every entry of known_findings.txt is well formed and names a binding and a case that exist.
+// Every entry of known_findings.txt is well formed and names a binding, a registered op and a
+// case of that op.
 TEST(KnownFindings, NameExistingBindingsAndCases) {
   for (const auto& e : known_findings().errors) ADD_FAILURE() << e;
-  std::set<std::string> bindings, tests;
+  std::set<std::string> bindings;
+  std::map<std::string, std::string> op_of;  // case -> its op
   for (const auto& b : binding_names()) bindings.insert(b);
   for (const auto& [op, cs] : cases_by_op())
-    for (const auto& c : cs) tests.insert(c.test);
+    for (const auto& c : cs) op_of[c.test] = op;
   for (const auto& [key, e] : known_findings().entries) {
     EXPECT_TRUE(bindings.count(e.binding)) << "line " << e.line << ": no binding " << e.binding;
-    EXPECT_TRUE(tests.count(e.test)) << "line " << e.line << ": no case " << e.test;
+    EXPECT_TRUE(OpRegistry::instance().find(e.op))
+        << "line " << e.line << ": " << e.op << " is not a meta operator";
+    auto it = op_of.find(e.test);
+    if (it == op_of.end())
+      ADD_FAILURE() << "line " << e.line << ": no case " << e.test;
+    else
+      EXPECT_EQ(it->second, e.op) << "line " << e.line << ": " << e.test << " is a case of "
+                                  << it->second;
   }
 }
 

@@ -1,16 +1,33 @@
 #include "bindings/binding.h"
 
+#include <fmt/format.h>
+
 #include "bindings/onednn/onednn_binding.h"
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/ort/ort_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "bindings/torch/torch_binding.h"
+#include "ops/linear_util.h"
 
 namespace metaop {
 
 Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const Tensors&,
                           const Tensors&) {
   throw Unsupported(node.label() + ": binding '" + name() + "' has no backward for this op");
+}
+
+std::vector<std::string> Binding::where(const std::string&) const {
+  return {};
+}
+
+std::string location(const std::source_location& where) {
+  return fmt::format("{}:{}", where.file_name(), where.line());
+}
+
+void set_threads(int n) {
+  TorchBinding::set_threads(n);
+  OrtBinding::set_threads(n);
+  set_reference_threads(n);
 }
 
 std::vector<std::string> binding_names() {

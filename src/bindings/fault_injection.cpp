@@ -135,6 +135,26 @@ Tensors FaultyBinding::backward(const Node& node, std::int64_t opset, const Tens
 
 namespace {
 
+// The half_acc fault's kernel: every dot product summed sequentially with the running sum
+// rounded to float16 after each term, as a kernel that accumulates in float16 would.
+double to_half(double x) {
+  return half_bits_to_f64(f64_to_half_bits(x));
+}
+
+void half_accumulating_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                            double alpha, const double* a, const double* b, double beta,
+                            double* c) {
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        double av = ta ? a[p * m + i] : a[i * k + p], bv = tb ? b[j * k + p] : b[p * n + j];
+        acc = to_half(acc + av * bv);
+      }
+      c[i * n + j] = to_half(alpha * acc + beta * c[i * n + j]);
+    }
+}
+
 std::int64_t argmax_abs(const std::vector<double>& v) {
   std::int64_t best = -1;
   double m = -1;
@@ -286,10 +306,8 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
     return no_max(node, opset, inputs);
   }
   if (fault == "half_acc") {
-    ScopedLowPrecisionAccumulation acc(DType::Float16);
     note = "float16 accumulation";
-    const MetaOp* op = OpRegistry::instance().find(node.op_type);
-    return op->reference(KernelContext{node, opset}, inputs);
+    return forward_with_gemm(KernelContext{node, opset}, inputs, half_accumulating_gemm);
   }
   if (fault == "offbyone") {
     if (!is_floating(inputs[0].dtype())) {

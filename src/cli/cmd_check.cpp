@@ -9,14 +9,12 @@
 #include "analysis/check.h"
 #include "analysis/whole_graph.h"
 #include "bindings/ort/ort_binding.h"
-#include "bindings/torch/torch_binding.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "ops/linear_util.h"
 #include "report/check_report.h"
 #include "report/whole_graph_report.h"
 #include "tensor/npy.h"
@@ -94,9 +92,7 @@ int run(const CheckArgs& a) {
     fail("--bound {}: expected probabilistic or rigorous", a.bound);
   opt.bound.kind =
       a.bound == "rigorous" ? AccumulationBound::Rigorous : AccumulationBound::Probabilistic;
-  TorchBinding::set_threads(a.threads);
-  OrtBinding::set_threads(a.threads);
-  set_reference_threads(a.threads);
+  set_threads(a.threads);
   for (const auto& s : a.inject) opt.faults.push_back(parse_fault(s));
   opt.verify = !a.no_verify;
   Plan reference_only;
@@ -108,9 +104,10 @@ int run(const CheckArgs& a) {
     wopt.bindings = opt.bindings;
     for (const auto& b : wopt.bindings)
       if (!has_whole_model_runner(b))
-        fail("--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
-             "opencv have)",
-             a.bind, b);
+        fail(
+            "--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
+            "opencv have)",
+            a.bind, b);
     wopt.ort_level = a.ort.level;
     for (const auto& s : a.inject_fusion) {
       wopt.faults.push_back(parse_fusion_fault(s));

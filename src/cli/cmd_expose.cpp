@@ -7,12 +7,10 @@
 
 #include "analysis/expose.h"
 #include "bindings/binding.h"
-#include "bindings/torch/torch_binding.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "ops/linear_util.h"
 #include "report/expose_report.h"
 
 namespace metaop::cli {
@@ -87,8 +85,7 @@ int run(const ExposeArgs& a) {
   opt.seed = a.seed;
   opt.constant_starts = !a.no_constant_starts;
   opt.stop_at_first = a.stop_at_first;
-  TorchBinding::set_threads(a.threads);
-  set_reference_threads(a.threads);
+  set_threads(a.threads);
 
   Graph g = load_onnx(a.model);
   InputSpec spec{a.inputs, a.random_inputs, a.seed, range};

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bindings/binding.h"
 #include "cli/commands.h"
@@ -17,6 +18,7 @@ struct OpsArgs {
   bool json = false;
   bool error_models = false;
   bool danger = false;
+  std::string where;
 };
 
 // The danger zones `metaop expose` aims at, one row per zone (docs/expose.md lists them).
@@ -65,9 +67,46 @@ int print_error_models() {
   return 0;
 }
 
+// The regression-list lines that name `op` (the lists key their entries by op).
+std::vector<std::string> known_entries(const std::string& file, const std::string& op) {
+  std::vector<std::string> out;
+  std::ifstream f(std::string(METAOP_SOURCE_DIR) + "/" + file);
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    std::string binding, entry_op;
+    ss >> binding >> entry_op;
+    if (entry_op == op) out.push_back(fmt::format("{}:{}: {}", file, n, line));
+  }
+  return out;
+}
+
+// Everything about one meta operator: where each concern is declared, each binding's kernels,
+// and its entries in the regression lists of known framework defects.
+int print_where(const std::string& type) {
+  const MetaOp* op = OpRegistry::instance().find(type);
+  if (!op) fail("--where {}: not a meta operator (metaop ops lists them)", type);
+  fmt::print("{} ({})\n", type, op->family);
+  for (const auto& [concern, loc] : op->where) fmt::print("  {:<22} {}\n", concern, location(loc));
+  for (const auto& name : binding_names()) {
+    auto b = make_binding(name);
+    auto lines = b->where(type);
+    if (lines.empty()) {
+      fmt::print("  {:<22} - ({})\n", name, b->supports(type).reason);
+      continue;
+    }
+    for (const auto& l : lines) fmt::print("  {:<22} {}\n", name, l);
+  }
+  for (const char* file : {"tests/known_findings.txt", "tests/known_probe_findings.txt"})
+    for (const auto& e : known_entries(file, type)) fmt::print("  {:<22} {}\n", "known defect", e);
+  return 0;
+}
+
 int run(const OpsArgs& a) {
   if (a.error_models) return print_error_models();
   if (a.danger) return print_danger_zones(a.json);
+  if (!a.where.empty()) return print_where(a.where);
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
   std::vector<std::unique_ptr<Binding>> bindings;
@@ -116,6 +155,9 @@ void add_ops_command(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--json", args->json,
       "Print a JSON list of {op, binding, forward, backward, dtypes, error_model, reason}");
+  cmd->add_option("--where", args->where,
+                  "Print where everything about one op is declared: each concern, each binding's "
+                  "kernels, its known defects");
   cmd->add_flag("--error-models", args->error_models,
                 "Print each op's error model (tolerance of a correct float32 kernel) as Markdown");
   cmd->add_flag("--danger", args->danger,

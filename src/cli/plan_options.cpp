@@ -5,8 +5,6 @@
 #include <map>
 
 #include "bindings/ort/ort_binding.h"
-#include "bindings/torch/torch_binding.h"
-#include "ops/linear_util.h"
 
 namespace metaop::cli {
 
@@ -34,9 +32,7 @@ void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::
       fail("--bind-op '{}': expected OPTYPE=BINDING or NODE_NAME=BINDING", spec);
     plan.bind_op(spec.substr(0, eq), spec.substr(eq + 1));
   }
-  TorchBinding::set_threads(threads);
-  OrtBinding::set_threads(threads);
-  set_reference_threads(threads);
+  set_threads(threads);
   for (const auto& b : split_list(bind)) require_installed(b);
   for (const auto& spec : bind_ops) require_installed(spec.substr(spec.find('=') + 1));
 }

@@ -46,7 +46,7 @@ void im2col(const double* x, std::int64_t channels, const Window& w, double* col
   }
 }
 
-Tensors conv(const KernelContext& c, const Tensors& in) {
+Tensors conv(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& x = input(c, in, 0);
   const Tensor& wt = input(c, in, 1);
   require_float(c, x, "input X");
@@ -81,7 +81,7 @@ Tensors conv(const KernelContext& c, const Tensors& in) {
       double* og = out.data() + (n * M + g * Mg) * P;
       for (std::int64_t m = 0; m < Mg; ++m)
         std::fill(og + m * P, og + (m + 1) * P, bias[g * Mg + m]);
-      gemm_f64(false, false, Mg, P, K, 1.0, vw.data() + g * Mg * K, cols, 1.0, og);
+      gemm(false, false, Mg, P, K, 1.0, vw.data() + g * Mg * K, cols, 1.0, og);
     }
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
 }
@@ -206,7 +206,7 @@ Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, con
 
 namespace {
 
-Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
+Tensors conv_transpose(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& x = input(c, in, 0);
   const Tensor& wt = input(c, in, 1);
   require_float(c, x, "input X");
@@ -222,8 +222,8 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in) {
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t g = 0; g < group; ++g) {
       // col[K, Pin] = W_g^T [K, Cg] * x_g [Cg, Pin]
-      gemm_f64(true, false, K, Pin, Cg, 1.0, vw.data() + g * Cg * K,
-               vx.data() + (n * C + g * Cg) * Pin, 0.0, col.data());
+      gemm(true, false, K, Pin, Cg, 1.0, vw.data() + g * Cg * K, vx.data() + (n * C + g * Cg) * Pin,
+           0.0, col.data());
       double* og = out.data() + (n * M + g * Mg) * Pout;
       for (std::int64_t m = 0; m < Mg; ++m) {
         double* om = og + m * Pout;
@@ -287,9 +287,14 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
 
 }  // namespace
 
+Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm) {
+  return c.node.op_type == "Conv" ? conv(c, in, gemm) : conv_transpose(c, in, gemm);
+}
+
 void register_conv_ops(OpRegistry& r) {
-  r.add({"Conv", "conv", conv});
-  r.add({"ConvTranspose", "conv", conv_transpose});
+  r.add({"Conv", "conv", [](const KernelContext& c, const Tensors& in) { return conv(c, in); }});
+  r.add({"ConvTranspose", "conv",
+         [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); }});
   r.set_vjp("Conv", conv_vjp);
   r.set_vjp("ConvTranspose", conv_transpose_vjp);
 

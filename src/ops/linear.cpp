@@ -9,27 +9,8 @@
 
 namespace metaop {
 
-namespace {
-thread_local std::optional<DType> low_precision_accumulation;
-
-double round_to(double x, DType t) {
-  if (t == DType::Float16) return half_bits_to_f64(f64_to_half_bits(x));
-  if (t == DType::Float32) return static_cast<float>(x);
-  return Tensor::from_f64({x}, {1}, t).to_f64()[0];
-}
-}  // namespace
-
 void set_reference_threads(int n) {
   openblas_set_num_threads(n);
-}
-
-ScopedLowPrecisionAccumulation::ScopedLowPrecisionAccumulation(DType dtype)
-    : previous_(low_precision_accumulation) {
-  low_precision_accumulation = dtype;
-}
-
-ScopedLowPrecisionAccumulation::~ScopedLowPrecisionAccumulation() {
-  low_precision_accumulation = previous_;
 }
 
 void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
@@ -37,19 +18,6 @@ void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, 
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::int64_t i = 0; i < m * n; ++i) c[i] *= beta;
-    return;
-  }
-  if (low_precision_accumulation) {
-    DType t = *low_precision_accumulation;
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (std::int64_t p = 0; p < k; ++p) {
-          double av = ta ? a[p * m + i] : a[i * k + p], bv = tb ? b[j * k + p] : b[p * n + j];
-          acc = round_to(acc + av * bv, t);
-        }
-        c[i * n + j] = round_to(alpha * acc + beta * c[i * n + j], t);
-      }
     return;
   }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -60,7 +28,7 @@ void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, 
 
 namespace {
 
-Tensors matmul(const KernelContext& c, const Tensors& in) {
+Tensors matmul(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& a = input(c, in, 0);
   const Tensor& b = input(c, in, 1);
   if (a.dtype() != b.dtype())
@@ -82,15 +50,15 @@ Tensors matmul(const KernelContext& c, const Tensors& in) {
   auto va = a.to_f64(), vb = b.to_f64();
   std::vector<double> out(static_cast<std::size_t>(nb * m * n), 0.0);
   for (std::int64_t i = 0; i < nb; ++i)
-    gemm_f64(false, false, m, n, k, 1.0, va.data() + map_a[i] * m * k, vb.data() + map_b[i] * k * n,
-             0.0, out.data() + i * m * n);
+    gemm(false, false, m, n, k, 1.0, va.data() + map_a[i] * m * k, vb.data() + map_b[i] * k * n,
+         0.0, out.data() + i * m * n);
   Shape os = batch;
   if (!a_vec) os.push_back(m);
   if (!b_vec) os.push_back(n);
   return {Tensor::from_f64(out, os, a.dtype())};
 }
 
-Tensors gemm(const KernelContext& c, const Tensors& in) {
+Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& a = input(c, in, 0);
   const Tensor& b = input(c, in, 1);
   bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
@@ -114,7 +82,7 @@ Tensors gemm(const KernelContext& c, const Tensors& in) {
     beta = 0.0;
   }
   auto va = a.to_f64(), vb = b.to_f64();
-  gemm_f64(ta, tb, m, n, k, alpha, va.data(), vb.data(), beta, out.data());
+  gemm(ta, tb, m, n, k, alpha, va.data(), vb.data(), beta, out.data());
   return {Tensor::from_f64(out, {m, n}, a.dtype())};
 }
 
@@ -267,9 +235,21 @@ Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 
 }  // namespace
 
+Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm);  // conv.cpp
+
+Tensors forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm) {
+  const std::string& op = c.node.op_type;
+  if (op == "MatMul") return matmul(c, in, gemm);
+  if (op == "Gemm") return gemm_op(c, in, gemm);
+  if (op == "Conv" || op == "ConvTranspose") return conv_forward_with_gemm(c, in, gemm);
+  fail("{}: no GEMM in {}", c.node.label(), op);
+}
+
 void register_linear_ops(OpRegistry& r) {
-  r.add({"MatMul", "linear", matmul});
-  r.add({"Gemm", "linear", gemm});
+  r.add({"MatMul", "linear",
+         [](const KernelContext& c, const Tensors& in) { return matmul(c, in); }});
+  r.add(
+      {"Gemm", "linear", [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); }});
   r.add({"Einsum", "linear",
          [](const KernelContext& c, const Tensors& in) { return einsum(c, in); }});
   r.set_vjp("Einsum", [](const KernelContext& c, const Tensors& in, const Tensors& out,

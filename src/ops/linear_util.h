@@ -1,8 +1,7 @@
 #pragma once
 #include <cstdint>
-#include <optional>
 
-#include "tensor/dtype.h"
+#include "ops/registry.h"
 
 namespace metaop {
 
@@ -13,18 +12,14 @@ void gemm_f64(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::i
 // Threads of the float64 GEMM (OpenBLAS); the CLI ties it to --threads, like the frameworks'.
 void set_reference_threads(int n);
 
-// Fault injection only (`--inject OP:half_acc`): while alive, gemm_f64 on this thread sums
-// every dot product sequentially and rounds the running sum to `dtype` after each term, as a
-// kernel that accumulates in float16 would. The reference kernels never use it otherwise.
-class ScopedLowPrecisionAccumulation {
- public:
-  explicit ScopedLowPrecisionAccumulation(DType dtype);
-  ~ScopedLowPrecisionAccumulation();
-  ScopedLowPrecisionAccumulation(const ScopedLowPrecisionAccumulation&) = delete;
-  ScopedLowPrecisionAccumulation& operator=(const ScopedLowPrecisionAccumulation&) = delete;
+// A row-major GEMM with gemm_f64's arguments. The products of MatMul, Gemm, Conv and
+// ConvTranspose go through one: the reference's is gemm_f64; evaluation (fault injection) may
+// bring its own, e.g. one that accumulates in float16.
+using GemmFn = void (*)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                        double alpha, const double* a, const double* b, double beta, double* c);
 
- private:
-  std::optional<DType> previous_;
-};
+// The forward of MatMul, Gemm, Conv or ConvTranspose (by the node's op type) with its products
+// summed by `gemm`.
+Tensors forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm);
 
 }  // namespace metaop

@@ -119,6 +119,9 @@ cv::Mat to_mat(const Tensor& t) {
 
 }  // namespace
 
+// Every op runs the same way (run_opencv below): the location of the claim and of the runner.
+const std::source_location kOpenCVClaims = std::source_location::current();
+
 Support OpenCVBinding::supports(const std::string& op_type) const {
   Support s;
   if (opencv_ops().count(op_type)) {
@@ -132,6 +135,7 @@ Support OpenCVBinding::supports(const std::string& op_type) const {
 
 namespace {
 
+const std::source_location kOpenCVRunner = std::source_location::current();
 Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) {
   static const bool quiet = [] {
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
@@ -233,6 +237,14 @@ Tensors OpenCVBinding::forward(const Node& node, std::int64_t opset, const Tenso
   // OpenCV's importer and layers can crash on inputs they do not expect: run each node in a
   // child process so that a crash is reported for that node and the run goes on.
   return run_isolated(node.label() + ": OpenCV", [&] { return run_opencv(node, opset, inputs); });
+}
+
+std::vector<std::string> OpenCVBinding::where(const std::string& op_type) const {
+  if (!opencv_ops().count(op_type)) return {};
+  return {
+      fmt::format("forward: {} (the node as a one-node model, imported by OpenCV's "
+                  "readNetFromONNX; claimed at {})",
+                  location(kOpenCVRunner), location(kOpenCVClaims))};
 }
 
 }  // namespace metaop
