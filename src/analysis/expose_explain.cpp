@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analysis/expose.h"
+#include "analysis/expose_search.h"
 #include "ops/kernel_util.h"
 #include "ops/params.h"
 #include "ops/registry.h"
@@ -16,13 +17,6 @@ namespace {
 
 std::string num(double v) {
   return fmt::format("{:.9g}", v);
-}
-
-bool finite_tensor(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype())) return true;
-  for (double v : t.to_f64())
-    if (!std::isfinite(v)) return false;
-  return true;
 }
 
 bool nan_tensor(const Tensor& t) {
@@ -194,9 +188,10 @@ std::string explain_nonfinite(const Graph& g, const std::map<std::string, Tensor
     for (auto k : run_order) {
       const Node& n = g.nodes[k];
       bool in_ok = true, out_bad = false;
-      for (const auto& t : ex.inputs_of(n)) in_ok &= pass == 0 ? finite_tensor(t) : !nan_tensor(t);
+      for (const auto& t : ex.inputs_of(n))
+        in_ok &= pass == 0 ? expose_detail::all_finite(t) : !nan_tensor(t);
       for (const auto& t : ex.outputs_of(n))
-        out_bad |= pass == 0 ? !finite_tensor(t) : nan_tensor(t);
+        out_bad |= pass == 0 ? !expose_detail::all_finite(t) : nan_tensor(t);
       if (in_ok && out_bad) {
         origin = k;
         break;
@@ -238,7 +233,7 @@ std::string explain_nonfinite(const Graph& g, const std::map<std::string, Tensor
   bool nan = false;
   for (const auto& t : outs) nan |= nan_tensor(t);
   bool finite_in = true;
-  for (const auto& t : ins) finite_in &= finite_tensor(t);
+  for (const auto& t : ins) finite_in &= expose_detail::all_finite(t);
   return fmt::format("{} produced {} at {} from {} inputs{}", n.op_type, nan ? "NaN" : "inf",
                      n.name, finite_in ? "finite" : "infinite",
                      finite_in ? " (no declared danger zone of the op covers it)" : "");
