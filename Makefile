@@ -2,7 +2,8 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test test-fast test-sanitize tidy bench bench-all clean format
+.PHONY: all deps build demo test test-fast test-sanitize tidy bench bench-all bench-expose clean \
+        format
 
 all: build
 
@@ -53,6 +54,13 @@ bench: build
 # $(BUILD_DIR)/bench-results.
 bench-all: build
 	bash bench/all.sh $(BUILD_DIR)
+
+# metaop expose on 27 small buggy programs and their fixed twins (about 30 minutes with the
+# 60 s budget; EXPOSE_BUDGET=10 for a quicker look). Figures: docs/expose.md.
+EXPOSE_BUDGET ?= 60
+bench-expose: build
+	/usr/bin/python3 bench/expose/run.py $(BUILD_DIR)/metaop $(BUILD_DIR)/bench/expose \
+	  --time-limit $(EXPOSE_BUDGET) --jobs 2
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every campaign and benchmark whose figures docs/benchmarks.md quotes, each writing its log (and
 # JSON where it has one) into OUT; their headline lines are printed at the end. Long: about two
-# hours on 2 cores (the fault campaigns dominate).
+# hours on 2 cores (the fault campaigns dominate; the expose benchmark adds about 40 minutes).
 # Usage: bench/all.sh BUILD_DIR [OUT]     (make bench-all)
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
@@ -50,6 +50,10 @@ done
 $PY "$HERE/diagnose/overhead.py" "$METAOP" "$OUT/diagnose_overhead" --repeats 7 \
   --json "$OUT/diagnose_overhead.json" > "$OUT/diagnose_overhead.log"
 
+stamp "expose: 27 buggy programs and their fixed twins (60 s budget per run)"
+$PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$OUT/expose.md" \
+  2> "$OUT/expose.log"
+
 stamp "done; headline figures:"
 for f in reference_vs_torch_1 reference_vs_torch_2 ort_overhead; do
   echo "== $f"; tail -8 "$OUT/$f.log"
@@ -62,3 +66,4 @@ echo "== faults"; grep -A6 "^injections" "$OUT/faults.log"
 echo "== grad_faults"; grep -A5 "faults$" "$OUT/grad_faults.log"
 for v in 0 8 9 10; do echo "== diagnose variant $v"; tail -4 "$OUT/diagnose_$v.log"; done
 echo "== diagnose overhead"; tail -4 "$OUT/diagnose_overhead.log"
+echo "== expose"; grep "^- " "$OUT/expose.md"

@@ -17,8 +17,33 @@ namespace {
 struct OpsArgs {
   bool json = false;
   bool error_models = false;
+  bool danger = false;
   std::string where;
 };
+
+// The danger zones `metaop expose` aims at, one row per zone (docs/expose.md lists them).
+int print_danger_zones(bool json) {
+  const auto& reg = OpRegistry::instance();
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) fmt::print("{:<26} {:<20} {:<10} {}\n", "op", "kind", "watches", "condition");
+  for (const auto& type : reg.types()) {
+    for (const auto& z : reg.find(type)->domain.danger) {
+      std::string watches = fmt::format("{} {}", z.watches_output ? "output" : "input", z.index);
+      std::string cond = z.condition + (z.kernel_dependent ? " [kernel-dependent]" : "");
+      if (json)
+        out.push_back({{"op", type},
+                       {"kind", danger_kind_name(z.kind)},
+                       {"watches", watches},
+                       {"unit", z.unit},
+                       {"kernel_dependent", z.kernel_dependent},
+                       {"condition", z.condition}});
+      else
+        fmt::print("{:<26} {:<20} {:<10} {}\n", type, danger_kind_name(z.kind), watches, cond);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
 
 // The error models as a Markdown table (docs/error-models.md is this output).
 int print_error_models() {
@@ -80,6 +105,7 @@ int print_where(const std::string& type) {
 
 int run(const OpsArgs& a) {
   if (a.error_models) return print_error_models();
+  if (a.danger) return print_danger_zones(a.json);
   if (!a.where.empty()) return print_where(a.where);
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
@@ -134,6 +160,9 @@ void add_ops_command(CLI::App& app, Action& action) {
                   "kernels, its known defects");
   cmd->add_flag("--error-models", args->error_models,
                 "Print each op's error model (tolerance of a correct float32 kernel) as Markdown");
+  cmd->add_flag("--danger", args->danger,
+                "List each op's danger zones (where finite inputs give NaN/INF), as `metaop "
+                "expose` aims at them; with --json, as JSON");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   metaop::cli::add_probe_command(app, action);
   metaop::cli::add_train_command(app, action);
   metaop::cli::add_repro_command(app, action);
+  metaop::cli::add_expose_command(app, action);
   metaop::cli::add_diagnose_command(app, action);
   try {
     app.parse(argc, argv);

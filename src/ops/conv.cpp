@@ -1,4 +1,5 @@
 // Convolution meta operators: Conv (im2col + float64 GEMM) and ConvTranspose (GEMM + col2im).
+#include "ops/danger.h"
 #include "ops/linear_util.h"
 #include "ops/vjp_util.h"
 #include "ops/window.h"
@@ -146,6 +147,7 @@ void register_conv(OpRegistry& r) {
   r.op("Conv", "conv", [](const KernelContext& c, const Tensors& in) { return conv(c, in); })
       .vjp(conv_vjp)
       .domain(Domain({0, 1}))
+      .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext&, const Tensors& in) {
             const Tensor& w = in[1];
@@ -302,6 +304,7 @@ void register_conv_transpose(OpRegistry& r) {
        [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); })
       .vjp(conv_transpose_vjp)
       .domain(Domain({0, 1}))
+      .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
             const Tensor& w = in[1];

@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "ops/danger.h"
 #include "ops/kernel_util.h"
 #include "ops/params.h"
 #include "ops/vjp_util.h"
@@ -160,7 +161,8 @@ void register_variadic(OpRegistry& r) {
   r.op("Sum", "elementwise", variadic([](double a, double b) { return a + b; }, false))
       .error(accumulation(count_inputs, "kappa(#inputs) * sum|x_k|", 1))
       .vjp(variadic_vjp(false, false))
-      .domain(data_inputs);
+      .domain(data_inputs)
+      .danger({danger::output_overflow()});
   r.op("Mean", "elementwise", variadic([](double a, double b) { return a + b; }, true))
       .error(accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2))
       .vjp(variadic_vjp(false, true))
@@ -273,6 +275,16 @@ void register_clip(OpRegistry& r) {
 
 // ---- Cast, CastLike: conversions; between floating types the gradient passes through.
 
+// A cast to float16 or bfloat16 overflows where the value exceeds the type's range.
+DangerZone narrowing_cast() {
+  DangerZone narrowing = danger::output_overflow();
+  narrowing.applies = [](const Node& n) {
+    auto to = dtype_from_onnx(static_cast<int>(n.attr_i("to", 0)));
+    return to && (*to == DType::Float16 || *to == DType::BFloat16);
+  };
+  return narrowing;
+}
+
 Tensors cast_vjp(const KernelContext&, const Tensors& in, const Tensors& out,
                  const Tensors& grads) {
   Tensors res(in.size());
@@ -293,7 +305,8 @@ void register_casts(OpRegistry& r) {
          return Tensors{x.to(*dt)};
        })
       .error(error_models::exact())
-      .vjp(cast_vjp);
+      .vjp(cast_vjp)
+      .danger({narrowing_cast()});
   r.op("CastLike", "elementwise",
        [](const KernelContext& c, const Tensors& in) {
          return Tensors{input(c, in, 0).to(input(c, in, 1).dtype())};

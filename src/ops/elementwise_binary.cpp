@@ -3,8 +3,10 @@
 // the input dtype), its partial derivatives, its error model and its probe edge points; PRelu,
 // whose slope broadcasts per channel before opset 7, has a block of its own below.
 #include <cmath>
+#include <limits>
 #include <source_location>
 
+#include "ops/danger.h"
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
 
@@ -25,7 +27,8 @@ struct BinaryRow {
   BinaryDeriv deriv = nullptr;  // nullptr: not differentiable
   double ulps = 0;              // 0: exact
   const char* doc = "exact (no rounding beyond the result's)";
-  std::vector<double> critical = {0};  // probe edge points of both inputs
+  std::vector<double> critical = {0};             // probe edge points of both inputs
+  std::vector<DangerZone> (*danger)() = nullptr;  // where finite inputs give NaN or infinity
   std::source_location where = std::source_location::current();
 };
 
@@ -47,6 +50,74 @@ Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b
   s.insert(s.end(), b.shape().begin(), b.shape().end());
   s.resize(static_cast<std::size_t>(a.rank()), 1);
   return b.reshaped(s);
+}
+
+// ---- danger zones beyond the shapes ops/danger.h builds
+
+// Sites of a broadcasting binary op whose output is 0 exactly because an input is 0 there (no
+// rounding can make them nonzero, so they cannot underflow).
+danger::ExactZero zero_operand() {
+  return [](const KernelContext&, const Tensors& in, const Tensors& out) {
+    const Shape& os = out[0].shape();
+    std::vector<bool> exact(static_cast<std::size_t>(shape_numel(os)), false);
+    for (std::size_t k = 0; k < 2 && k < in.size(); ++k) {
+      auto v = in[k].to_f64();
+      auto m = broadcast_map(in[k].shape(), os);
+      for (std::size_t i = 0; i < exact.size(); ++i)
+        if (v[static_cast<std::size_t>(m[i])] == 0) exact[i] = true;
+    }
+    return exact;
+  };
+}
+
+// Pow's base (input 0) where pow(a, b) is NaN (a < 0, b not an integer) or inf (a = 0, b < 0).
+DangerZone pow_domain() {
+  DangerZone z;
+  z.kind = DangerKind::PowDomain;
+  z.index = 0;
+  z.condition = "negative base with a non-integer exponent (NaN), or 0 to a negative power (inf)";
+  struct Sites {
+    std::vector<double> a, b;
+    std::vector<std::int64_t> ma, mb;
+  };
+  auto sites = [](const Tensors& in, const Tensors& out) {
+    Sites s{in[0].to_f64(), in[1].to_f64(), broadcast_map(in[0].shape(), out[0].shape()),
+            broadcast_map(in[1].shape(), out[0].shape())};
+    return s;
+  };
+  // Below 0 means strictly below: the largest float32 under 0 is -2^-149.
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  auto dist = [](double a, double b) {
+    if (std::isnan(a) || std::isnan(b) || std::isinf(b)) return inf;
+    bool integral = std::nearbyint(b) == b;
+    if (integral) return b < 0 ? std::fabs(a) : inf;
+    return b < 0 ? std::max(0.0, a) : std::max(0.0, a + std::ldexp(1.0, -149));
+  };
+  z.distances = [sites, dist](const KernelContext&, const Tensors& in, const Tensors& out) {
+    Sites s = sites(in, out);
+    ZoneDistances r;
+    r.element = s.ma;
+    for (std::size_t i = 0; i < s.ma.size(); ++i)
+      r.distance.push_back(dist(s.a[s.ma[i]], s.b[s.mb[i]]));
+    r.slope = [s](std::size_t site) {
+      std::vector<double> g(s.a.size(), 0.0);
+      double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
+      bool by_magnitude = std::nearbyint(b) == b;
+      g[static_cast<std::size_t>(s.ma[site])] =
+          by_magnitude ? (a > 0 ? 1.0 : (a < 0 ? -1.0 : 0.0)) : 1.0;
+      return g;
+    };
+    return r;
+  };
+  z.describe = [sites, dist](const KernelContext&, const Tensors& in, const Tensors& out,
+                             std::size_t site) {
+    Sites s = sites(in, out);
+    double a = s.a[s.ma[site]], b = s.b[s.mb[site]];
+    if (dist(a, b) > 0) return fmt::format("base {:.9g}, exponent {:.9g}", a, b);
+    if (a == 0) return fmt::format("0 to the negative power {:.9g}", b);
+    return fmt::format("negative base {:.9g} with non-integer exponent {:.9g}", a, b);
+  };
+  return z;
 }
 
 template <double (*F)(double, double)>
@@ -94,25 +165,41 @@ const std::vector<BinaryRow>& binary_rows() {
       // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
       {.name = "Add", .make = plain<add>,
        .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
-       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+       .ulps = 1, .doc = "1 ulp (correctly rounded)",
+       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
       {.name = "Sub", .make = plain<sub>,
        .deriv = [](double, double, double) { return std::pair{1.0, -1.0}; },
-       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+       .ulps = 1, .doc = "1 ulp (correctly rounded)",
+       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
       {.name = "Mul", .make = plain<mul>,
        .deriv = [](double a, double b, double) { return std::pair{b, a}; },
-       .ulps = 1, .doc = "1 ulp (correctly rounded)"},
+       .ulps = 1, .doc = "1 ulp (correctly rounded)",
+       .danger = [] {
+         return std::vector<DangerZone>{
+             danger::output_overflow(),
+             danger::output_underflow("product of nonzero factors rounds to 0", zero_operand())};
+       }},
       // Integer division truncates toward zero (the conversion to int does the truncation).
       {.name = "Div",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return a / b; }); },
        .deriv = [](double a, double b, double) { return std::pair{1 / b, -a / (b * b)}; },
-       .ulps = 2, .doc = "2 ulp (correctly rounded, or x * (1/y))", .critical = {0, 1, -1}},
+       .ulps = 2, .doc = "2 ulp (correctly rounded, or x * (1/y))", .critical = {0, 1, -1},
+       .danger = [] {
+         return std::vector<DangerZone>{danger::divisor(
+             1, 0, "divisor reaches 0, or gets small enough for the quotient to overflow")};
+       }},
       {.name = "Pow",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return std::pow(a, b); }); },
        .same_dtype = false,
        .deriv = [](double a, double b, double y) {
          return std::pair{b == 0 ? 0.0 : b * std::pow(a, b - 1), a > 0 ? std::log(a) * y : 0.0};
        },
-       .ulps = 4, .doc = "4 ulp (elementary function)", .critical = {0, 1, -1, 0.5, 2}},
+       .ulps = 4, .doc = "4 ulp (elementary function)", .critical = {0, 1, -1, 0.5, 2},
+       .danger = [] {
+         return std::vector<DangerZone>{
+             pow_domain(), danger::output_overflow(),
+             danger::output_underflow("nonzero power rounds to 0", zero_operand())};
+       }},
       {.name = "Mod",
        .make = [](const KernelContext& c, DType t) {
          bool fmod = c.node.attr_i("fmod", 0) != 0;
@@ -125,7 +212,10 @@ const std::vector<BinaryRow>& binary_rows() {
          });
        },
        .deriv = [](double a, double b, double) { return std::pair{1.0, -std::trunc(a / b)}; },
-       .critical = {0, 1, -1}},
+       .critical = {0, 1, -1},
+       .danger = [] {
+         return std::vector<DangerZone>{danger::divisor(1, -2, "divisor reaches 0 (NaN)")};
+       }},
       {.name = "Equal", .make = plain<eq>, .bool_output = true},
       {.name = "Less", .make = plain<lt>, .bool_output = true},
       {.name = "LessOrEqual", .make = plain<le>, .bool_output = true},
@@ -179,6 +269,7 @@ void add_row(OpRegistry& r, const BinaryRow& row) {
   b.error(row.ulps == 0 ? exact(row.doc) : ulp(row.ulps, row.doc), row.where);
   auto critical = row.critical;
   b.domain(Domain({0, 1}, [critical](const Node&) { return critical; }), row.where);
+  if (row.danger) b.danger(row.danger(), row.where);
   if (row.deriv)
     b.vjp([d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) { return binary_vjp(d, c, in, out, grads); },
@@ -231,7 +322,8 @@ void register_prelu(OpRegistry& r) {
             c, in, out, grads);
       })
       .subgradient(prelu_subgradient)
-      .domain(Domain({0, 1}, [](const Node&) { return std::vector<double>{0}; }));
+      .domain(Domain({0, 1}, [](const Node&) { return std::vector<double>{0}; }))
+      .danger({danger::output_overflow()});  // a slope above 1 scales like a product
 }
 
 }  // namespace

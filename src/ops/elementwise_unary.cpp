@@ -39,6 +39,9 @@ struct UnaryRow {
   // How far (units of u) from a kink a rounded branch condition may decide the other side.
   double (*kink_width)(double x, Attrs a) = nullptr;
   bool float_only = true;
+  // Where finite inputs give NaN/INF or the zeros that do it one op later (for `metaop
+  // expose`); nullptr: nowhere.
+  DangerZones (*danger)() = nullptr;
   std::source_location where = std::source_location::current();  // the row (ops --where)
 };
 
@@ -66,6 +69,47 @@ std::vector<double> at_zero(Attrs) {
 }
 std::vector<double> saturating(Attrs) {
   return {0, 9, -9, 20, -20, 88.7228, -88.7228};
+}
+
+// Danger zones of the rows (ops/danger.h).
+DangerZones overflows() {
+  return {danger::output_overflow()};
+}
+DangerZones exp_zones() {
+  return {danger::output_overflow(),
+          danger::output_underflow("exp(x) rounds to 0 (x below -103.97)")};
+}
+DangerZones log_zones() {
+  return {
+      danger::below(DangerKind::LogDomain, 0, 0, false, "input reaches 0 (-inf) or below (NaN)")};
+}
+DangerZones sqrt_zones() {
+  return {danger::below(DangerKind::SqrtDomain, 0, 0, true, "input below 0 (NaN)")};
+}
+DangerZones reciprocal_zones() {
+  return {danger::divisor(0, -1, "input reaches 0, or a subnormal whose reciprocal overflows")};
+}
+DangerZones asin_acos_zones() {
+  return {danger::abs_above(DangerKind::InverseTrigDomain, 0, 1, true, "|input| above 1 (NaN)")};
+}
+DangerZones atanh_zones() {
+  return {danger::abs_above(DangerKind::InverseTrigDomain, 0, 1, false,
+                            "|input| reaches 1 (inf) or above (NaN)")};
+}
+DangerZones acosh_zones() {
+  return {danger::below(DangerKind::InverseTrigDomain, 0, 1, true, "input below 1 (NaN)")};
+}
+DangerZones sigmoid_zones() {
+  return {danger::output_underflow("sigmoid(x) rounds to 0 (x below about -103.3 in float32)")};
+}
+// The exact softplus is finite for every finite x; kernels that compute log(1 + exp(x)) as
+// written overflow above 88.72.
+DangerZones softplus_zones() {
+  DangerZone z = danger::above(DangerKind::Overflow, 0, 88.72283935546875, false,
+                               "input above 88.72: exp(x) overflows in kernels that compute "
+                               "log(1 + exp(x)) as written");
+  z.kernel_dependent = true;
+  return {z};
 }
 
 // clang-format off
@@ -104,16 +148,19 @@ const std::vector<UnaryRow>& unary_rows() {
        .df = [](double, double y, Attrs) { return 0.5 / y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 1 / std::fabs(y); },
-       .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero},
+       .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero,
+       .danger = sqrt_zones},
       {.name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
        .df = [](double, double y, Attrs) { return -y * y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 5 * y * y; },
-       .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero},
+       .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
+       .danger = reciprocal_zones},
       {.name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
-       .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero},
+       .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
+       .danger = overflows},
 
       // --- elementary functions: libm and vectorized versions (SLEEF, oneDNN) are within a few
       // ULPs; 4 covers the 3.5-ulp variants.
@@ -122,10 +169,11 @@ const std::vector<UnaryRow>& unary_rows() {
        .dmag = [](double, double y, Attrs) { return 5 * std::fabs(y); },
        .ddoc = "|g| (|f'| + 5|y|): y or exp(x), 4 ulp apart",
        // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
-       .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; }},
+       .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; },
+       .danger = exp_zones},
       {.name = "Log", .f = [](double x, Attrs) { return std::log(x); },
        .df = [](double x, double, Attrs) { return 1 / x; }, .ulps = 4,
-       .critical = [](Attrs) { return std::vector<double>{0, 1}; }},
+       .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones},
       {.name = "Erf", .f = [](double x, Attrs) { return std::erf(x); },
        .df = [](double x, double, Attrs) { return kTwoOverSqrtPi * std::exp(-x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
@@ -142,6 +190,8 @@ const std::vector<UnaryRow>& unary_rows() {
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sin(x)); },
        .ddoc = "|g| 5|sin x|",
        .critical = [](Attrs) { return std::vector<double>{kPi / 2, 0, 1e5}; }},
+      // Tan has no danger zone: no float32 or float64 value is close enough to an odd multiple
+      // of pi/2 for tan to overflow (|tan(float(pi/2))| is about 2.3e7).
       {.name = "Tan", .f = [](double x, Attrs) { return std::tan(x); },
        .df = [](double, double y, Attrs) { return 1 + y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return 1 + 12 * y * y; },
@@ -153,14 +203,14 @@ const std::vector<UnaryRow>& unary_rows() {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
-       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }},
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
       {.name = "Acos", .f = [](double x, Attrs) { return std::acos(x); },
        .df = [](double x, double, Attrs) { return -1 / std::sqrt(1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
-       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }},
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
       {.name = "Atan", .f = [](double x, Attrs) { return std::atan(x); },
        .df = [](double x, double, Attrs) { return 1 / (1 + x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 3 / (1 + x * x); },
@@ -168,12 +218,14 @@ const std::vector<UnaryRow>& unary_rows() {
       {.name = "Sinh", .f = [](double x, Attrs) { return std::sinh(x); },
        .df = [](double x, double, Attrs) { return std::cosh(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::cosh(x); }, .ddoc = "|g| 5|f'|",
-       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; }},
+       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
+       .danger = overflows},
       {.name = "Cosh", .f = [](double x, Attrs) { return std::cosh(x); },
        .df = [](double x, double, Attrs) { return std::sinh(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sinh(x)); },
        .ddoc = "|g| 5|f'|",
-       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; }},
+       .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
+       .danger = overflows},
       {.name = "Asinh", .f = [](double x, Attrs) { return std::asinh(x); },
        .df = [](double x, double, Attrs) { return 1 / std::sqrt(x * x + 1); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 3 / std::sqrt(x * x + 1); },
@@ -184,14 +236,14 @@ const std::vector<UnaryRow>& unary_rows() {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(x * x - 1);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |x^2 - 1|) / (2|x^2 - 1|)): x*x - 1 cancels",
-       .critical = [](Attrs) { return std::vector<double>{1}; }},
+       .critical = [](Attrs) { return std::vector<double>{1}; }, .danger = acosh_zones},
       {.name = "Atanh", .f = [](double x, Attrs) { return std::atanh(x); },
        .df = [](double x, double, Attrs) { return 1 / (1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (one_minus_square_rel(x) + 1) / std::fabs(1 - x * x);
        },
        .ddoc = "|g| |f'| (2 + (x^2 + |1 - x^2|) / |1 - x^2|): 1 - x*x cancels",
-       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }},
+       .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = atanh_zones},
 
       // --- activations
       {.name = "Sigmoid", .f = [](double x, Attrs) { return sigmoid(x); },
@@ -199,7 +251,8 @@ const std::vector<UnaryRow>& unary_rows() {
        .dmag = [](double, double y, Attrs) {
          return 2 * std::fabs(y * (1 - y)) + 5 * std::fabs(y * (1 - 2 * y));
        },
-       .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating},
+       .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating,
+       .danger = sigmoid_zones},
       {.name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
        .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
@@ -208,7 +261,8 @@ const std::vector<UnaryRow>& unary_rows() {
        .df = [](double x, double, Attrs) { return sigmoid(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 6 * sigmoid(x); },
        .ddoc = "|g| 7|f'|: exp(x) / (exp(x) + 1)",
-       .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; }},
+       .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; },
+       .danger = softplus_zones},
       {.name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
        .df = [](double x, double, Attrs) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); },
        .ulps = 4,
@@ -235,7 +289,7 @@ const std::vector<UnaryRow>& unary_rows() {
        },
        .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x <= 0, + 1 above): gamma alpha exp(x) or y + "
                "gamma alpha",
-       .critical = signs, .kinks = at_zero},
+       .critical = signs, .kinks = at_zero, .danger = overflows},
       // Continuously differentiable: both one-sided derivatives at 0 are 1.
       {.name = "Celu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) {
@@ -379,6 +433,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
     };
   };
   r.set_domain(row.name, Domain({0}, points(row.critical), points(row.kinks)), row.where);
+  if (row.danger) r.set_danger(row.name, row.danger(), row.where);
   if (!row.df) return;
 
   r.set_vjp(

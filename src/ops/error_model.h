@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "ops/danger.h"
 #include "tensor/tensor.h"
 
 namespace metaop {
@@ -69,6 +70,9 @@ struct Domain {
   std::vector<int> data_inputs{0};  // empty: the op has no data input to probe
   Points critical;
   Points kinks;
+  // Where finite inputs give NaN/INF (or the zeros that do it downstream), for `metaop expose`;
+  // declared with OpRegistry::set_danger next to set_domain.
+  DangerZones danger;
 };
 
 // Magnitudes of a VJP's rounding error per input gradient element, in units of u (kappa

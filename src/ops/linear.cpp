@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "ops/danger.h"
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
 #include "ops/vjp_util.h"
@@ -88,6 +89,7 @@ void register_matmul(OpRegistry& r) {
   r.op("MatMul", "linear", [](const KernelContext& c, const Tensors& in) { return matmul(c, in); })
       .vjp(matmul_vjp)
       .domain(Domain({0, 1}))
+      .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext&, const Tensors& in) {
             const Tensor& a = in[0];
@@ -159,6 +161,7 @@ void register_gemm(OpRegistry& r) {
   r.op("Gemm", "linear", [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); })
       .vjp(gemm_vjp)
       .domain(Domain({0, 1}))
+      .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
             const Tensor& a = in[0];
@@ -274,6 +277,7 @@ void register_einsum(OpRegistry& r) {
         return r;
       })
       .domain(Domain({0, 1}))
+      .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
             // Terms per output element: product of the sizes of contracted labels.

@@ -495,6 +495,17 @@ Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   return r;
 }
 
+// Elements grouped by their group number.
+std::vector<std::vector<std::int64_t>> groups_of(const std::vector<std::int64_t>& group) {
+  std::vector<std::vector<std::int64_t>> g;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    auto k = static_cast<std::size_t>(group[i]);
+    if (k >= g.size()) g.resize(k + 1);
+    g[k].push_back(static_cast<std::int64_t>(i));
+  }
+  return g;
+}
+
 // InstanceNormalization's view of X: its values, one group per (sample, channel), each
 // element's channel, Scale per element, and N, C and the spatial size S.
 struct InstanceNormLayout {
@@ -884,6 +895,54 @@ void register_norm_ops(OpRegistry& r) {
   r.set_backward_error_model("InstanceNormalization", instance_norm_vjp_magnitude, norm_bwd);
   r.set_backward_error_model("LayerNormalization", layer_norm_vjp_magnitude,
                              std::string(norm_bwd) + "; Mean and InvStdDev gradients added");
+
+  // Danger zones: with epsilon 0, a group of equal values divides 0 by 0 (MVN adds 1e-9 to the
+  // deviation and LRN's bias is positive by default; neither can).
+  auto eps_zero = [](const Node& n) { return n.attr_f("epsilon", 1e-5) == 0; };
+  auto zero_variance = [eps_zero](danger::Groups groups, std::string condition) {
+    DangerZone z = danger::group_constant(0, std::move(groups), std::move(condition));
+    z.applies = eps_zero;
+    return z;
+  };
+  r.set_danger("LayerNormalization", {zero_variance(
+                                         [](const KernelContext& c, const Tensors& in) {
+                                           return groups_of(layer_norm_layout(c, in).group);
+                                         },
+                                         "epsilon is 0 and a normalized group is constant (0/0)")});
+  r.set_danger(
+      "InstanceNormalization",
+      {zero_variance([](const KernelContext&,
+                        const Tensors& in) { return groups_of(instance_norm_layout(in).group); },
+                     "epsilon is 0 and a (sample, channel) is constant (0/0)")});
+  // BatchNormalization: in training mode the batch's channel variance, in inference the given
+  // var input (+ epsilon) must stay above 0.
+  DangerZone batch = zero_variance(
+      [](const KernelContext& c, const Tensors& in) {
+        if (!batch_norm_training(c)) return std::vector<std::vector<std::int64_t>>{};
+        auto cmap = channel_map(in[0].shape());
+        std::vector<std::vector<std::int64_t>> g(static_cast<std::size_t>(in[0].dim(1)));
+        for (std::size_t i = 0; i < cmap.size(); ++i)
+          g[static_cast<std::size_t>(cmap[i])].push_back(static_cast<std::int64_t>(i));
+        return g;
+      },
+      "training mode, epsilon 0 and a channel is constant over the batch (0/0)");
+  DangerZone given = danger::below(DangerKind::ZeroVariance, 4, 0, false,
+                                   "inference with var + epsilon reaching 0 (division by 0)");
+  auto below_zero = given.distances;
+  given.distances = [below_zero](const KernelContext& c, const Tensors& in, const Tensors& out) {
+    if (batch_norm_training(c)) return ZoneDistances{{}, {}, {}};
+    // var + epsilon <= 0 is var <= -epsilon: shift the variances by epsilon.
+    Tensors shifted = in;
+    auto v = in[4].to_f64();
+    for (auto& e : v) e += c.node.attr_f("epsilon", 1e-5);
+    shifted[4] = Tensor::from_f64(v, in[4].shape(), DType::Float64);
+    return below_zero(c, shifted, out);
+  };
+  given.describe = [](const KernelContext& c, const Tensors& in, const Tensors&, std::size_t ch) {
+    double v = in[4].f64_at(static_cast<std::int64_t>(ch)), eps = c.node.attr_f("epsilon", 1e-5);
+    return fmt::format("channel {}: var {:.7g} + epsilon {:.7g} = {:.7g}", ch, v, eps, v + eps);
+  };
+  r.set_danger("BatchNormalization", {batch, given});
 }
 
 }  // namespace metaop

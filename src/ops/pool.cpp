@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/danger.h"
 #include "ops/vjp_util.h"
 #include "ops/window.h"
 
@@ -286,10 +287,12 @@ void register_lp_pools(OpRegistry& r) {
   using error_models::condition;
   r.op("LpPool", "pool", pool_forward(pool, PoolKind::Lp))
       .error(condition(lp_magnitude(window_terms), "(kappa(prod(kernel)) + 8) * |y|, 4 ulp"))
-      .vjp(pool_vjp(pool, PoolKind::Lp));
+      .vjp(pool_vjp(pool, PoolKind::Lp))
+      .danger({danger::output_overflow()});
   r.op("GlobalLpPool", "pool", pool_forward(global_pool, PoolKind::Lp))
       .error(condition(lp_magnitude(spatial_terms), "(kappa(spatial) + 8) * |y|, 4 ulp"))
-      .vjp(pool_vjp(global_pool, PoolKind::Lp));
+      .vjp(pool_vjp(global_pool, PoolKind::Lp))
+      .danger({danger::output_overflow()});
 }
 
 }  // namespace

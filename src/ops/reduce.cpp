@@ -91,6 +91,26 @@ double id(double a, std::int64_t) {
   return a;
 }
 
+// The input elements of each output element of a Reduce* node (flat indices), for its danger
+// zones.
+std::vector<std::vector<std::int64_t>> reduction_members(const KernelContext& c,
+                                                         const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto [axes, noop, keepdims] = reduce_axes(c, in, x.rank());
+  std::vector<std::vector<std::int64_t>> groups;
+  if (noop) {
+    for (std::int64_t i = 0; i < x.numel(); ++i) groups.push_back({i});
+    return groups;
+  }
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  groups.resize(static_cast<std::size_t>(shape_numel(kept)));
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    groups[static_cast<std::size_t>(map[i])].push_back(i);
+  return groups;
+}
+
 // Views x as [outer, n, inner] around `axis`.
 struct AxisView {
   std::int64_t outer = 1, n = 1, inner = 1;
@@ -629,7 +649,29 @@ void register_reduce_ops(OpRegistry& r) {
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
   for (const char* t : {"Softmax", "LogSoftmax", "ReduceLogSumExp"})
     r.set_domain(t, {{0}, [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; }});
+  r.set_danger(
+      "Softmax",
+      {danger::output_underflow("probability rounds to 0 (logit gap above about 104 in float32)")});
+  // LogSoftmax and ReduceLogSumExp subtract the maximum: finite for every finite input.
   r.set_domain("ReduceLogSum", {{0}, [](const Node&) { return std::vector<double>{0, 1}; }});
+  r.set_danger("ReduceLogSum",
+               {danger::group_sum_below_zero(DangerKind::LogDomain, 0, reduction_members,
+                                             "sum reaches 0 (-inf) or below (NaN)")});
+  for (const char* t : {"ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "CumSum"})
+    r.set_danger(t, {danger::output_overflow()});
+  r.set_danger("ReduceProd", {danger::output_overflow(),
+                              danger::output_underflow(
+                                  "product of nonzero terms rounds to 0",
+                                  [](const KernelContext& c, const Tensors& in, const Tensors&) {
+                                    auto v = in[0].to_f64();
+                                    std::vector<bool> exact;
+                                    for (const auto& g : reduction_members(c, in)) {
+                                      bool zero = false;
+                                      for (auto e : g) zero |= v[e] == 0;
+                                      exact.push_back(zero);
+                                    }
+                                    return exact;
+                                  })});
   auto reduced = [](const KernelContext& c, const Tensors& in) {
     const Tensor& x = in[0];
     auto ra = reduce_axes(c, in, x.rank());

@@ -46,8 +46,7 @@ OpBuilder& OpBuilder::vjp(ReferenceVjp f, Where where) {
   r_.set_vjp(type_, std::move(f), where);
   return *this;
 }
-OpBuilder& OpBuilder::backward_error(VjpMagnitudeFn f, std::string doc, double ulps,
-                                     Where where) {
+OpBuilder& OpBuilder::backward_error(VjpMagnitudeFn f, std::string doc, double ulps, Where where) {
   r_.set_backward_error_model(type_, std::move(f), std::move(doc), ulps, where);
   return *this;
 }
@@ -57,6 +56,10 @@ OpBuilder& OpBuilder::domain(Domain d, Where where) {
 }
 OpBuilder& OpBuilder::subgradient(SubgradientFn f, Where where) {
   r_.set_subgradient(type_, std::move(f), where);
+  return *this;
+}
+OpBuilder& OpBuilder::danger(DangerZones zones, Where where) {
+  r_.set_danger(type_, std::move(zones), where);
   return *this;
 }
 
@@ -103,8 +106,16 @@ void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeF
 
 void OpRegistry::set_domain(const std::string& type, Domain domain, Where where) {
   MetaOp& op = at(type, "domain");
+  // Danger zones may be declared before or after the rest of the domain.
+  if (domain.danger.empty()) domain.danger = std::move(op.domain.danger);
   op.domain = std::move(domain);
   op.where.emplace_back("domain", where);
+}
+
+void OpRegistry::set_danger(const std::string& type, DangerZones zones, Where where) {
+  MetaOp& op = at(type, "danger zones");
+  op.domain.danger = std::move(zones);
+  op.where.emplace_back("danger zones", where);
 }
 
 }  // namespace metaop

@@ -63,6 +63,7 @@ class OpBuilder {
                             Where where = Where::current());
   OpBuilder& domain(Domain d, Where where = Where::current());
   OpBuilder& subgradient(SubgradientFn f, Where where = Where::current());
+  OpBuilder& danger(DangerZones zones, Where where = Where::current());
 
  private:
   OpRegistry& r_;
@@ -83,6 +84,8 @@ class OpRegistry {
   // Declares the error model of an op already added.
   void set_error_model(const std::string& type, ErrorModel model, Where where = Where::current());
   void set_domain(const std::string& type, Domain domain, Where where = Where::current());
+  // The op's danger zones (ops/danger.h), kept apart from set_domain's other fields.
+  void set_danger(const std::string& type, DangerZones zones, Where where = Where::current());
   void set_vjp(const std::string& type, ReferenceVjp vjp, Where where = Where::current());
   void set_subgradient(const std::string& type, SubgradientFn fn, Where where = Where::current());
   // After set_error_model: the VJP's own error magnitudes, for ops that need more than the

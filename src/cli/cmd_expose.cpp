@@ -1,0 +1,179 @@
+// metaop expose: searches inputs (or weights) that drive a model into NaN/INF, with objectives
+// from the meta operators' danger zones; exit 1 when something is exposed.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "analysis/expose.h"
+#include "bindings/binding.h"
+#include "cli/commands.h"
+#include "cli/inputs.h"
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "report/expose_report.h"
+
+namespace metaop::cli {
+
+namespace {
+
+struct ExposeArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  bool random_inputs = false;
+  std::string range = "-1,1";
+  std::uint64_t seed = 0;
+  std::string vary = "inputs";
+  double weight_radius = 1.0;
+  std::string clip;
+  bool clip_from_inputs = false;
+  std::string bind = "torch";
+  std::string strategy = "gradient";
+  double time_limit = 60;
+  std::int64_t iterations = 2000;
+  std::string out_dir = "metaop-expose";
+  std::string json_file;
+  std::string report_dir;
+  bool progress = false;
+  bool no_constant_starts = false;
+  bool stop_at_first = false;
+  int threads = 1;
+};
+
+std::pair<double, double> parse_box(const std::string& option, const std::string& s) {
+  try {
+    return parse_range(s);
+  } catch (const Error&) {
+    fail("{} '{}': expected LO,HI with LO <= HI", option, s);
+  }
+}
+
+int run(const ExposeArgs& a) {
+  ExposeOptions opt;
+  if (a.vary == "inputs")
+    opt.vary = ExposeVary::Inputs;
+  else if (a.vary == "weights")
+    opt.vary = ExposeVary::Weights;
+  else if (a.vary == "both")
+    opt.vary = ExposeVary::Both;
+  else
+    fail("--vary {}: expected inputs, weights or both", a.vary);
+  if (a.strategy == "gradient")
+    opt.strategy = ExposeStrategy::Gradient;
+  else if (a.strategy == "grist")
+    opt.strategy = ExposeStrategy::Grist;
+  else if (a.strategy == "random")
+    opt.strategy = ExposeStrategy::Random;
+  else
+    fail("--strategy {}: expected gradient, grist or random", a.strategy);
+  auto known = binding_names();
+  if (std::find(known.begin(), known.end(), a.bind) == known.end())
+    fail("--bind {}: unknown binding (known: {})", a.bind, fmt::join(known, ", "));
+  if (!a.clip.empty() && a.clip_from_inputs)
+    fail("--clip {} and --clip-from-inputs: give one of them", a.clip);
+  if (a.threads < 1) fail("--threads {}: must be at least 1", a.threads);
+  if (a.iterations < 1) fail("--iterations {}: must be at least 1", a.iterations);
+  if (!(a.time_limit > 0)) fail("--time-limit {}: must be above 0 seconds", a.time_limit);
+  if (!(a.weight_radius >= 0)) fail("--weight-radius {}: must be 0 or more", a.weight_radius);
+  auto range = parse_range(a.range);
+  opt.clip = a.clip.empty() ? range : parse_box("--clip", a.clip);
+  opt.clip_from_inputs = a.clip_from_inputs;
+  opt.weight_radius = a.weight_radius;
+  opt.binding = a.bind;
+  opt.time_limit = a.time_limit;
+  opt.iterations = a.iterations;
+  opt.seed = a.seed;
+  opt.constant_starts = !a.no_constant_starts;
+  opt.stop_at_first = a.stop_at_first;
+  set_threads(a.threads);
+
+  Graph g = load_onnx(a.model);
+  InputSpec spec{a.inputs, a.random_inputs, a.seed, range};
+  auto [inputs, sources] = gather_inputs(g, spec);
+  validate_inputs(g, inputs, sources);
+
+  bool bar = a.progress || isatty(STDERR_FILENO);
+  if (bar)
+    opt.progress = [limit = a.time_limit, last = -1.0](std::int64_t done, std::int64_t total,
+                                                       double seconds, std::size_t exposed,
+                                                       std::size_t targets) mutable {
+      if (seconds - last < 0.1 && done != total) return;  // a few updates a second
+      last = seconds;
+      double f = std::min(
+          1.0, std::max(static_cast<double>(done) / static_cast<double>(total), seconds / limit));
+      int width = 30, filled = static_cast<int>(width * f);
+      fmt::print(stderr, "\r[{}{}] {} steps  {:.1f}/{:.0f} s  exposed {}/{} targets",
+                 std::string(filled, '#'), std::string(width - filled, '-'), done, seconds, limit,
+                 exposed, targets);
+    };
+  ExposeResult r = expose_model(g, inputs, opt);
+  if (bar) fmt::print(stderr, "\r\033[K");
+
+  write_expose_files(r, a.model, a.out_dir);
+  print_expose_summary(stdout, g, r, a.model);
+  if (!a.json_file.empty()) {
+    std::ofstream(a.json_file) << expose_to_json(r, a.model).dump(1) << '\n';
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  if (!a.report_dir.empty()) {
+    write_expose_html(g, r, a.model, a.report_dir);
+    fmt::print("wrote {}/index.html\n", a.report_dir);
+  }
+  return r.exposed() ? 1 : 0;
+}
+
+}  // namespace
+
+void add_expose_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<ExposeArgs>();
+  auto* cmd = app.add_subcommand(
+      "expose",
+      "Search inputs (or weights) that drive a model into NaN/INF, aimed at the danger zones of "
+      "its ops (exit 0 nothing exposed, 1 exposed, 2 bad input)");
+  cmd->add_option("model", a->model, "ONNX model")->required();
+  cmd->add_option("--input", a->inputs,
+                  "Start point: input file (.npy or .pb) as FILE or NAME=FILE");
+  cmd->add_flag("--random-inputs", a->random_inputs,
+                "Start inputs not given from seeded uniform values in --range");
+  cmd->add_option("--range", a->range, "LO,HI of random inputs, and the default clip box")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of random inputs and of the search")
+      ->capture_default_str();
+  cmd->add_option("--vary", a->vary,
+                  "What the search moves: inputs (floating ones; integers and booleans stay), "
+                  "weights (trainable initializers) or both")
+      ->capture_default_str();
+  cmd->add_option("--weight-radius", a->weight_radius,
+                  "With --vary weights/both: each weight within RADIUS * max|W| of its value")
+      ->capture_default_str();
+  cmd->add_option("--clip", a->clip, "LO,HI box of every varied input (default: --range)");
+  cmd->add_flag("--clip-from-inputs", a->clip_from_inputs,
+                "Keep each varied input within the min and max of its given values");
+  cmd->add_option("--bind", a->bind, "Binding of the verdict run (float32, node by node)")
+      ->capture_default_str();
+  cmd->add_option("--strategy", a->strategy,
+                  "gradient (adaptive), grist (x <- x - 0.15 sign(grad), clipped) or random")
+      ->capture_default_str();
+  cmd->add_flag("--no-constant-starts", a->no_constant_starts,
+                "Gradient strategy: do not try constant inputs (bounds, middle, 0) as starting "
+                "points (to measure the gradient search alone)");
+  cmd->add_flag("--stop-at-first", a->stop_at_first,
+                "End the search at the first exposure instead of spending the budget on the "
+                "other targets");
+  cmd->add_option("--time-limit", a->time_limit, "Seconds for the whole search")
+      ->capture_default_str();
+  cmd->add_option("--iterations", a->iterations, "Search steps for the whole search")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out_dir,
+                  "Folder for the exposing and closest inputs (.npy) and the commands")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json_file, "Write the targets and verdicts as JSON");
+  cmd->add_option("--report", a->report_dir, "Write an HTML report (index.html) into this folder");
+  cmd->add_flag("--progress", a->progress,
+                "Show the progress bar on stderr even when it is not a terminal");
+  cmd->add_option("--threads", a->threads, "Intra-op threads of the framework bindings")
+      ->capture_default_str();
+  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+}
+
+}  // namespace metaop::cli
