@@ -7,7 +7,10 @@
 #include "analysis/conform.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
+#include "graph/onnx_io.h"
 #include "tensor/error.h"
+#include "tensor/files.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -24,6 +27,7 @@ struct ConformArgs {
 };
 
 int run(const ConformArgs& a) {
+  if (!a.json.empty()) check_writable_file("--json", a.json);
   auto tests = find_conformance_tests(a.paths);
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
@@ -40,7 +44,8 @@ int run(const ConformArgs& a) {
     else
       ++unsupported;
     if (!a.quiet || r.status == "fail")
-      fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
+      fmt::print("{:<12} {}{}{}\n", r.status, printable(r.test), r.reason.empty() ? "" : "  ",
+                 printable(r.reason, 4000));
     out.push_back({{"test", r.test},
                    {"status", r.status},
                    {"reason", r.reason},
@@ -53,9 +58,7 @@ int run(const ConformArgs& a) {
         "{} of the passing tests ran at least one node on a binding other than the reference\n",
         on_binding);
   if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) fail("{}: cannot open for writing", a.json);
-    f << out.dump(2) << "\n";
+    write_file(a.json, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (a.min_pass >= 0) {
     if (pass < a.min_pass) {

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
+#include "cli/process_options.h"
 #include "engine/train.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
@@ -445,7 +446,9 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--eps", o.eps, "Adam's epsilon")->capture_default_str();
   cmd->add_option("--epochs", a->config.epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", a->config.batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--seed", a->config.seed, "Seed of the data shuffling")->capture_default_str();
+  cmd->add_option("--seed", a->config.seed, "Seed of the data shuffling")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->add_option("--hparams", a->hparams,
                   "JSON object of hyperparameters (optimizer, lr, momentum, nesterov, "
                   "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -6,10 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "graph/onnx_io.h"
+#include "tensor/files.h"
 #include "tensor/tensor_proto.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
@@ -88,6 +92,76 @@ void check_known_ops(const onnx::ModelProto& m, std::int64_t opset, const std::s
   throw Unsupported(fmt::format("{}: unknown operators for opset {}: {}", label, opset, list));
 }
 
+std::string proto_label(const onnx::NodeProto& n) {
+  return fmt::format("node '{}' ({})", printable(n.name()), printable(n.op_type(), 64));
+}
+
+// Attribute values that ONNX's own shape inference divides by or indexes with unchecked (a
+// stride of 0 is a SIGFPE inside it), checked before it runs on an untrusted model.
+void validate_attributes(const onnx::GraphProto& graph, const std::string& label) {
+  static const std::set<std::string> windowed = {
+      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
+      "AveragePool", "LpPool",        "MaxUnpool",   "MaxRoiPool",  "Col2Im"};
+  auto at_least = [&](const onnx::NodeProto& n, const onnx::AttributeProto& a, std::int64_t lo) {
+    std::vector<std::int64_t> v;
+    if (a.type() == onnx::AttributeProto::INT) v = {a.i()};
+    if (a.type() == onnx::AttributeProto::INTS) v.assign(a.ints().begin(), a.ints().end());
+    for (auto x : v)
+      if (x < lo)
+        fail("{}: {} attribute {} = [{}]: every value must be at least {}", label, proto_label(n),
+             printable(a.name()), fmt::join(v, ", "), lo);
+  };
+  for (const auto& n : graph.node()) {
+    bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) validate_attributes(a.g(), label);
+      for (const auto& sub : a.graphs()) validate_attributes(sub, label);
+      if (!default_domain) continue;
+      const std::string& op = n.op_type();
+      const std::string& name = a.name();
+      if (windowed.count(op) &&
+          (name == "strides" || name == "dilations" || name == "kernel_shape" || name == "group"))
+        at_least(n, a, 1);
+      if ((op == "DepthToSpace" || op == "SpaceToDepth") && name == "blocksize") at_least(n, a, 1);
+      if (op == "LRN" && name == "size") at_least(n, a, 1);
+      if (op == "Split" && name == "split") at_least(n, a, 0);
+      if (op == "Transpose" && name == "perm") {
+        std::vector<std::int64_t> perm(a.ints().begin(), a.ints().end());
+        std::vector<bool> seen(perm.size(), false);
+        for (auto p : perm) {
+          if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[p])
+            fail("{}: {} attribute perm = [{}] is not a permutation of 0..{}", label,
+                 proto_label(n), fmt::join(perm, ", "), perm.size() - 1);
+          seen[p] = true;
+        }
+      }
+    }
+  }
+}
+
+// Every tensor of the model stored as external data (initializers, Constant and other tensor
+// attributes, subgraphs): its location must stay inside the model's folder. Checked before the
+// ONNX checker, which looks the files up itself.
+void validate_external_data(const onnx::GraphProto& graph, const std::string& base_dir,
+                            const std::string& label) {
+  auto check = [&](const onnx::TensorProto& t, const std::string& what) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    for (const auto& kv : t.external_data())
+      if (kv.key() == "location") confined_path(base_dir, kv.value(), what + ": external data");
+  };
+  for (const auto& init : graph.initializer())
+    check(init, fmt::format("{}: initializer '{}'", label, printable(init.name())));
+  for (const auto& n : graph.node())
+    for (const auto& a : n.attribute()) {
+      std::string what =
+          fmt::format("{}: {} attribute '{}'", label, proto_label(n), printable(a.name()));
+      if (a.has_t()) check(a.t(), what);
+      for (const auto& t : a.tensors()) check(t, what);
+      if (a.has_g()) validate_external_data(a.g(), base_dir, label);
+      for (const auto& sub : a.graphs()) validate_external_data(sub, base_dir, label);
+    }
+}
+
 }  // namespace
 
 Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
@@ -113,6 +187,8 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
     throw Unsupported(fmt::format("{}: opset {} is not supported (MetaOp follows opsets {} to {})",
                                   label, g.opset, kMinOpset, kMaxOpset));
   check_known_ops(m, g.opset, label);
+  validate_external_data(m.graph(), base_dir, label);
+  validate_attributes(m.graph(), label);
 
   if (options.run_checker) {
     bool external = false;
@@ -184,14 +260,8 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
 
 Graph load_onnx(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
   if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not an ONNX model", path);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail("{}: cannot open file", path);
-  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-    fail("{}: read failed", path);
+  std::string bytes = InputFile(path).read_all();
   ImportOptions with_path = options;
   with_path.file_path = path;
   return load_onnx_from_bytes(bytes, path, std::filesystem::path(path).parent_path().string(),

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "tensor/heap.h"
+
 namespace metaop {
 
 namespace {
@@ -109,17 +111,31 @@ double bf16_bits_to_f64(std::uint16_t b) {
   return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b));
 }
 
-Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
-  buf_ = std::shared_ptr<std::byte[]>(new std::byte[nbytes()]());
+namespace {
+// Sizes are checked before anything is allocated: the element count for overflow, the bytes
+// against the memory budget (--max-memory).
+std::int64_t checked_nbytes(DType dtype, const Shape& shape) {
+  std::int64_t bytes = shape_nbytes(shape, dtype);
+  if (bytes >= (std::int64_t{1} << 20))
+    check_budget(bytes,
+                 fmt::format("a {} tensor of shape {}", dtype_name(dtype), shape_str(shape)));
+  return bytes;
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  auto bytes = checked_nbytes(dtype_, shape_);
+  numel_ = shape_numel(shape_);
+  buf_ = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(bytes)]());
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  auto bytes = checked_nbytes(t.dtype_, t.shape_);
   t.numel_ = shape_numel(t.shape_);
-  t.buf_ = std::shared_ptr<std::byte[]>(new std::byte[t.nbytes()]);
+  t.buf_ = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(bytes)]);
   return t;
 }
 
