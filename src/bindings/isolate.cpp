@@ -436,6 +436,8 @@ class Worker {
       if (::getppid() != parent) _exit(0);
       std::signal(SIGINT, SIG_IGN);
       std::signal(SIGPIPE, SIG_IGN);
+      // A framework's crash ends its worker plainly, whatever handlers were installed.
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
       ::close(sv[0]);
       // Only its own link and region stay open: other workers' sockets, inherited, would keep
       // them from seeing MetaOp close its end.

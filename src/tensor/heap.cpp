@@ -1,6 +1,7 @@
-// Replaces malloc, free and their relatives for the whole process (glibc supports this: "Replacing
-// malloc" in its manual), counting each block's usable size, and forwards to glibc's own
-// allocator (__libc_malloc and friends).
+// Replaces malloc, free and their relatives for the whole process (glibc supports this:
+// "Replacing malloc" in its manual), counting each block's usable size, and forwards to glibc's
+// own allocator (__libc_malloc and friends). Builds that bring their own allocator (the fuzzers'
+// AddressSanitizer) define METAOP_NO_MALLOC_HOOKS: no replacement, nothing counted.
 #include "tensor/heap.h"
 
 #include <fmt/format.h>
@@ -34,7 +35,6 @@ std::atomic<std::int64_t> refused{0};
 // The heap in use when the budget was set: the libraries' own start-up allocations are not the
 // run's.
 std::atomic<std::int64_t> baseline{0};
-constexpr std::size_t kLargeBlock = std::size_t{64} << 20;
 
 std::int64_t current_budget() {
   std::int64_t b = budget.load(std::memory_order_relaxed);
@@ -46,6 +46,8 @@ std::int64_t current_budget() {
 }
 
 #ifndef METAOP_NO_MALLOC_HOOKS
+constexpr std::size_t kLargeBlock = std::size_t{64} << 20;
+
 // A large block past the budget is refused (errno ENOMEM), as an address-space limit would.
 bool over_budget(std::size_t n) {
   if (n < kLargeBlock) return false;
@@ -66,6 +68,10 @@ void raise_peak(std::int64_t now) {
   }
 }
 
+std::atomic<bool> poison{false};
+
+#ifndef METAOP_NO_MALLOC_HOOKS
+
 void* counted(void* p) {
   if (p) {
     auto n = static_cast<std::int64_t>(malloc_usable_size(p));
@@ -73,8 +79,6 @@ void* counted(void* p) {
   }
   return p;
 }
-
-std::atomic<bool> poison{false};
 
 void uncount(void* p) {
   if (!p) return;
@@ -85,6 +89,8 @@ void uncount(void* p) {
   if (poison.load(std::memory_order_relaxed) && n >= 4096) std::memset(p, 0xA5, n);
   in_use.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
 }
+
+#endif
 
 }  // namespace
 

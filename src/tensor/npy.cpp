@@ -228,6 +228,7 @@ Tensor read_npy(const std::string& path) {
          dtype_name(dtype), shape_str(shape), in.size() - pos);
   Tensor t = Tensor::empty(dtype, shape);
   if (nbytes) in.read_at(pos, t.raw(), nbytes);
+  if (dtype == DType::Bool) normalize_bools(t);
   return t;
 }
 

@@ -74,8 +74,8 @@ double load(const std::byte* base, DType t, std::int64_t i) {
       return reinterpret_cast<const std::int8_t*>(base)[i];
     case DType::UInt8:
       return reinterpret_cast<const std::uint8_t*>(base)[i];
-    case DType::Bool:
-      return reinterpret_cast<const bool*>(base)[i] ? 1.0 : 0.0;
+    case DType::Bool:  // as bytes: a file may hold values other than 0 and 1
+      return reinterpret_cast<const std::uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;
   }
   return 0.0;
 }
@@ -122,6 +122,11 @@ std::int64_t checked_nbytes(DType dtype, const Shape& shape) {
   return bytes;
 }
 }  // namespace
+
+void normalize_bools(Tensor& t) {
+  auto* p = reinterpret_cast<std::uint8_t*>(t.raw());
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+}
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   auto bytes = checked_nbytes(dtype_, shape_);

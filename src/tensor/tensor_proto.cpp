@@ -48,6 +48,7 @@ Tensor read_external(const onnx::TensorProto& p, const std::string& base_dir,
          path, nbytes, offset, in.size());
   Tensor t = Tensor::empty(dtype, shape);
   if (nbytes) in.read_at(offset, t.raw(), nbytes);
+  if (dtype == DType::Bool) normalize_bools(t);
   return t;
 }
 
@@ -99,6 +100,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
            dtype_name(*dtype), shape_str(shape), nbytes);
     Tensor t = Tensor::empty(*dtype, shape);
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<std::size_t>(nbytes));
+    if (*dtype == DType::Bool) normalize_bools(t);
     return t;
   }
   if (std::int64_t n = shape_numel(shape); typed_field_size(p, *dtype) != n)

@@ -459,6 +459,25 @@ for name, (op, ins, attrs, inits, pattern) in attr_cases.items():
     case(name, "crash", ["run", f"crash/{name}.onnx", "--random-inputs"], 2,
          rf"node '{name}' \({op}\) attribute {pattern}: every value must be at least 1")
 
+# ONNX 1.12's own shape inference reads out of bounds for a Conv whose input and weight ranks
+# differ (found by fuzz_onnx): refused up front where the ranks are known, and survived (it runs
+# in a worker) where only inference finds them.
+w33 = [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")]
+save(one_node("Conv", ["x", "w"], ["y"], None, w33, name="conv",
+              in_vis=[vi("x", TensorProto.FLOAT, [1, 1, 7])],
+              out_vis=[vi("y", TensorProto.FLOAT, ["a", "b", "c"])]), path("crash", "conv_rank.onnx"),
+     opset=10)
+case("conv_rank_mismatch", "crash", ["run", "crash/conv_rank.onnx", "--random-inputs"], 2,
+     r"node 'conv' \(Conv\): input 'x' has rank 3 but weight 'w' has rank 4")
+save(helper.make_graph([helper.make_node("Squeeze", ["x"], ["s"], name="sq", axes=[0]),
+                        helper.make_node("Conv", ["s", "w"], ["y"], name="conv")], "m",
+                       [vi("x", TensorProto.FLOAT, [1, 1, 1, 7])],
+                       [vi("y", TensorProto.FLOAT, ["a", "b", "c"])], w33),
+     path("crash", "conv_rank_inferred.onnx"), opset=10)
+case("onnx_shape_inference_crash", "crash",
+     ["run", "crash/conv_rank_inferred.onnx", "--random-inputs"], 2,
+     r"conv_rank_inferred\.onnx: ONNX's checker or shape inference crashed on this model")
+
 # Planted crashes and hangs in a torch kernel: a finding each, and the rest of the check runs.
 for fault, kind in [("segv", "crash"), ("abort", "crash"), ("hang", "hang")]:
     case(f"planted_{fault}", "crash",
