@@ -32,6 +32,7 @@ bench: build
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
 	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
+	$(BUILD_DIR)/bench/bench_isolation_overhead $(BUILD_DIR)/models resnet50
 
 # libFuzzer targets (clang, address and undefined-behaviour sanitizers) for the readers of
 # untrusted files: the ONNX import with ONNX's checker and shape inference, .npy, TensorProto and

@@ -1,11 +1,10 @@
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
-
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -310,9 +309,10 @@ class OnnxWorker {
       fail("{}: ONNX's checker and shape inference did not answer within {} s", label,
            kTimeoutMs / 1000);
     if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
-      fail("{}: ONNX's checker or shape inference crashed on this model ({}): the model is "
-           "malformed",
-           label, strsignal(WTERMSIG(status)));
+      fail(
+          "{}: ONNX's checker or shape inference crashed on this model ({}): the model is "
+          "malformed",
+          label, strsignal(WTERMSIG(status)));
     fail("{}: ONNX's checker and shape inference ended without an answer", label);
   }
 
