@@ -36,7 +36,14 @@ int main(int argc, char** argv) {
   }
   // Messages quote names from models and files: escaped, so that they stay one line and send
   // no terminal controls.
-  auto say = [](const char* kind, const std::string& what) {
+  auto say = [](const char* kind, std::string what) {
+    // nlohmann-json's messages carry an internal tag, "[json.exception.type_error.302] ".
+    for (auto at = what.find("[json.exception."); at != std::string::npos;
+         at = what.find("[json.exception.")) {
+      auto end = what.find("] ", at);
+      if (end == std::string::npos) break;
+      what.erase(at, end + 2 - at);
+    }
     fmt::print(stderr, "metaop: {}: {}\n", kind, metaop::printable(what, 4000));
   };
   try {

@@ -521,6 +521,12 @@ for name, doc, pattern in [
     shutil.copy(os.path.join(d, "model.onnx"), dd)
     write(os.path.join(dd, "repro.json"), json.dumps(doc).encode())
     case(name, "internal", ["repro", name], 2, pattern)
+write(path("internal", "hparams.json"), b'{"lr": "fast"}')
+case("json_hparams_type", "internal",
+     ["train", os.path.join(DATA, "train_mlp.onnx"), "--data", os.path.join(DATA, "train_x.npy"),
+      "--labels", os.path.join(DATA, "train_y.npy"), "--loss", "cross_entropy", "--hparams",
+      "internal/hparams.json"], 2,
+     r"--hparams internal/hparams\.json: key 'lr': type must be number, but is string$")
 dd = folder("json_truncated")
 write(os.path.join(dd, "repro.json"), b'{"schema": "metaop-repro/1", "phase": "forw')
 case("json_truncated", "internal", ["repro", "json_truncated"], 2, r"repro\.json: not valid JSON")
