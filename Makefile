@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test bench fuzz clean format
+.PHONY: all deps build demo test test-fast bench bench-all fuzz clean format
 
 all: build
 
@@ -24,8 +24,13 @@ demo: build
 	  --labels tests/data/train_y.npy --loss cross_entropy --optimizer adam --lr 0.01 \
 	  --epochs 3 --batch-size 16 --bind torch --check --report $(BUILD_DIR)/demo/train
 
+# Two tests at a time (two cores); tests/CMakeLists.txt keeps their timeouts within CI's budget.
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j1
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2
+
+# Everything but the model tests and the slow campaigns (training, probe): a few minutes.
+test-fast: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow'
 
 bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
@@ -42,6 +47,11 @@ FUZZ_SECONDS ?= 60
 ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
 fuzz: deps
 	bash tests/fuzz/ci.sh . $(FUZZ_DIR) $(ONNX_TESTDATA) $(FUZZ_SECONDS)
+
+# Every figure docs/benchmarks.md quotes, regenerated (about two hours): logs and JSON in
+# $(BUILD_DIR)/bench-results.
+bench-all: build
+	bash bench/all.sh $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -3,16 +3,20 @@
 
 For each model, every applicable (op type, fault) pair is injected on a seeded sample of the
 nodes of that type (moving on to another node when the fault has no effect at one), one node at
-a time, under one framework binding (torch and onednn in turn;
-a node the binding lacks runs on the reference, so the binding that has it is used). A run
-counts as
+a time, under one framework binding (torch and onednn in turn; a node the binding lacks runs on
+the reference, so the binding that has it is used). Each injection is one row:
+  - n/a:       the fault does not apply to that node (e.g. swap on a [1, 1000] output);
+  - masked:    the fault left the kernel's result bit-identical (the check reports how many
+               elements it changed), e.g. dropping a bias that is all zeros;
   - detected:  the injected node is among the defect findings for that binding;
-  - localized: it is the top-ranked defect finding;
-  - verified:  that finding is verified by replacement.
-Faults that did not change the kernel's result (e.g. dropping a bias that is all zeros) are
-"masked" and left out of the rates; faults whose change stays within the error model's
-tolerance (a correct float32 kernel could differ that much) are listed as "benign", with their
-size, and also left out; both are reported.
+  - within:    not detected, and the faulted kernel's local score against the reference on the
+               same inputs (the check's JSON) is at most 1: the fault changed the result by less
+               than a correct float32 kernel may differ -- no oracle should flag it;
+  - missed:    not detected although its local score exceeds 1 (a hole in the check);
+  - crash / error: the check itself died or refused the run.
+Rates: detection = detected / (detected + within + missed), the faults that changed the result;
+localization = the injected node is the top-ranked defect finding, of detected; verification =
+its finding is verified by replacement, of detected.
 
 Usage: bench/faults.py METAOP MODELS_DIR [--models a,b] [--nodes N] [--seed S] [--json OUT]
 """
@@ -86,7 +90,7 @@ def main():
                     tried += 1
                     rows.append(run_one(a.metaop, path, model, node, op_type, fault, binding, work))
                     r = rows[-1]
-                    effective += r["status"] in ("detected", "benign")
+                    effective += r["status"] in ("detected", "within", "missed")
                     print(f"[{time.time() - t0:6.0f}s] {model:<18} {fault:<9} {op_type:<18} "
                           f"{binding:<7} {r['status']:<10} {r.get('note', '')[:60]}", flush=True)
     report(rows, a.json)
@@ -94,6 +98,8 @@ def main():
 
 def run_one(metaop, path, model, node, op_type, fault, binding, work):
     out = os.path.join(work, "f.json")
+    if os.path.exists(out):
+        os.remove(out)  # never read a previous case's report
     spec = f"{node}:{fault}@{binding}"
     row = {"model": model, "node": node, "op_type": op_type, "fault": fault, "binding": binding}
     bindings = binding
@@ -101,6 +107,9 @@ def run_one(metaop, path, model, node, op_type, fault, binding, work):
                         "--repro", os.path.join(work, "repro")], capture_output=True, text=True)
     if p.returncode == 2:
         row.update(status="error", note=(p.stderr or p.stdout).strip()[-200:])
+        return row
+    if p.returncode not in (0, 1) or not os.path.exists(out):
+        row.update(status="crash", note=f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}")
         return row
     doc = json.load(open(out))
     note = doc.get("injected", {}).get(f"{binding}/{node}")
@@ -118,12 +127,16 @@ def run_one(metaop, path, model, node, op_type, fault, binding, work):
                f["binding"] == binding]
     mine = [f for f in defects if f["node"] == node]
     m = re.search(r"changed (\d+) elements", note or "")
+    # The faulted kernel's worst local score against the reference on its own inputs.
+    local = [float(n["local"]["score"]) for r in doc["runs"] if r["binding"] == binding
+             for n in r["nodes"] if n["node"] == node and "local" in n]
+    row["local_score"] = max(local) if local else None
     if note is None or note.startswith("not applied"):
         row["status"] = "n/a"
     elif m and int(m.group(1)) == 0:
         row["status"] = "masked"
     elif not mine:
-        row["status"] = "benign"
+        row["status"] = "within" if local and max(local) <= 1 else "missed"
     else:
         row["status"] = "detected"
         row["localized"] = defects[0]["node"] == node
@@ -135,27 +148,29 @@ def run_one(metaop, path, model, node, op_type, fault, binding, work):
 
 
 def report(rows, json_path):
-    eff = [r for r in rows if r["status"] in ("detected", "benign")]
+    eff = [r for r in rows if r["status"] in ("detected", "within", "missed")]
     det = [r for r in eff if r["status"] == "detected"]
     loc = [r for r in det if r.get("localized")]
     ver = [r for r in det if r.get("verified")]
+    count = lambda s: sum(r["status"] == s for r in rows)
     pct = lambda a, b: f"{100.0 * len(a) / len(b):.1f}% ({len(a)}/{len(b)})" if b else "n/a"
     print()
-    print(f"injections: {len(rows)}; not applicable {sum(r['status'] == 'n/a' for r in rows)}, "
-          f"masked (result unchanged) {sum(r['status'] == 'masked' for r in rows)}, "
-          f"errors {sum(r['status'] == 'error' for r in rows)}")
-    print(f"effective faults: {len(eff)}; within tolerance (benign): {len(eff) - len(det)}")
-    print(f"detection    {pct(det, eff)}")
-    print(f"localization {pct(loc, det)} of detected, {pct(loc, eff)} of effective")
+    print(f"injections: {len(rows)}; not applicable {count('n/a')}, masked (result unchanged) "
+          f"{count('masked')}, crashes {count('crash')}, errors {count('error')}")
+    print(f"faults that changed the kernel's result: {len(eff)}; of them within the error model "
+          f"(local score <= 1): {count('within')}; missed although over it: {count('missed')}")
+    print(f"detection    {pct(det, eff)} of the faults that changed the result")
+    print(f"localization {pct(loc, det)} of detected")
     print(f"verification {pct(ver, det)} of detected")
     for r in eff:
-        if r["status"] == "benign" or not r.get("localized") or not r.get("verified"):
+        if r["status"] != "detected" or not r.get("localized") or not r.get("verified"):
             print(f"  {r['model']} {r['node']} {r['fault']}@{r['binding']}: {r['status']}"
-                  f" localized={r.get('localized')} verified={r.get('verified')} {r['note'][:90]}"
+                  f" local score {r.get('local_score')} localized={r.get('localized')}"
+                  f" verified={r.get('verified')} {r['note'][:90]}"
                   f" {r.get('verification', '')[:90]} others={r['false'][:3]}")
     for r in rows:
-        if r["status"] == "error":
-            print(f"  error {r['model']} {r['node']} {r['fault']}: {r['note']}")
+        if r["status"] in ("error", "crash"):
+            print(f"  {r['status']} {r['model']} {r['node']} {r['fault']}: {r['note']}")
     if json_path:
         json.dump(rows, open(json_path, "w"), indent=1)
 

@@ -24,7 +24,7 @@
 
 #include "analysis/accuracy.h"
 #include "analysis/binding_check.h"
-#include "analysis/conform.h"
+#include "analysis/node_cases.h"
 #include "graph/onnx_io.h"
 #include "ops/registry.h"
 #include "tensor/tensor_proto.h"
@@ -41,186 +41,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Case {
-  std::string test;
-  Graph graph;
-  std::vector<Tensors> input_sets;
-};
-
-// Single-node conformance tests with their input sets.
-std::vector<Case> load_node_tests() {
-  std::vector<Case> cases;
-  for (const auto& dir : find_conformance_tests({std::string(METAOP_ONNX_TESTDATA) + "/node"})) {
-    try {
-      Case c;
-      c.test = fs::path(dir).filename().string();
-      c.graph = load_onnx(dir + "/model.onnx");
-      if (c.graph.nodes.size() != 1) continue;
-      for (const auto& e : fs::directory_iterator(dir)) {
-        if (!e.is_directory()) continue;
-        Tensors ins;
-        for (std::size_t i = 0; i < c.graph.inputs.size(); ++i) {
-          auto p = e.path() / ("input_" + std::to_string(i) + ".pb");
-          if (!fs::exists(p)) break;
-          ins.push_back(read_tensor_pb(p.string()));
-        }
-        if (ins.size() == c.graph.inputs.size()) c.input_sets.push_back(ins);
-      }
-      cases.push_back(std::move(c));
-    } catch (const Error&) {
-      // Unsupported types and ops: not cases for the bindings.
-    }
-  }
-  return cases;
-}
-
-// Cases the node tests lack, for ops the bindings claim: shapes and attributes models use
-// (per-channel PRelu, LayerNormalization with its Y output only, float Equal, rank >= 2 data for
-// OpenCV). Float inputs are seeded random; integer inputs carry the given values.
-struct SyntheticInput {
-  Shape shape;
-  DType dtype = DType::Float32;
-  std::vector<std::int64_t> values = {};  // integer inputs (axes, indices)
-  double lo = -2, hi = 2;
-  bool whole = false;  // whole numbers: exact zeros and ties, where gradients are not unique
-};
-
-class SyntheticCases {
- public:
-  Case make(const std::string& op, std::int64_t opset, std::vector<SyntheticInput> ins,
-            std::map<std::string, Attribute> attrs = {}, std::size_t outputs = 1) {
-    std::mt19937_64 rng(seed_++);
-    Case c;
-    c.test = fmt::format("synthetic_{}_{}", op, ++count_[op]);
-    c.graph.opset = opset;
-    c.graph.path = c.test;
-    Node n;
-    n.name = c.test;
-    n.op_type = op;
-    n.attrs = std::move(attrs);
-    for (std::size_t o = 0; o < outputs; ++o) n.outputs.push_back(fmt::format("y{}", o));
-    Tensors set;
-    for (std::size_t i = 0; i < ins.size(); ++i) {
-      std::string name = fmt::format("x{}", i);
-      n.inputs.push_back(name);
-      ValueInfo vi;
-      vi.name = name;
-      vi.dtype = ins[i].dtype;
-      c.graph.inputs.push_back(vi);
-      if (!ins[i].values.empty()) {
-        set.push_back(Tensor::from_i64(ins[i].values, ins[i].shape, ins[i].dtype));
-        continue;
-      }
-      std::uniform_real_distribution<double> u(ins[i].lo, ins[i].hi);
-      std::vector<double> v(static_cast<std::size_t>(shape_numel(ins[i].shape)));
-      for (auto& e : v) e = ins[i].whole ? std::round(u(rng)) : u(rng);
-      set.push_back(Tensor::from_f64(v, ins[i].shape, ins[i].dtype));
-    }
-    c.graph.nodes.push_back(n);
-    c.input_sets.push_back(set);
-    return c;
-  }
-
- private:
-  std::map<std::string, int> count_;  // per-op case numbers, so that names stay stable
-  std::uint64_t seed_ = 100;
-};
-
-std::vector<Case> synthetic_cases() {
-  SyntheticCases s;
-  using S = SyntheticInput;
-  const Shape x4{2, 3, 4, 5};
-  std::vector<Case> v;
-  v.push_back(s.make("PRelu", 13, {S{x4}, S{{3, 1, 1}}}));
-  v.push_back(s.make("PRelu", 13, {S{x4}, S{{1}}}));
-  v.push_back(s.make("LayerNormalization", 17, {S{{2, 3, 8}}, S{{8}}, S{{8}}}));
-  v.push_back(
-      s.make("Equal", 13,
-             {S{x4, DType::Float32, {}, -2, 2, true}, S{x4, DType::Float32, {}, -2, 2, true}}));
-  v.push_back(
-      s.make("Clip", 13,
-             {S{x4}, S{{}, DType::Float32, {}, -0.5, -0.5}, S{{}, DType::Float32, {}, 0.5, 0.5}}));
-  v.push_back(s.make("CumSum", 13, {S{{2, 3, 4}}, S{{}, DType::Int64, {1}}}));
-  v.push_back(s.make("Gather", 13, {S{{3, 4, 5}}, S{{2}, DType::Int64, {0, 2}}},
-                     {{"axis", Attribute::of_int(1)}}));
-  for (const char* op : {"Max", "Min", "Mean", "Sum"}) v.push_back(s.make(op, 13, {S{x4}, S{x4}}));
-  v.push_back(s.make("Pow", 13, {S{{2, 3, 4}, DType::Float32, {}, 0.5, 2}, S{{2, 3, 4}}}));
-  v.push_back(s.make("ReduceLogSumExp", 13, {S{{2, 3, 4}}}, {{"axes", Attribute::of_ints({1})}}));
-  v.push_back(s.make("ReduceSum", 13, {S{{2, 3, 4}}, S{{1}, DType::Int64, {1}}}));
-  v.push_back(s.make("Round", 13, {S{x4}}));
-  v.push_back(s.make("Sign", 13, {S{x4}}));
-  v.push_back(s.make("Squeeze", 13, {S{{2, 1, 4, 1}}, S{{1}, DType::Int64, {1}}}));
-  // No node test has these.
-  v.push_back(s.make("LpPool", 13, {S{x4}},
-                     {{"kernel_shape", Attribute::of_ints({2, 2})}, {"p", Attribute::of_int(3)}}));
-  v.push_back(s.make("GlobalLpPool", 13, {S{x4}}, {{"p", Attribute::of_int(2)}}));
-  // Exact zeros, bounds and ties: kinks and selections, where every subgradient is right and
-  // nothing else is; and smooth functions at 0, judged like anywhere else.
-  S w{x4, DType::Float32, {}, -2, 2, true};
-  for (const char* op :
-       {"Relu", "LeakyRelu", "Abs", "Elu", "Tanh", "Sigmoid", "Exp", "Sin", "Softplus"})
-    v.push_back(s.make(op, 13, {w}));
-  v.push_back(s.make("HardSwish", 14, {w}));
-  v.push_back(s.make(
-      "MaxPool", 13, {w},
-      {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({1, 1})}}));
-  v.push_back(s.make("GlobalMaxPool", 13, {w}));
-  v.push_back(s.make("ReduceMax", 13, {w}, {{"axes", Attribute::of_ints({3})}}));
-  v.push_back(s.make("ReduceMin", 13, {w}, {{"axes", Attribute::of_ints({1})}}));
-  v.push_back(s.make("Max", 13, {w, w}));
-  v.push_back(s.make("Min", 13, {w, w}));
-  v.push_back(
-      s.make("Clip", 13, {w, S{{}, DType::Float32, {}, -1, -1}, S{{}, DType::Float32, {}, 1, 1}}));
-  v.push_back(s.make("TopK", 13, {w, S{{1}, DType::Int64, {3}}}, {}, 2));
-  // Mean and InvStdDev in float64 (stash_type 11), so that their gradients are checked too.
-  v.push_back(s.make("LayerNormalization", 17, {S{{2, 3, 8}}, S{{8}}, S{{8}}},
-                     {{"stash_type", Attribute::of_int(11)}}, 3));
-  return v;
-}
-
-// Every case, by op type (loaded once per process).
-const std::map<std::string, std::vector<Case>>& cases_by_op() {
-  static const auto cases = [] {
-    std::map<std::string, std::vector<Case>> by_op;
-    for (auto& c : load_node_tests()) by_op[c.graph.nodes[0].op_type].push_back(std::move(c));
-    for (auto& c : synthetic_cases()) by_op[c.graph.nodes[0].op_type].push_back(std::move(c));
-    return by_op;
-  }();
-  return cases;
-}
-
-Tensors node_inputs(const Graph& g, const Tensors& graph_inputs) {
-  std::map<std::string, Tensor> env = {g.initializers.begin(), g.initializers.end()};
-  for (std::size_t i = 0; i < g.inputs.size(); ++i) env[g.inputs[i].name] = graph_inputs[i];
-  Tensors in;
-  for (const auto& n : g.nodes[0].inputs) in.push_back(n.empty() ? Tensor() : env.at(n));
-  return in;
-}
-
-// Same shapes, seeded random values for the floating data inputs, drawn within each input's
-// own range so that they stay in the op's domain. Integer inputs (indices, axes, shapes),
-// scalars, and Resize's roi and scales keep their values.
-Tensors randomized(const Node& node, const Tensors& in, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Tensors out = in;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    Tensor& t = out[i];
-    if (!t.defined() || !is_floating(t.dtype()) || t.numel() <= 1) continue;
-    if (i > 0 && (node.op_type == "Resize" || node.op_type == "Upsample")) continue;
-    auto v = t.to_f64();
-    double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
-    if (!std::isfinite(lo) || !std::isfinite(hi) || lo == hi) continue;
-    std::uniform_real_distribution<double> u(lo, hi);
-    for (auto& x : v) x = u(rng);
-    t = Tensor::from_f64(v, t.shape(), t.dtype());
-  }
-  return out;
+const std::map<std::string, std::vector<NodeCase>>& cases_by_op() {
+  return node_cases_by_op(std::string(METAOP_ONNX_TESTDATA) + "/node");
 }
 
 // --- known findings
 
 struct Known {
-  std::string binding, test, phase, variant, kind;
+  std::string binding, op, test, phase, variant, kind;
   double bound = 0;  // the largest score accepted (infinite for non-finite, shape, crash ...)
   int line = 0;
 };
@@ -249,7 +77,7 @@ const KnownList& known_findings() {
       std::istringstream ss(line);
       Known e;
       std::string bound, extra;
-      ss >> e.binding >> e.test >> e.phase >> e.variant >> e.kind >> bound;
+      ss >> e.binding >> e.op >> e.test >> e.phase >> e.variant >> e.kind >> bound;
       e.line = n;
       try {
         std::size_t used = 0;
@@ -261,7 +89,7 @@ const KnownList& known_findings() {
       if (!phases.count(e.phase) || !variants.count(e.variant) || !kinds.count(e.kind) ||
           std::isnan(e.bound) || (ss >> extra)) {
         k.errors.push_back(
-            fmt::format("known_findings.txt:{}: '{}' is not 'BINDING TEST "
+            fmt::format("known_findings.txt:{}: '{}' is not 'BINDING OP TEST "
                         "forward|backward|vjp given|random KIND BOUND'",
                         n, line));
         continue;
@@ -445,16 +273,25 @@ std::string pair_name(const testing::TestParamInfo<Pair>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Bindings, BindingOp, testing::ValuesIn(claimed_pairs()), pair_name);
 
-// Every entry of known_findings.txt is well formed and names a binding and a case that exist.
+// Every entry of known_findings.txt is well formed and names a binding, a registered op and a
+// case of that op.
 TEST(KnownFindings, NameExistingBindingsAndCases) {
   for (const auto& e : known_findings().errors) ADD_FAILURE() << e;
-  std::set<std::string> bindings, tests;
+  std::set<std::string> bindings;
+  std::map<std::string, std::string> op_of;  // case -> its op
   for (const auto& b : binding_names()) bindings.insert(b);
   for (const auto& [op, cs] : cases_by_op())
-    for (const auto& c : cs) tests.insert(c.test);
+    for (const auto& c : cs) op_of[c.test] = op;
   for (const auto& [key, e] : known_findings().entries) {
     EXPECT_TRUE(bindings.count(e.binding)) << "line " << e.line << ": no binding " << e.binding;
-    EXPECT_TRUE(tests.count(e.test)) << "line " << e.line << ": no case " << e.test;
+    EXPECT_TRUE(OpRegistry::instance().find(e.op))
+        << "line " << e.line << ": " << e.op << " is not a meta operator";
+    auto it = op_of.find(e.test);
+    if (it == op_of.end())
+      ADD_FAILURE() << "line " << e.line << ": no case " << e.test;
+    else
+      EXPECT_EQ(it->second, e.op) << "line " << e.line << ": " << e.test << " is a case of "
+                                  << it->second;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "analysis/accuracy.h"
+#include "analysis/binding_check.h"
 #include "ops/registry.h"
 
 using namespace metaop;
@@ -164,4 +165,70 @@ TEST(Oracle, ReduceMaxTieExemptsOnlyItsGroup) {
   EXPECT_FALSE(judge_backward(n, in, g, grad({0.5, 0.5, 0, 0, 1, 0})).bad());
   EXPECT_TRUE(judge_backward(n, in, g, grad({1, 0, 0, 1, 0, 0})).bad());
   EXPECT_TRUE(judge_backward(n, in, g, grad({1, 1, 0, 0, 1, 0})).bad());
+}
+
+namespace {
+
+// A binding that runs the reference but leaves out every output after the first.
+class OmittingBinding : public Binding {
+ public:
+  std::string name() const override { return "omitting"; }
+  Support supports(const std::string&) const override { return {true, false, {}, ""}; }
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+    Tensors out = OpRegistry::instance().find(node.op_type)->reference({node, opset}, inputs);
+    out.resize(1);
+    return out;
+  }
+};
+
+// A binding whose gradient is the reference's, at points where finite differences cannot judge.
+class ReferenceBackward : public Binding {
+ public:
+  std::string name() const override { return "reference-backward"; }
+  Support supports(const std::string&) const override { return {true, true, {}, ""}; }
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+    return OpRegistry::instance().find(node.op_type)->reference({node, opset}, inputs);
+  }
+  Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                   const Tensors& outputs, const Tensors& grads) override {
+    return OpRegistry::instance().find(node.op_type)->vjp({node, opset}, inputs, outputs, grads);
+  }
+};
+
+}  // namespace
+
+// The forward binding check judges with the op's error model (a 20-ulp error in Exp fails, as
+// 1e-4 relative would not), an output the binding leaves out is a mismatch, and a backward
+// check that could compare no coordinate with finite differences fails.
+TEST(Oracle, BindingChecksUseTheErrorModelAndSkipNothingSilently) {
+  Node exp = unary_node("Exp");
+  Tensors in{f32({0.5, 1.5, -2})};
+  struct Off : ReferenceBackward {
+    Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
+      auto v = ReferenceBackward::forward(node, opset, inputs)[0].to_f64();
+      for (auto& x : v) x *= 1 + 20 * std::ldexp(1.0, -24);
+      return {Tensor::from_f64(v, {3}, DType::Float32)};
+    }
+  } off;
+  NodeVerdict v = check_forward(off, exp, 13, in);
+  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.kind, "accuracy");
+
+  Node drop = unary_node("Dropout");
+  drop.outputs = {"y", "mask"};
+  OmittingBinding omitting;
+  v = check_forward(omitting, drop, 13, {f32({1, 2, 3})});
+  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.kind, "omitted");
+
+  // Relu at exact zeros only: every coordinate is a kink.
+  ReferenceBackward ref;
+  Node relu = unary_node("Relu");
+  v = check_backward(ref, relu, 13, {f32({0, 0, 0})});
+  EXPECT_EQ(v.status, "error") << v.detail;
+  EXPECT_EQ(v.compared, 0);
+  EXPECT_EQ(v.skipped, 3);
+  v = check_backward(ref, relu, 13, {f32({0, 1, 2})});
+  EXPECT_EQ(v.status, "ok") << v.detail;
+  EXPECT_EQ(v.compared, 2);
 }

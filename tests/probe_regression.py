@@ -1,29 +1,57 @@
 #!/usr/bin/python3
-"""`metaop probe` over every op and the three framework bindings must report exactly the findings
-listed in known_probe_findings.txt (binding, op, kind): a new one fails (a regression, or a new
-defect to describe in docs/findings.md), and so does a listed one that stops appearing (fixed
-upstream, or the probe lost its eye for it).
+"""`metaop probe` over every op and the framework bindings must report exactly the findings listed
+in known_probe_findings.txt: each (binding, op, kind) with the same worst case (node test and
+edge-value pattern), a score within its bound and no more failing cases than listed. A new
+finding fails (a regression, or a new defect to describe in docs/findings.md), and so do a
+listed one that got worse, moved to another case, or stopped appearing (fixed upstream, or the
+probe lost its eye for it).
 
 Usage: probe_regression.py METAOP WORK_DIR [--bind B1,B2]
-  --bind: probe these bindings only, against their lines of the list.
+  --bind: probe these bindings only, against their lines of the list (default: torch, onednn and
+  opencv, the probe's default).
 """
 import json
+import math
 import os
 import subprocess
 import sys
 
 METAOP, WORK = sys.argv[1], os.path.abspath(sys.argv[2])
 BIND = sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--bind" else None
+DEFAULT = ["torch", "onednn", "opencv"]
 os.makedirs(WORK, exist_ok=True)
-known, optional = set(), set()
-with open(os.path.join(os.path.dirname(__file__), "known_probe_findings.txt")) as f:
-    for line in f:
+
+known, errors = {}, []
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "known_probe_findings.txt")
+with open(path) as f:
+    for n, line in enumerate(f, 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        if BIND is None or parts[0] in BIND:
-            (optional if parts[-1] == "?" else known).add(tuple(parts[:3]))
+        if len(parts) != 7:
+            errors.append(f"known_probe_findings.txt:{n}: '{line}' is not "
+                          "'BINDING OP KIND TEST PATTERN BOUND CASES'")
+            continue
+        b, op, kind, test, pattern, bound, cases = parts
+        try:
+            entry = {"test": test, "pattern": pattern, "bound": float(bound), "cases": int(cases),
+                     "line": n}
+        except ValueError:
+            errors.append(f"known_probe_findings.txt:{n}: bound or cases not a number: '{line}'")
+            continue
+        if (b, op, kind) in known:
+            errors.append(f"known_probe_findings.txt:{n}: listed twice")
+        if b in (BIND or DEFAULT):
+            known[(b, op, kind)] = entry
+
+# Every listed op is a meta operator (or an optimizer setting of the update probe).
+registered = {r["op"] for r in json.loads(subprocess.run(
+    [METAOP, "ops", "--json"], check=True, capture_output=True, text=True).stdout)}
+for (b, op, kind), e in known.items():
+    if op not in registered and not op.startswith("update:"):
+        errors.append(f"known_probe_findings.txt:{e['line']}: {op} is not a meta operator")
+
 out = os.path.join(WORK, "probe.json")
 p = subprocess.run([METAOP, "probe", "--json", out, "--out", os.path.join(WORK, "repro")] +
                    (["--bind", ",".join(BIND)] if BIND else []),
@@ -33,13 +61,27 @@ if p.returncode not in (0, 1):
     sys.exit(1)
 doc = json.load(open(out))
 found = {(f["binding"], f["op_type"], f["kind"]): f for f in doc["findings"]}
-new = sorted(set(found) - known - optional)
-gone = sorted(known - set(found))
-for k in new:
-    print(f"FAIL new finding {' '.join(k)}: {found[k]['test']} / {found[k]['pattern']}: "
-          f"{found[k]['detail']}")
-for k in gone:
-    print(f"FAIL listed finding no longer reported: {' '.join(k)}")
-print(f"probe: {doc['cases']} cases, {len(found)} findings, {len(known)} expected; "
-      f"{len(new) + len(gone)} failed")
-sys.exit(1 if new or gone else 0)
+failures = list(errors)
+for k in sorted(set(found) - set(known)):
+    f = found[k]
+    failures.append(f"new finding {' '.join(k)}: {f['test']} / {f['pattern']}, score "
+                    f"{f['score']}, {f['cases']} cases: {f['detail']}")
+for k in sorted(set(known) - set(found)):
+    failures.append(f"listed finding no longer reported (line {known[k]['line']}): {' '.join(k)}")
+for k in sorted(set(known) & set(found)):
+    e, f = known[k], found[k]
+    score = float(f["score"])
+    where = f"{' '.join(k)} (line {e['line']})"
+    if f["test"].replace(" ", "_") != e["test"] or f["pattern"] != e["pattern"]:
+        failures.append(f"{where}: worst case moved from {e['test']} / {e['pattern']} to "
+                        f"{f['test']} / {f['pattern']}: {f['detail']}")
+    if not score <= e["bound"]:
+        failures.append(f"{where}: score {score:.3g} above its bound {e['bound']:.3g}: "
+                        f"{f['detail']}")
+    if f["cases"] > e["cases"]:
+        failures.append(f"{where}: {f['cases']} failing cases, more than the {e['cases']} listed")
+for line in failures:
+    print("FAIL " + line)
+print(f"probe: {doc['cases']} cases, {len(found)} findings, {len(known)} listed")
+print(f"{len(found) + len(set(known) - set(found)) - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)

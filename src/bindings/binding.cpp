@@ -1,5 +1,7 @@
 #include "bindings/binding.h"
 
+#include <fmt/format.h>
+
 #include "bindings/isolate.h"
 #include "bindings/onednn/onednn_binding.h"
 #include "bindings/opencv/opencv_binding.h"
@@ -12,6 +14,14 @@ namespace metaop {
 Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const Tensors&,
                           const Tensors&) {
   throw Unsupported(node.label() + ": binding '" + name() + "' has no backward for this op");
+}
+
+std::vector<std::string> Binding::where(const std::string&) const {
+  return {};
+}
+
+std::string location(const std::source_location& where) {
+  return fmt::format("{}:{}", where.file_name(), where.line());
 }
 
 std::vector<std::string> binding_names() {

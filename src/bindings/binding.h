@@ -3,6 +3,7 @@
 // "Unsupported" is a normal answer: supports() says so up front with a reason, and forward()
 // may still throw Unsupported for an attribute value or dtype it finds it lacks.
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,13 @@ class Binding {
   // Vector-Jacobian product: gradients of the node's inputs given its outputs' gradients.
   virtual Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                            const Tensors& outputs, const Tensors& output_grads);
+  // Where the binding's kernels of `op_type` are declared, one "what: file:line ..." line each
+  // (metaop ops --where); empty when it has none.
+  virtual std::vector<std::string> where(const std::string& op_type) const;
 };
+
+// "file:line" of a declaration (file names relative to the project: the build maps them).
+std::string location(const std::source_location& where);
 
 // Bindings by name ("reference"; framework bindings register here as they arrive).
 std::vector<std::string> binding_names();

@@ -35,6 +35,9 @@ class IsolatedBinding final : public Binding {
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
   Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                    const Tensors& outputs, const Tensors& output_grads) override;
+  std::vector<std::string> where(const std::string& op_type) const override {
+    return inner_->where(op_type);
+  }
   // The node sent to the worker as forward() would send it, but the worker commits `fault`
   // ("segv", "abort" or "hang") where the kernel would run: evaluation of the isolation.
   Tensors forward_with_fault(const std::string& fault, const Node& node, std::int64_t opset,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bindings/binding.h"
 #include "cli/commands.h"
@@ -16,23 +17,70 @@ namespace {
 struct OpsArgs {
   bool json = false;
   bool error_models = false;
+  std::string where;
 };
 
 // The error models as a Markdown table (docs/error-models.md is this output).
 int print_error_models() {
   const auto& reg = OpRegistry::instance();
-  fmt::print("| op | family | tolerance of a correct float32 kernel |\n|---|---|---|\n");
+  auto cell = [](const std::string& text) {
+    std::string out;
+    for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return out;
+  };
+  fmt::print(
+      "| op | family | forward: tolerance of a correct float32 kernel | backward |\n"
+      "|---|---|---|---|\n");
   for (const auto& type : reg.types()) {
     const MetaOp* op = reg.find(type);
-    std::string doc;
-    for (char ch : op->error.doc) doc += ch == '|' ? std::string("\\|") : std::string(1, ch);
-    fmt::print("| {} | {} | {} |\n", type, op->family, doc);
+    std::string bwd = !op->vjp             ? "-"
+                      : op->error.backward ? cell(op->error.backward_doc)
+                                           : "generic: kappa(n) * VJP(\\|x\\|, \\|g\\|), 4 ulp";
+    if (op->subgradient) bwd += "; kinks/ties: the subgradient set";
+    fmt::print("| {} | {} | {} | {} |\n", type, op->family, cell(op->error.doc), bwd);
   }
+  return 0;
+}
+
+// The regression-list lines that name `op` (the lists key their entries by op).
+std::vector<std::string> known_entries(const std::string& file, const std::string& op) {
+  std::vector<std::string> out;
+  std::ifstream f(std::string(METAOP_SOURCE_DIR) + "/" + file);
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    std::string binding, entry_op;
+    ss >> binding >> entry_op;
+    if (entry_op == op) out.push_back(fmt::format("{}:{}: {}", file, n, line));
+  }
+  return out;
+}
+
+// Everything about one meta operator: where each concern is declared, each binding's kernels,
+// and its entries in the regression lists of known framework defects.
+int print_where(const std::string& type) {
+  const MetaOp* op = OpRegistry::instance().find(type);
+  if (!op) fail("--where {}: not a meta operator (metaop ops lists them)", type);
+  fmt::print("{} ({})\n", type, op->family);
+  for (const auto& [concern, loc] : op->where) fmt::print("  {:<22} {}\n", concern, location(loc));
+  for (const auto& name : binding_names()) {
+    auto b = make_binding(name);
+    auto lines = b->where(type);
+    if (lines.empty()) {
+      fmt::print("  {:<22} - ({})\n", name, b->supports(type).reason);
+      continue;
+    }
+    for (const auto& l : lines) fmt::print("  {:<22} {}\n", name, l);
+  }
+  for (const char* file : {"tests/known_findings.txt", "tests/known_probe_findings.txt"})
+    for (const auto& e : known_entries(file, type)) fmt::print("  {:<22} {}\n", "known defect", e);
   return 0;
 }
 
 int run(const OpsArgs& a) {
   if (a.error_models) return print_error_models();
+  if (!a.where.empty()) return print_where(a.where);
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
   std::vector<std::unique_ptr<Binding>> bindings;
@@ -81,6 +129,9 @@ void add_ops_command(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--json", args->json,
       "Print a JSON list of {op, binding, forward, backward, dtypes, error_model, reason}");
+  cmd->add_option("--where", args->where,
+                  "Print where everything about one op is declared: each concern, each binding's "
+                  "kernels, its known defects");
   cmd->add_flag("--error-models", args->error_models,
                 "Print each op's error model (tolerance of a correct float32 kernel) as Markdown");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });

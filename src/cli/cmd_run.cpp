@@ -2,11 +2,13 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "analysis/propagate.h"
 #include "bindings/fault_injection.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
@@ -36,6 +38,7 @@ struct RunArgs {
   std::vector<std::string> bind_ops;
   int threads = 1;
   OrtOptions ort;
+  int propagate = 0;
   std::vector<std::string> inject;
 };
 
@@ -119,6 +122,14 @@ int run(const RunArgs& a) {
     fmt::print("wrote every intermediate value into {} (index.txt lists them in run order)\n",
                a.dump_dir);
   }
+  if (a.propagate > 0) {
+    // What the error models predict end to end: every node's outputs moved within its
+    // tolerance, on the reference (analysis/propagate).
+    PropagatedError p = propagate_tolerances(g, inputs, a.propagate, a.seed);
+    for (const auto& [name, v] : p.normwise)
+      fmt::print("propagated tolerance of {} ({} samples): normwise {:.3e} (largest sample)\n",
+                 name, v.size(), *std::max_element(v.begin(), v.end()));
+  }
   if (!a.out_dir.empty()) {
     for (const auto& o : g.outputs) {
       auto path = (std::filesystem::path(a.out_dir) / (safe_file_name(o.name) + ".npy")).string();
@@ -148,6 +159,11 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");
   cmd->add_option("--dump", args->dump_dir,
                   "Write every intermediate value as .npy into this folder (with index.txt)");
+  cmd->add_option("--propagate", args->propagate,
+                  "Also run the model N times on the reference with every node's outputs moved "
+                  "within its error model's tolerance, and print the normwise deviation of the "
+                  "outputs: the end-to-end error correct float32 kernels may reach")
+      ->check(CLI::Range(1, 100));
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   add_ort_options(cmd, args->ort);
   cmd->add_option("--inject", args->inject,

@@ -15,5 +15,6 @@ void add_check_command(CLI::App& app, Action& action);
 void add_probe_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_repro_command(CLI::App& app, Action& action);
+void add_diagnose_command(CLI::App& app, Action& action);
 
 }  // namespace metaop::cli

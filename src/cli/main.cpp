@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   metaop::cli::add_probe_command(app, action);
   metaop::cli::add_train_command(app, action);
   metaop::cli::add_repro_command(app, action);
+  metaop::cli::add_diagnose_command(app, action);
   // Usage errors are one line too.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return fmt::format("metaop: error: {} (see --help)\n", metaop::printable(e.what(), 4000));

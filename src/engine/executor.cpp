@@ -339,6 +339,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     rec.heap_peak = heap_peak() - heap0;
     rec.binding = b->name();
     if (std::string bad = output_problem(outs); !bad.empty()) fail("{}", bad);
+    if (options.after_node) options.after_node(node, g.opset, ins, outs);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i].empty()) continue;
       rec.output_bytes += outs[i].nbytes();

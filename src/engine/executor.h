@@ -55,6 +55,10 @@ struct RunOptions {
   bool keep_all = false;  // keep every intermediate value; otherwise free after last use
   // Called after each node (index into the run order, total) for progress display.
   std::function<void(std::size_t, std::size_t)> progress;
+  // Called with each node's outputs before they are stored (error propagation studies may
+  // change them).
+  std::function<void(const Node&, std::int64_t opset, const Tensors& inputs, Tensors& outputs)>
+      after_node;
 };
 
 struct RunResult {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "ops/kernel_util.h"
 
@@ -170,8 +171,8 @@ std::vector<std::string> weights_named(const Graph& g, const std::vector<std::st
 
 namespace {
 
-// The update kernels of a run, one per binding, made on first use and wrapped with the faults
-// injected into that binding.
+// The update kernels of a run, one per binding, made on first use (by the config's factory, when
+// it has one).
 class UpdateKernels {
  public:
   UpdateKernels(const Graph& g, const TrainConfig& c, const std::vector<std::string>& trainable)
@@ -186,15 +187,6 @@ class UpdateKernels {
     if (!has_update_kernel(c.update_binding))
       fail("update binding '{}': no optimizer (update kernels: {})", c.update_binding,
            fmt::join(update_binding_names(), ", "));
-    // The injected faults of each framework update kernel, one per weight.
-    for (const auto& f : c.update_faults)
-      for (const auto& b : update_binding_names()) {
-        if (b == "reference" || (!f.binding.empty() && f.binding != b)) continue;
-        for (const auto& w : weights_named(g, trainable, f.target))
-          if (auto [it, fresh] = faults_[b].emplace(w, f); !fresh)
-            fail("--inject {}:{}: weight '{}' of {} already has the update fault {}", f.target,
-                 f.fault, w, b, it->second.fault);
-      }
   }
   const std::string& binding_of(const std::string& weight) const {
     auto it = c_.update_bind.find(weight);
@@ -203,27 +195,15 @@ class UpdateKernels {
   UpdateKernel& of(const std::string& weight) {
     const std::string& b = binding_of(weight);
     auto& k = kernels_[b];
-    if (k) return *k;
-    k = make_update_kernel(b, c_.optimizer);
-    if (auto f = faults_.find(b); f != faults_.end()) {
-      auto fk = std::make_unique<FaultyUpdate>(std::move(k), f->second);
-      faulty_.push_back(fk.get());
-      k = std::move(fk);
-    }
+    if (!k)
+      k = c_.make_update ? c_.make_update(b, c_.optimizer)
+                         : std::shared_ptr<UpdateKernel>(make_update_kernel(b, c_.optimizer));
     return *k;
-  }
-  std::map<std::string, std::string> fault_log() const {
-    std::map<std::string, std::string> out;
-    for (auto* f : faulty_)
-      for (const auto& [w, note] : f->log()) out[w] = f->name() + ": " + note;
-    return out;
   }
 
  private:
   const TrainConfig& c_;
-  std::map<std::string, std::map<std::string, FaultSpec>> faults_;  // binding -> weight -> fault
-  std::map<std::string, std::unique_ptr<UpdateKernel>> kernels_;
-  std::vector<FaultyUpdate*> faulty_;
+  std::map<std::string, std::shared_ptr<UpdateKernel>> kernels_;
 };
 
 }  // namespace
@@ -261,6 +241,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   std::size_t steps_per_epoch =
       static_cast<std::size_t>((N + config.batch_size - 1) / config.batch_size);
   std::size_t total = steps_per_epoch * static_cast<std::size_t>(config.epochs), step = 0;
+  bool stopped = false;
   RunOptions keep;
   keep.keep_all = true;
   for (const auto& n : h.nodes) res.profile.push_back({n.name, n.op_type, 0, 0, 0, 0, "", ""});
@@ -315,9 +296,11 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
         p.backward_binding = rec.binding;
       }
       long t = static_cast<long>(step + 1);
+      std::map<std::string, Tensor> previous;  // for the monitor: handles, no copies
       for (const auto& [name, grad] : b.grads) {
         UpdateKernel& k = kernels.of(name);
         Tensor& w = h.initializers.at(name);
+        if (config.on_step) previous[name] = w;
         if (!(watched && config.on_update)) {
           w = k.step(name, t, w, grad);
           continue;
@@ -329,18 +312,24 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
         config.on_update(step + 1,
                          {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
       }
-      // Forward, backward and update (and, on checked steps, the checks).
+      bool go_on = !config.on_step || config.on_step({step + 1, total, lv, &h, &f, &b.grads,
+                                                      &previous, &h.initializers});
+      // Forward, backward and update (and, on checked steps, the checks; the monitor's time).
       res.step_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (config.after_step) config.after_step(step + 1, h.initializers);
       ++step;
       if (config.progress) config.progress(step, total, lv);
+      if (!go_on) {
+        stopped = true;
+        break;
+      }
     }
+    if (stopped) break;
   }
   // Trained weights and the running statistics training mode updated.
   for (const auto& [name, t] : g.initializers) res.weights[name] = h.initializers.at(name);
   for (const auto& w : res.trainable) res.update_bindings[w] = kernels.binding_of(w);
-  res.update_fault_log = kernels.fault_log();
   return res;
 }
 

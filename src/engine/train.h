@@ -5,10 +5,10 @@
 // rule, or a framework's optimizer: bindings/update_kernel.h).
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
 #include "engine/autodiff.h"
 
@@ -37,15 +37,31 @@ struct UpdateCall {
   const Tensors *state_before = nullptr, *state_after = nullptr;  // empty before the first step
 };
 
+// What one step computed, handed to a monitor (analysis/diagnose) after the step's update: the
+// loop's own values, nothing recomputed or copied.
+struct StepView {
+  std::size_t step = 0, total = 0;  // step is 1-based
+  double loss = 0;
+  const Graph* graph = nullptr;        // the training graph (the model and its loss)
+  const RunResult* forward = nullptr;  // every value of the forward (kept for the backward)
+  const std::map<std::string, Tensor>* grads = nullptr;  // of each trainable weight
+  // The trainable weights before the update (the tensors the update replaced: update kernels
+  // return new tensors), and every initializer after it.
+  const std::map<std::string, Tensor>* previous = nullptr;
+  const std::map<std::string, Tensor>* weights = nullptr;
+};
+
 struct TrainConfig {
   LossKind loss = LossKind::CrossEntropy;
   OptimizerConfig optimizer;
   // The update kernel of every weight (reference, torch), but the weights `update_bind` names.
   std::string update_binding = "reference";
   std::map<std::string, std::string> update_bind;
-  // Faults injected into the update kernels (phase update; the target names a weight, or a node
-  // or op type whose weights it means).
-  std::vector<FaultSpec> update_faults;
+  // Makes the update kernel of a binding, once per binding a run uses (default:
+  // make_update_kernel). Evaluation hands in kernels it has wrapped (bindings/fault_injection):
+  // the loop does not know whether a kernel is faulty.
+  std::function<std::shared_ptr<UpdateKernel>(const std::string& binding, const OptimizerConfig&)>
+      make_update;
   int epochs = 1;
   std::int64_t batch_size = 32;
   std::uint64_t seed = 0;
@@ -62,6 +78,9 @@ struct TrainConfig {
                      const Tensors& output_grads, const Tensors& input_grads, const NodeRecord&)>
       on_backward;
   std::function<void(std::size_t step, const UpdateCall&)> on_update;
+  // Monitor of every step; returning false ends training after that step (the result holds the
+  // steps run).
+  std::function<bool(const StepView&)> on_step;
 };
 
 // Time and memory of one node of the training graph (the model and its loss) over all steps.
@@ -81,8 +100,7 @@ struct TrainResult {
   std::vector<NodeProfile> profile;       // per node of the training graph, in graph order
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
   std::vector<std::string> trainable;
-  std::map<std::string, std::string> update_bindings;   // weight -> the kernel that updated it
-  std::map<std::string, std::string> update_fault_log;  // weight -> what an injected fault did
+  std::map<std::string, std::string> update_bindings;  // weight -> the kernel that updated it
 };
 
 // The weights `target` names (an update binding's or fault's): the weight itself, or the

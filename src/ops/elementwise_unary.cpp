@@ -39,6 +39,7 @@ struct UnaryRow {
   // How far (units of u) from a kink a rounded branch condition may decide the other side.
   double (*kink_width)(double x, Attrs a) = nullptr;
   bool float_only = true;
+  std::source_location where = std::source_location::current();  // the row (ops --where)
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -337,7 +338,8 @@ SubgradientFn kink_subgradient(const UnaryRow& row) {
 }
 
 void add_row(OpRegistry& r, const UnaryRow& row) {
-  r.add({row.name, "elementwise", [row](const KernelContext& c, const Tensors& in) {
+  r.add({row.name, "elementwise",
+         [row](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
            if (row.float_only) require_float(c, x, "input");
            auto a = attrs_of(row, c.node);
@@ -346,7 +348,8 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
            // comparisons in piecewise definitions would drop it otherwise.
            for (auto& e : v) e = std::isnan(e) ? e : row.f(e, a.data());
            return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
-         }});
+         }},
+        row.where);
 
   using namespace error_models;
   std::string doc = row.doc         ? row.doc
@@ -354,17 +357,19 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
                     : row.ulps == 4 ? "4 ulp (elementary function)"
                                     : fmt::format("{:g} ulp", row.ulps);
   if (row.fmag) {
-    r.set_error_model(row.name, condition(
-                                    [row](const KernelContext& c, const Tensors& in, const Tensors&,
-                                          const AccumulationBound&) {
-                                      auto a = attrs_of(row, c.node);
-                                      auto x = in[0].to_f64();
-                                      for (auto& v : x) v = row.fmag(v, a.data());
-                                      return Magnitudes{x};
-                                    },
-                                    doc, row.ulps));
+    r.set_error_model(row.name,
+                      condition(
+                          [row](const KernelContext& c, const Tensors& in, const Tensors&,
+                                const AccumulationBound&) {
+                            auto a = attrs_of(row, c.node);
+                            auto x = in[0].to_f64();
+                            for (auto& v : x) v = row.fmag(v, a.data());
+                            return Magnitudes{x};
+                          },
+                          doc, row.ulps),
+                      row.where);
   } else {
-    r.set_error_model(row.name, row.ulps == 0 ? exact(doc) : ulp(row.ulps, doc));
+    r.set_error_model(row.name, row.ulps == 0 ? exact(doc) : ulp(row.ulps, doc), row.where);
   }
   auto points = [row](std::vector<double> (*of)(Attrs)) -> Domain::Points {
     if (!of) return {};
@@ -373,20 +378,22 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
       return of(a.data());
     };
   };
-  r.set_domain(row.name, Domain({0}, points(row.critical), points(row.kinks)));
+  r.set_domain(row.name, Domain({0}, points(row.critical), points(row.kinks)), row.where);
   if (!row.df) return;
 
-  r.set_vjp(row.name, [row](const KernelContext& c, const Tensors& in, const Tensors& out,
-                            const Tensors& grads) {
-    Tensors res(in.size());
-    if (!is_floating(in[0].dtype())) return res;
-    auto a = attrs_of(row, c.node);
-    auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
-    for (std::size_t i = 0; i < g.size(); ++i)
-      g[i] = g[i] == 0 ? 0 : g[i] * row.df(x[i], y[i], a.data());
-    res[0] = grad_like(g, in[0]);
-    return res;
-  });
+  r.set_vjp(
+      row.name,
+      [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        Tensors res(in.size());
+        if (!is_floating(in[0].dtype())) return res;
+        auto a = attrs_of(row, c.node);
+        auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
+        for (std::size_t i = 0; i < g.size(); ++i)
+          g[i] = g[i] == 0 ? 0 : g[i] * row.df(x[i], y[i], a.data());
+        res[0] = grad_like(g, in[0]);
+        return res;
+      },
+      row.where);
   r.set_backward_error_model(
       row.name,
       [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
@@ -403,8 +410,8 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
         }
         return m;
       },
-      row.ddoc, 1);
-  if (row.kinks) r.set_subgradient(row.name, kink_subgradient(row));
+      row.ddoc, 1, row.where);
+  if (row.kinks) r.set_subgradient(row.name, kink_subgradient(row), row.where);
 }
 
 }  // namespace

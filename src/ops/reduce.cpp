@@ -221,8 +221,9 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
 }  // namespace
 
 // First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
-// scales p_i relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
-// division a few more roundings.
+// scales p_j relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
+// division a few more roundings. LogSoftmax may subtract m + log S in one step (torch does),
+// whose rounding is u (|m| + |log S|); softmax's exp(x_j - m) / S has no such term.
 std::vector<double> softmax_magnitude(const std::vector<double>& vx, const AxisSplit& split,
                                       double kappa, bool log) {
   auto [axis, outer, n, inner] = split;
@@ -236,12 +237,16 @@ std::vector<double> softmax_magnitude(const std::vector<double>& vx, const AxisS
       if (!std::isfinite(m)) m = 0;
       double s = 0, wsum = 0;
       for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
+      // Each term's own rounding: |x_j - m| for softmax, |x_j| + |m| where log-softmax rounds
+      // m + log S.
+      auto own = [&](std::int64_t j) {
+        return log ? std::fabs(vx[at(j)]) + std::fabs(m) : std::fabs(vx[at(j)] - m);
+      };
       for (std::int64_t j = 0; j < n; ++j)
-        if (double p = std::exp(vx[at(j)] - m) / s; p > 0)
-          wsum += p * (std::fabs(vx[at(j)]) + std::fabs(m));
+        if (double p = std::exp(vx[at(j)] - m) / s; p > 0) wsum += p * own(j);
       for (std::int64_t j = 0; j < n; ++j) {
         double p = std::exp(vx[at(j)] - m) / s;
-        double common = std::fabs(vx[at(j)]) + std::fabs(m) + wsum + kappa;
+        double common = own(j) + wsum + kappa;
         mag[at(j)] = !log ? p * (common + 4)
                           : common + 2 * std::fabs(std::log(s)) + 2 * std::fabs(vx[at(j)] - m);
       }
@@ -672,7 +677,7 @@ void register_reduce_ops(OpRegistry& r) {
                                          in[0].to_f64(), split,
                                          bound.kappa(static_cast<double>(split.n)), false)};
                                    },
-                                   "p_i * (|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 4)"
+                                   "p_i * (|x_i - m| + sum_j p_j |x_j - m| + kappa(n) + 4)"
                                    " with m = max x, 4 ulp"));
   r.set_error_model(
       "LogSoftmax",

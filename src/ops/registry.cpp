@@ -31,44 +31,51 @@ std::vector<std::string> OpRegistry::types() const {
   return out;
 }
 
-void OpRegistry::add(MetaOp op) {
+void OpRegistry::add(MetaOp op, Where where) {
   if (ops_.count(op.type)) fail("internal: meta op {} registered twice", op.type);
+  op.where.emplace_back("forward", where);
   std::string t = op.type;
   ops_.emplace(std::move(t), std::move(op));
 }
 
-void OpRegistry::set_error_model(const std::string& type, ErrorModel model) {
+MetaOp& OpRegistry::at(const std::string& type, const char* concern) {
   auto it = ops_.find(type);
-  if (it == ops_.end()) fail("internal: error model for unknown meta op {}", type);
-  it->second.error = std::move(model);
+  if (it == ops_.end()) fail("internal: {} for unknown meta op {}", concern, type);
+  return it->second;
 }
 
-void OpRegistry::set_vjp(const std::string& type, ReferenceVjp vjp) {
-  auto it = ops_.find(type);
-  if (it == ops_.end()) fail("internal: VJP for unknown meta op {}", type);
-  it->second.vjp = std::move(vjp);
+void OpRegistry::set_error_model(const std::string& type, ErrorModel model, Where where) {
+  MetaOp& op = at(type, "error model");
+  op.error = std::move(model);
+  op.where.emplace_back("error model", where);
 }
 
-void OpRegistry::set_subgradient(const std::string& type, SubgradientFn fn) {
-  auto it = ops_.find(type);
-  if (it == ops_.end()) fail("internal: subgradient for unknown meta op {}", type);
-  it->second.subgradient = std::move(fn);
+void OpRegistry::set_vjp(const std::string& type, ReferenceVjp vjp, Where where) {
+  MetaOp& op = at(type, "VJP");
+  op.vjp = std::move(vjp);
+  op.where.emplace_back("vjp", where);
+}
+
+void OpRegistry::set_subgradient(const std::string& type, SubgradientFn fn, Where where) {
+  MetaOp& op = at(type, "subgradient");
+  op.subgradient = std::move(fn);
+  op.where.emplace_back("subgradient", where);
 }
 
 void OpRegistry::set_backward_error_model(const std::string& type, VjpMagnitudeFn fn,
-                                          std::string doc, double ulps) {
-  auto it = ops_.find(type);
-  if (it == ops_.end()) fail("internal: backward error model for unknown meta op {}", type);
-  if (!it->second.error.declared()) fail("internal: backward error model before the forward's");
-  it->second.error.backward = std::move(fn);
-  it->second.error.backward_doc = std::move(doc);
-  it->second.error.backward_ulps = ulps;
+                                          std::string doc, double ulps, Where where) {
+  MetaOp& op = at(type, "backward error model");
+  if (!op.error.declared()) fail("internal: backward error model of {} before the forward's", type);
+  op.error.backward = std::move(fn);
+  op.error.backward_doc = std::move(doc);
+  op.error.backward_ulps = ulps;
+  op.where.emplace_back("backward error model", where);
 }
 
-void OpRegistry::set_domain(const std::string& type, Domain domain) {
-  auto it = ops_.find(type);
-  if (it == ops_.end()) fail("internal: domain for unknown meta op {}", type);
-  it->second.domain = std::move(domain);
+void OpRegistry::set_domain(const std::string& type, Domain domain, Where where) {
+  MetaOp& op = at(type, "domain");
+  op.domain = std::move(domain);
+  op.where.emplace_back("domain", where);
 }
 
 }  // namespace metaop

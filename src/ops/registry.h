@@ -4,7 +4,9 @@
 // adding an op means adding its entry in one family file.
 #include <functional>
 #include <map>
+#include <source_location>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/error_model.h"
@@ -43,6 +45,8 @@ struct MetaOp {
   Domain domain;              // likewise (defaults: input 0 is data, no critical points)
   ReferenceVjp vjp;           // likewise; empty: not differentiable (integer, boolean, shape ops)
   SubgradientFn subgradient;  // empty: the gradient is unique wherever it exists
+  // Where each concern was declared ("forward", "error model", "vjp" ...): metaop ops --where.
+  std::vector<std::pair<std::string, std::source_location>> where;
 };
 
 class OpRegistry {
@@ -50,19 +54,22 @@ class OpRegistry {
   static const OpRegistry& instance();
   const MetaOp* find(const std::string& type) const;
   std::vector<std::string> types() const;
-  void add(MetaOp op);
+  // Each concern records where it is declared (the caller's file and line).
+  using Where = std::source_location;
+  void add(MetaOp op, Where where = Where::current());
   // Declares the error model of an op already added.
-  void set_error_model(const std::string& type, ErrorModel model);
-  void set_domain(const std::string& type, Domain domain);
-  void set_vjp(const std::string& type, ReferenceVjp vjp);
-  void set_subgradient(const std::string& type, SubgradientFn fn);
+  void set_error_model(const std::string& type, ErrorModel model, Where where = Where::current());
+  void set_domain(const std::string& type, Domain domain, Where where = Where::current());
+  void set_vjp(const std::string& type, ReferenceVjp vjp, Where where = Where::current());
+  void set_subgradient(const std::string& type, SubgradientFn fn, Where where = Where::current());
   // After set_error_model: the VJP's own error magnitudes, for ops that need more than the
   // generic bound, how they are derived, and the ULPs added to them.
   void set_backward_error_model(const std::string& type, VjpMagnitudeFn fn, std::string doc,
-                                double ulps = 4);
+                                double ulps = 4, Where where = Where::current());
 
  private:
   OpRegistry() = default;
+  MetaOp& at(const std::string& type, const char* concern);
   std::map<std::string, MetaOp> ops_;
 };
 

@@ -30,17 +30,19 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-// One SVG line chart: x = node position in run order, y = log10 of the value, clamped.
+// One SVG line chart: x = node position in run order, y = log10 of the value (or the value),
+// clamped.
 std::string svg_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
                      const std::vector<std::string>& colors, double lo, double hi, double threshold,
-                     const std::string& ylabel, const std::string& xlabel) {
+                     const std::string& ylabel, const std::string& xlabel, PlotScale scale) {
   const double W = 900, H = 220, L = 50, B = 25;
+  bool log = scale == PlotScale::Log10;
   std::size_t n = 0;
   for (const auto& [name, v] : lines) n = std::max(n, v.size());
   auto X = [&](std::size_t i) { return L + (W - L - 10) * (n > 1 ? double(i) / (n - 1) : 0.5); };
   auto Y = [&](double v) {
-    double l = v > 0 ? std::log10(v) : lo;
-    if (!std::isfinite(l)) l = hi;
+    double l = !log ? v : v > 0 ? std::log10(v) : lo;
+    if (!std::isfinite(l)) l = log ? hi : lo;
     l = std::clamp(l, lo, hi);
     return (H - B) - (H - B - 10) * (l - lo) / (hi - lo);
   };
@@ -48,11 +50,15 @@ std::string svg_plot(const std::vector<std::pair<std::string, std::vector<double
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='plot'>"
       "<rect x='{}' y='0' width='{}' height='{}' fill='#fafafa' stroke='#ccc'/>",
       W, H, L, W - L - 10, H - B);
-  for (double e = lo; e <= hi; e += 2)
+  // Grid: every second decade, or quarters of a linear range.
+  for (double e = lo; e <= hi + 1e-9; e += log ? 2 : (hi - lo) / 4) {
+    double v = log ? std::pow(10, e) : e;
     s += fmt::format(
         "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/>"
-        "<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>1e{:g}</text>",
-        L, W - 10, Y(std::pow(10, e)), Y(std::pow(10, e)), L - 4, Y(std::pow(10, e)) + 3, e);
+        "<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>{}</text>",
+        L, W - 10, Y(v), Y(v), L - 4, Y(v) + 3,
+        log ? fmt::format("1e{:g}", e) : fmt::format("{:g}", e));
+  }
   if (threshold > 0)
     s += fmt::format(
         "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#d33' stroke-dasharray='4 3'/>", L,

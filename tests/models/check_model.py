@@ -4,8 +4,15 @@ with the float64 reference, compared with PyTorch's own float32 logits, and with
 binding given (--bind B, nodes it lacks falling back to the reference), compared with the
 reference.
 
-The error is normwise: max|a - b| / max|b| over the logits; it must stay below 1e-4 (float32
-accumulation is the expected source of difference).
+The error is normwise: max|a - b| / max|b| over the logits; it must stay below 1e-5. That bound
+is documented in docs/error-models.md ("Whole models"): correct float32 executions of these
+twelve models differ from the float64 reference by at most 2.2e-6 (every binding, every input),
+while the error models' per-node tolerances propagated end to end (`metaop run --propagate`)
+allow 1e-4 to 1e-3, too loose to judge a whole model by.
+
+The comparison tests the network only if the logits depend on the input: the largest change of
+a logit across the three inputs, relative to the spread (max - min) of the first input's logits,
+must be at least 100 times the tolerance.
 
 Usage: /usr/bin/python3 check_model.py METAOP MODELS_DIR ARCH [BINDING[:N]...]
   BINDING:N runs that binding on the first N (opset, input) pairs only (opset 17 first).
@@ -18,7 +25,7 @@ import tempfile
 
 import numpy as np
 
-TOL = 1e-4
+TOL = 1e-5
 
 
 def run(metaop, model, x, bind):
@@ -84,16 +91,18 @@ def main():
                         if re.match(r"(ran |  fell back)", line):
                             print(f"     {label} --bind {b}: {line.strip()}")
                 record(f"{b} vs reference", normwise(got, ref), label)
-    # Guard against a degenerate comparison: the logits must depend on the input.
+    # Guard against a degenerate comparison: the logits must depend on the input, by much more
+    # than the tolerance, relative to their own spread.
     ref = [np.load(os.path.join(d, f"torch_{k}.npy")).astype(np.float64) for k in range(3)]
-    spread = max(float(np.max(np.abs(r - ref[0]))) for r in ref[1:]) / float(np.max(np.abs(ref[0])))
-    if not spread > 1e-3:
-        print(f"FAIL {arch}: PyTorch's logits barely depend on the input (spread {spread:.3e}); "
-              "the comparison would not test the network")
+    spread = max(float(np.max(np.abs(r - ref[0]))) for r in ref[1:]) / float(np.ptp(ref[0]))
+    if not spread > 100 * TOL:
+        print(f"FAIL {arch}: PyTorch's logits barely depend on the input (largest change "
+              f"{spread:.3e} of their spread, want > {100 * TOL:g}); the comparison would not "
+              "test the network")
         failures += 1
     for what, w in worst.items():
         print(f"{arch}: worst {what} {w:.3e} (tolerance {TOL:g})")
-    print(f"{arch}: input spread {spread:.3e}")
+    print(f"{arch}: input dependence {spread:.3e} of the logits' spread")
     print(f"{checks - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <source_location>
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
@@ -73,44 +74,54 @@ struct Eltwise {
   float alpha, beta;
 };
 
-std::map<std::string, std::function<Eltwise(const Ctx&)>> eltwise_table() {
+// Each op's eltwise algorithm and its parameters, and where it is declared.
+struct EltwiseOp {
+  std::function<Eltwise(const Ctx&)> params;
+  std::source_location where;
+};
+
+std::map<std::string, EltwiseOp> eltwise_table() {
+  std::map<std::string, EltwiseOp> m;
+  auto add = [&m](const char* op, std::function<Eltwise(const Ctx&)> f,
+                  std::source_location loc = std::source_location::current()) {
+    m[op] = {std::move(f), loc};
+  };
   auto fixed = [](algo a, float al = 0, float be = 0) {
     return [a, al, be](const Ctx&) { return Eltwise{a, al, be}; };
   };
-  std::map<std::string, std::function<Eltwise(const Ctx&)>> m;
-  m["Relu"] = fixed(algo::eltwise_relu);
-  m["Tanh"] = fixed(algo::eltwise_tanh);
-  m["Sigmoid"] = fixed(algo::eltwise_logistic);
-  m["Exp"] = fixed(algo::eltwise_exp);
-  m["Log"] = fixed(algo::eltwise_log);
-  m["Sqrt"] = fixed(algo::eltwise_sqrt);
-  m["Abs"] = fixed(algo::eltwise_abs);
-  m["HardSwish"] = fixed(algo::eltwise_hardswish);
-  m["Round"] = fixed(algo::eltwise_round);
-  m["Neg"] = fixed(algo::eltwise_linear, -1.f, 0.f);
-  m["Reciprocal"] = fixed(algo::eltwise_pow, 1.f, -1.f);
-  m["Softplus"] = fixed(algo::eltwise_soft_relu);
-  m["LeakyRelu"] = [](const Ctx& c) {
+  add("Relu", fixed(algo::eltwise_relu));
+  add("Tanh", fixed(algo::eltwise_tanh));
+  add("Sigmoid", fixed(algo::eltwise_logistic));
+  add("Exp", fixed(algo::eltwise_exp));
+  add("Log", fixed(algo::eltwise_log));
+  add("Sqrt", fixed(algo::eltwise_sqrt));
+  add("Abs", fixed(algo::eltwise_abs));
+  add("HardSwish", fixed(algo::eltwise_hardswish));
+  add("Round", fixed(algo::eltwise_round));
+  add("Neg", fixed(algo::eltwise_linear, -1.f, 0.f));
+  add("Reciprocal", fixed(algo::eltwise_pow, 1.f, -1.f));
+  add("Softplus", fixed(algo::eltwise_soft_relu));
+  add("LeakyRelu", [](const Ctx& c) {
     return Eltwise{algo::eltwise_relu, static_cast<float>(c.node().attr_f("alpha", 0.01)), 0.f};
-  };
-  m["Elu"] = [](const Ctx& c) {
+  });
+  add("Elu", [](const Ctx& c) {
     return Eltwise{algo::eltwise_elu, static_cast<float>(c.node().attr_f("alpha", 1.0)), 0.f};
-  };
-  m["Clip"] = [](const Ctx& c) {
+  });
+  add("Clip", [](const Ctx& c) {
     auto [lo, hi] = clip_bounds(c.k, c.in);
     return Eltwise{algo::eltwise_clip_v2, static_cast<float>(lo), static_cast<float>(hi)};
-  };
+  });
   return m;
 }
 
-const std::map<std::string, std::function<Eltwise(const Ctx&)>>& eltwise_ops() {
+const std::map<std::string, EltwiseOp>& eltwise_ops() {
   static const auto t = eltwise_table();
   return t;
 }
 
 Tensors eltwise_fwd(const Ctx& c) {
   const Tensor& x = c.x(0);
-  Eltwise e = eltwise_ops().at(c.node().op_type)(c);
+  Eltwise e = eltwise_ops().at(c.node().op_type).params(c);
   auto d = md(x.shape());
   dnnl::eltwise_forward::primitive_desc pd({prop::forward_inference, e.a, d, e.alpha, e.beta},
                                            eng());
@@ -554,41 +565,12 @@ Tensors resize_fwd(const Ctx& c) {
 
 using Fwd = std::function<Tensors(const Ctx&)>;
 
-const std::map<std::string, Fwd>& forward_ops() {
-  static const std::map<std::string, Fwd> m = [] {
-    std::map<std::string, Fwd> t;
-    for (const auto& [op, f] : eltwise_ops()) t[op] = eltwise_fwd;
-    for (const auto& [op, a] : binary_ops()) t[op] = binary_fwd;
-    t["Conv"] = conv_fwd;
-    t["ConvTranspose"] = deconv_fwd;
-    t["MatMul"] = matmul_fwd;
-    t["Gemm"] = gemm_fwd;
-    t["MaxPool"] = pool_fwd;
-    t["AveragePool"] = pool_fwd;
-    t["GlobalAveragePool"] = global_pool_fwd;
-    t["GlobalMaxPool"] = global_pool_fwd;
-    for (const char* r : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                          "ReduceL1", "ReduceL2", "ReduceSumSquare"})
-      t[r] = reduce_fwd;
-    t["BatchNormalization"] = batchnorm_fwd;
-    t["LayerNormalization"] = layernorm_fwd;
-    t["Softmax"] = softmax_fwd;
-    t["LogSoftmax"] = softmax_fwd;
-    t["Concat"] = concat_fwd;
-    t["Transpose"] = transpose_fwd;
-    t["PRelu"] = prelu_fwd;
-    t["Resize"] = resize_fwd;
-    return t;
-  }();
-  return m;
-}
-
 // ---- backward
 using Bwd = std::function<Tensors(const Ctx&, const Tensors& outputs, const Tensors& grads)>;
 
 Tensors eltwise_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
-  Eltwise e = eltwise_ops().at(c.node().op_type)(c);
+  Eltwise e = eltwise_ops().at(c.node().op_type).params(c);
   auto d = md(x.shape());
   dnnl::eltwise_forward::primitive_desc hint({prop::forward_training, e.a, d, e.alpha, e.beta},
                                              eng());
@@ -714,17 +696,47 @@ Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   return {gx, gs, gb};  // mean and var are statistics here: not differentiated
 }
 
-const std::map<std::string, Bwd>& backward_ops() {
-  static const std::map<std::string, Bwd> m = [] {
-    std::map<std::string, Bwd> t;
-    for (const auto& [op, f] : eltwise_ops())
-      if (op != "Round") t[op] = eltwise_bwd;  // Round's gradient is zero almost everywhere
-    t["Softmax"] = softmax_bwd;
-    t["LogSoftmax"] = softmax_bwd;
-    t["Conv"] = conv_bwd;
-    t["MaxPool"] = pool_bwd;
-    t["AveragePool"] = pool_bwd;
-    t["BatchNormalization"] = batchnorm_bwd;
+// Every op the binding runs: its forward and (where oneDNN has one) backward primitive, and
+// where the pair is declared (metaop ops --where).
+struct Kernel {
+  Fwd forward;
+  Bwd backward;
+  std::source_location where;
+};
+
+const std::map<std::string, Kernel>& kernels() {
+  static const std::map<std::string, Kernel> m = [] {
+    std::map<std::string, Kernel> t;
+    auto add = [&t](const std::string& op, Fwd f, Bwd b = {},
+                    std::source_location loc = std::source_location::current()) {
+      t[op] = {std::move(f), std::move(b), loc};
+    };
+    // Round's gradient is zero almost everywhere: oneDNN has no backward for it.
+    for (const auto& [op, e] : eltwise_ops())
+      add(op, eltwise_fwd, op == "Round" ? Bwd{} : Bwd{eltwise_bwd}, e.where);
+    for (const auto& [op, a] : binary_ops()) add(op, binary_fwd);
+    add("Conv", conv_fwd, conv_bwd);
+    add("ConvTranspose", deconv_fwd);
+    add("MatMul", matmul_fwd);
+    add("Gemm", gemm_fwd);
+    add("MaxPool", pool_fwd, pool_bwd);
+    add("AveragePool", pool_fwd, pool_bwd);
+    add("GlobalAveragePool", global_pool_fwd);
+    add("GlobalMaxPool", global_pool_fwd);
+    for (const char* r : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                          "ReduceL1", "ReduceL2", "ReduceSumSquare"})
+      add(r, reduce_fwd);
+    add("BatchNormalization", batchnorm_fwd, batchnorm_bwd);
+    add("LayerNormalization", layernorm_fwd);
+    add("Softmax", softmax_fwd, softmax_bwd);
+    add("LogSoftmax", softmax_fwd, softmax_bwd);
+    add("Concat", concat_fwd);
+    add("Transpose", transpose_fwd);
+    add("PRelu", prelu_fwd);
+    add("Resize", resize_fwd);
+    for (const auto& [op, k] : t)
+      if (!OpRegistry::instance().find(op))
+        fail("internal: oneDNN kernel for unknown meta op {}", op);
     return t;
   }();
   return m;
@@ -753,8 +765,9 @@ Tensors guarded(const Node& node, F&& f) {
 
 Support OneDNNBinding::supports(const std::string& op_type) const {
   Support s;
-  s.forward = forward_ops().count(op_type) > 0;
-  s.backward = backward_ops().count(op_type) > 0;
+  auto it = kernels().find(op_type);
+  s.forward = it != kernels().end();
+  s.backward = s.forward && it->second.backward;
   if (s.forward)
     s.dtypes = {DType::Float32};
   else
@@ -762,18 +775,25 @@ Support OneDNNBinding::supports(const std::string& op_type) const {
   return s;
 }
 
+std::vector<std::string> OneDNNBinding::where(const std::string& op_type) const {
+  auto it = kernels().find(op_type);
+  if (it == kernels().end()) return {};
+  return {fmt::format("{}: {}", it->second.backward ? "forward and backward" : "forward",
+                      location(it->second.where))};
+}
+
 Tensors OneDNNBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  auto it = forward_ops().find(node.op_type);
-  if (it == forward_ops().end()) throw Unsupported(node.label() + ": no oneDNN primitive");
+  auto it = kernels().find(node.op_type);
+  if (it == kernels().end()) throw Unsupported(node.label() + ": no oneDNN primitive");
   require_f32(node, inputs);
   KernelContext k{node, opset};
-  return guarded(node, [&] { return it->second(Ctx{k, inputs}); });
+  return guarded(node, [&] { return it->second.forward(Ctx{k, inputs}); });
 }
 
 Tensors OneDNNBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                                 const Tensors& outputs, const Tensors& output_grads) {
-  auto it = backward_ops().find(node.op_type);
-  if (it == backward_ops().end())
+  auto it = kernels().find(node.op_type);
+  if (it == kernels().end() || !it->second.backward)
     throw Unsupported(node.label() + ": no oneDNN backward primitive");
   require_f32(node, inputs);
   for (std::size_t o = 1; o < output_grads.size(); ++o)
@@ -783,7 +803,7 @@ Tensors OneDNNBinding::backward(const Node& node, std::int64_t opset, const Tens
       output_grads[0].dtype() != DType::Float32)
     throw Unsupported(node.label() + ": needs a float32 output gradient");
   KernelContext k{node, opset};
-  return guarded(node, [&] { return it->second(Ctx{k, inputs}, outputs, output_grads); });
+  return guarded(node, [&] { return it->second.backward(Ctx{k, inputs}, outputs, output_grads); });
 }
 
 }  // namespace metaop

@@ -121,6 +121,9 @@ cv::Mat to_mat(const Tensor& t) {
 
 }  // namespace
 
+// Every op runs the same way (run_opencv below): the location of the claim and of the runner.
+const std::source_location kOpenCVClaims = std::source_location::current();
+
 Support OpenCVBinding::supports(const std::string& op_type) const {
   Support s;
   if (opencv_ops().count(op_type)) {
@@ -133,6 +136,8 @@ Support OpenCVBinding::supports(const std::string& op_type) const {
 }
 
 namespace {
+
+const std::source_location kOpenCVRunner = std::source_location::current();
 
 // Imported nets by node signature: the exported one-node model holds the node, its attributes,
 // the inputs' types and shapes and the constant inputs' values, so equal bytes are the same
@@ -286,6 +291,14 @@ void OpenCVBinding::set_cache_capacity(std::size_t nets) {
   cache_capacity = nets;
   net_cache.clear();
   net_lru.clear();
+}
+
+std::vector<std::string> OpenCVBinding::where(const std::string& op_type) const {
+  if (!opencv_ops().count(op_type)) return {};
+  return {
+      fmt::format("forward: {} (the node as a one-node model, imported by OpenCV's "
+                  "readNetFromONNX; claimed at {})",
+                  location(kOpenCVRunner), location(kOpenCVClaims))};
 }
 
 }  // namespace metaop

@@ -11,6 +11,7 @@ class OpenCVBinding final : public Binding {
  public:
   std::string name() const override { return "opencv"; }
   Support supports(const std::string& op_type) const override;
+  std::vector<std::string> where(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
   // Imported nets kept (least recently used dropped first); 0: none, every node imported anew.
   static void set_cache_capacity(std::size_t nets);

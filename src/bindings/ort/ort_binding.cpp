@@ -171,6 +171,16 @@ Support OrtBinding::supports(const std::string& op_type) const {
   return s;
 }
 
+const std::source_location kOrtForward = std::source_location::current();
+
+std::vector<std::string> OrtBinding::where(const std::string& op_type) const {
+  if (!supports(op_type).forward) return {};
+  return {
+      fmt::format("forward: {} (the node as a one-node session in the ONNX Runtime worker, "
+                  "src/bindings/ort/ort_worker.js)",
+                  location(kOrtForward))};
+}
+
 Tensors OrtBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
   OrtState& st = state(wasm_);
   std::lock_guard<std::mutex> lock(st.mutex);

@@ -24,6 +24,7 @@ class OrtBinding final : public Binding {
   explicit OrtBinding(bool wasm = false) : wasm_(wasm) {}
   std::string name() const override { return wasm_ ? "ort-wasm" : "ort"; }
   Support supports(const std::string& op_type) const override;
+  std::vector<std::string> where(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
 
   // Process-wide settings (from --ort-opt and --threads): the optimization level of the

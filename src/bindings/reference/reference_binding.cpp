@@ -1,5 +1,7 @@
 #include "bindings/reference/reference_binding.h"
 
+#include <fmt/format.h>
+
 #include "ops/registry.h"
 
 namespace metaop {
@@ -14,6 +16,17 @@ Support ReferenceBinding::supports(const std::string& op_type) const {
     s.reason = "no meta operator " + op_type;
   }
   return s;
+}
+
+// The reference runs each op's own declarations (metaop ops --where lists them).
+std::vector<std::string> ReferenceBinding::where(const std::string& op_type) const {
+  const MetaOp* op = OpRegistry::instance().find(op_type);
+  if (!op) return {};
+  std::vector<std::string> w;
+  for (const auto& [concern, loc] : op->where)
+    if (concern == "forward" || concern == "vjp")
+      w.push_back(fmt::format("{}: {}", concern == "vjp" ? "backward" : concern, location(loc)));
+  return w;
 }
 
 Tensors ReferenceBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {

@@ -1,0 +1,127 @@
+#pragma once
+// The per-step monitors of `metaop diagnose` and `metaop train --diagnose`. They read what the
+// training loop already computed at each step (engine/train.h's StepView: the loss, every value
+// of the forward, the weights' gradients, the weights before and after the update) and keep a
+// few numbers per step: the loss; per weight tensor its gradient norm and update-to-weight
+// ratio; the ratio of the first layer's gradient norm to the last's; per activation node the
+// fraction of dead (ReLU) or saturated (Sigmoid, Tanh) units. Symptoms are judged on windows of
+// steps with the published thresholds (docs/diagnose.md cites each source).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/train.h"
+
+namespace metaop {
+
+// Each threshold is a named option of `metaop diagnose`; the defaults are the published ones
+// where there are published ones (AUTOTRAINER, ICSE 2021; DeepDiagnosis, ICSE 2022).
+struct DiagnoseThresholds {
+  double vanish_ratio = 1e-3;           // AUTOTRAINER beta_1: first/last gradient-norm ratio below
+  double vanish_first = 1e-4;           // AUTOTRAINER beta_2: ... and the first layer's norm below
+  double explode_ratio = 70;            // AUTOTRAINER beta_3: first/last gradient-norm ratio above
+  double dead_fraction = 0.7;           // AUTOTRAINER gamma: share of dead ReLU units, at least
+  double saturated_fraction = 0.5;      // DeepDiagnosis: share of saturated values, above
+  double saturation_preactivation = 5;  // DeepDiagnosis: |pre-activation| beyond this
+  double saturation_output = 1e-3;      // outputs this close to an asymptote
+  double slow_gain = 0.01;              // AUTOTRAINER delta: best loss gain of a window below
+  int stagnation_epochs = 5;            // DeepDiagnosis: loss unchanged over these epochs
+  double stagnation_change = 1e-3;      // "unchanged": relative spread of their mean losses below
+  double loss_growth = 10;              // a step's loss above this multiple of the first step's
+  double converged = 0.1;               // loss below this share of the first window's: converged
+  double update_ratio_high = 0.1;       // DeepDiagnosis: update/weight above (learning rate high)
+  double update_ratio_low = 1e-5;       // DeepDiagnosis: update/weight below (learning rate low)
+  std::size_t window = 0;               // steps per window; 0: one epoch
+};
+
+// Fails naming the option of a threshold out of its range.
+void validate(const DiagnoseThresholds& t);
+
+// The symptom kinds, in the order the documentation lists them.
+const std::vector<std::string>& symptom_kinds();
+
+struct Symptom {
+  std::string kind;           // one of symptom_kinds()
+  std::size_t step = 0;       // 1-based: the first step (or the end of the first window) it shows
+  std::string node, op_type;  // where: the activation, the first non-finite node, the layer
+  double value = 0, threshold = 0;
+  std::string detail;  // in words, with the numbers
+};
+
+// One trainable weight over the steps.
+struct WeightSeries {
+  std::string weight, node, op_type;  // the weight and the (first) node that reads it
+  bool kernel = false;                // a layer's weight (Gemm, MatMul, Conv, ConvTranspose)
+  std::vector<double> grad_norm;      // per step, L2
+  std::vector<double> update_ratio;   // per step, |w_after - w_before| / |w_before|
+};
+
+// One activation node over the steps.
+struct ActivationSeries {
+  std::string node, op_type;
+  std::size_t index = 0;  // in the graph
+  // Per step: ReLU, the share of units (axis 1) whose output is 0 for every sample of the
+  // batch; Sigmoid and Tanh, the share of values saturated (output within saturation_output of
+  // an asymptote, or pre-activation beyond saturation_preactivation).
+  std::vector<double> per_step;
+  std::vector<double> per_window;  // ReLU: units dead over a whole window; else the mean share
+};
+
+struct MonitorRecord {
+  DiagnoseThresholds thresholds;  // those the symptoms were judged with
+  std::size_t steps_per_epoch = 0, window = 0, total = 0;
+  std::vector<double> losses;
+  double seconds = 0;              // spent in the monitors, over all steps
+  std::vector<double> grad_ratio;  // per step: first layer's gradient norm / the last layer's
+  std::vector<WeightSeries> weights;
+  std::vector<ActivationSeries> activations;
+  std::vector<Symptom> symptoms;  // in the order found
+  // The model's output at the first step (initial weights): its range against the loss.
+  Tensor first_output;
+  bool has(const std::string& kind) const;
+  const Symptom* first(const std::string& kind) const;
+};
+
+class TrainMonitor {
+ public:
+  // `g`: the model (without its loss); `samples`: the data's first dim.
+  TrainMonitor(const Graph& g, const TrainConfig& c, std::int64_t samples,
+               const DiagnoseThresholds& t);
+  // The step's numbers and the symptoms they show. Returns false after a non-finite loss when
+  // `stop_on_nonfinite` (every later step is non-finite too).
+  bool observe(const StepView& v);
+  // Judges the last, incomplete window and the loss over the epochs; idempotent.
+  void finish();
+  const MonitorRecord& record() const { return rec_; }
+  bool stop_on_nonfinite = false;
+
+ private:
+  bool watch(const StepView& v);
+  void add(Symptom s);
+  void end_window(std::size_t step);
+  void judge_gradients(const StepView& v);
+  void judge_activations(const StepView& v);
+  void find_nonfinite(const StepView& v);
+  void judge_loss_windows();
+
+  DiagnoseThresholds t_;
+  MonitorRecord rec_;
+  std::string output_;                                            // the model's output value
+  std::size_t first_kernel_ = SIZE_MAX, last_kernel_ = SIZE_MAX;  // into rec_.weights
+  std::vector<std::vector<std::uint8_t>> alive_;     // per ReLU: units alive in the window
+  std::vector<double> window_ratio_, window_first_;  // gradient ratio, first norm, this window
+  std::size_t window_start_ = 1, last_step_ = 0;
+  bool nonfinite_searched_ = false, finished_ = false;
+};
+
+// Installs a monitor on `config` (its on_step, chained after one already there).
+std::shared_ptr<TrainMonitor> install_monitor(const Graph& g, TrainConfig& config,
+                                              std::int64_t samples, const DiagnoseThresholds& t,
+                                              bool stop_on_nonfinite);
+
+// The layer node (Gemm, MatMul, Conv, ConvTranspose) whose output reaches node `index` through
+// element-wise, normalization and shape ops only; SIZE_MAX when there is none.
+std::size_t feeding_layer(const Graph& g, std::size_t index);
+
+}  // namespace metaop

@@ -1,0 +1,71 @@
+#pragma once
+// What `metaop diagnose` says: root causes (diagnoses) with a category, a place, the evidence
+// and a mechanical fix; and what it knows before training (static checks of the graph and the
+// data). Plain data shared by diagnose_static, diagnose_rules, diagnose_repair and diagnose.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace metaop {
+
+// A mechanical repair, applied to a copy of the training setup (diagnose_repair).
+struct Fix {
+  // learning_rate (multiply by `factor`; tried once more with factor^2 when the first fails),
+  // reinitialize (`node`'s weight with `init`, its bias zeroed), standardize (the inputs, per
+  // feature), shift_labels (by `shift`), remove_node (the output's Softmax: its input becomes
+  // the output), replace_op (every hidden node of op type `from`, or `node` alone, becomes
+  // `op_type`), swap_loss (to `loss`), rebind (`node`'s `phase` -- forward, backward, or the
+  // update of weight `node` -- to the reference).
+  std::string kind;
+  std::string description;  // in words
+  double factor = 1;
+  std::string node, from, op_type, init, loss, phase;
+  std::int64_t shift = 0;
+  bool empty() const { return kind.empty(); }
+};
+
+struct Diagnosis {
+  // hyperparameter, initialization, activation, data, loss, framework
+  std::string category;
+  std::string hyperparameter;  // hyperparameter: learning_rate
+  std::string node, op_type;   // the place: a layer, an activation, the loss's input, a kernel
+  std::string weight;          // initialization: the weight; framework: an updated weight
+  std::string binding, phase;  // framework: the binding and phase of the faulty kernel
+  std::string input;           // data: a model input, or "labels"
+  std::vector<std::int64_t> features;  // data: the features concerned (axis 1 of the input)
+  std::string loss;                    // loss: the mismatch, in words
+  std::string evidence;
+  double score = 0;                   // strength of the evidence, for the ranking (0..1)
+  std::vector<std::string> symptoms;  // the symptoms it explains: "kind" or "kind@node"
+  Fix fix;
+  bool fix_tried = false, fix_verified = false;
+  std::string fix_result;  // how the repair went, in words
+  std::string repro;       // framework: the reproducer folder of the kernel's finding
+  bool definite = false;   // from a static check: a fault whatever the run shows
+};
+
+// One layer (Gemm, MatMul, Conv, ConvTranspose with a trainable weight) at initialization.
+struct LayerInit {
+  std::string node, op_type, weight, bias;
+  std::int64_t fan_in = 0, fan_out = 0;
+  double gain = 0;         // std(weight) * sqrt(fan_in): about 0.58 for PyTorch's default
+  double bias_mean = 0;    // 0 without a bias
+  std::string activation;  // the Relu, Sigmoid, Tanh or LeakyRelu it feeds, when it feeds one
+  bool first = false;      // reads the model's input
+};
+
+struct StaticChecks {
+  std::vector<Diagnosis> definite;  // loss mismatches, labels out of range, non-finite data
+  std::vector<std::string> notes;   // harmless, said once (LogSoftmax before cross_entropy)
+  // Per feature of the first input (axis 1: columns, or channels of images): mean, standard
+  // deviation, and the features whose scale is far from 1 or from the others'.
+  std::vector<double> feature_mean, feature_std;
+  std::vector<std::int64_t> off_scale;
+  double off_scale_factor = 1;  // how far the farthest is: from 1, or from the median feature
+  std::string data_detail;      // why they are off, in words
+  std::vector<LayerInit> layers;
+  std::int64_t classes = 0;  // cross_entropy and nll: the output's axis 1, when known
+  bool trainable = true;     // false when the labels make training fail (out of class range)
+};
+
+}  // namespace metaop

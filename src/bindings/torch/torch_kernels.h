@@ -1,0 +1,64 @@
+#pragma once
+// The torch binding's kernels: one ATen implementation per meta operator, registered by family
+// (torch_kernels_*.cpp) into one table that records where each is declared (metaop ops --where).
+// Only the torch binding's own files include this (it pulls in ATen).
+#include <ATen/core/Tensor.h>
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace metaop::torch_kernels {
+
+using ATs = std::vector<at::Tensor>;
+
+// What an op's ATen implementation sees of a node.
+struct Ctx {
+  const KernelContext& k;
+  const Tensors& raw;  // metaop inputs (for reading axes, shapes, scalars)
+  const ATs& x;        // the same inputs as ATen tensors
+  const Node& node() const { return k.node; }
+  const at::Tensor& in(std::size_t i) const {
+    if (i >= x.size() || !x[i].defined()) fail("{}: missing required input #{}", k.node.label(), i);
+    return x[i];
+  }
+  bool has(std::size_t i) const { return i < x.size() && x[i].defined(); }
+  [[noreturn]] void unsupported(const std::string& why) const {
+    throw Unsupported(fmt::format("{}: torch binding: {}", k.node.label(), why));
+  }
+};
+
+using Fn = std::function<ATs(const Ctx&)>;
+struct TorchOp {
+  Fn fn;
+  bool differentiable = true;
+  std::vector<std::size_t> no_grad_inputs = {};  // inputs ATen refuses to differentiate
+  std::source_location where = {};
+};
+
+class TorchTable {
+ public:
+  void add(const std::string& op, TorchOp k,
+           std::source_location loc = std::source_location::current()) {
+    k.where = loc;
+    if (!OpRegistry::instance().find(op)) fail("internal: torch kernel for unknown meta op {}", op);
+    if (!ops.emplace(op, std::move(k)).second) fail("internal: torch kernel {} twice", op);
+  }
+  std::map<std::string, TorchOp> ops;
+};
+
+// One registration per family, mirroring src/ops.
+void add_elementwise(TorchTable& t);  // torch_kernels_math.cpp
+void add_linear(TorchTable& t);
+void add_reductions(TorchTable& t);
+void add_losses(TorchTable& t);
+void add_conv_pool(TorchTable& t);  // torch_kernels_nn.cpp
+void add_normalization(TorchTable& t);
+void add_shape(TorchTable& t);
+
+}  // namespace metaop::torch_kernels

@@ -1,0 +1,437 @@
+// ATen kernels of the element-wise, linear, reduction, softmax and loss meta operators.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/acos.h>
+#include <ATen/ops/acosh.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/argmin.h>
+#include <ATen/ops/asin.h>
+#include <ATen/ops/asinh.h>
+#include <ATen/ops/atan.h>
+#include <ATen/ops/atanh.h>
+#include <ATen/ops/avg_pool1d.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool3d.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/ceil.h>
+#include <ATen/ops/celu.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/cosh.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/einsum.h>
+#include <ATen/ops/elu.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/erf.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/floor.h>
+#include <ATen/ops/fmod.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/hardswish.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/instance_norm.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/isneginf.h>
+#include <ATen/ops/isposinf.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/logical_xor.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/max_pool1d.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/max_pool3d.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/native_batch_norm.h>
+#include <ATen/ops/native_layer_norm.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/nll_loss_nd.h>
+#include <ATen/ops/one_hot.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/pixel_shuffle.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/prelu.h>
+#include <ATen/ops/prod.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/reflection_pad1d.h>
+#include <ATen/ops/reflection_pad2d.h>
+#include <ATen/ops/reflection_pad3d.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/remainder.h>
+#include <ATen/ops/replication_pad1d.h>
+#include <ATen/ops/replication_pad2d.h>
+#include <ATen/ops/replication_pad3d.h>
+#include <ATen/ops/round.h>
+#include <ATen/ops/scatter.h>
+#include <ATen/ops/scatter_reduce.h>
+#include <ATen/ops/selu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sign.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/sinh.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/softplus.h>
+#include <ATen/ops/split_with_sizes.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tan.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/threshold.h>
+#include <ATen/ops/topk.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/triu.h>
+#include <ATen/ops/upsample_bicubic2d.h>
+#include <ATen/ops/upsample_bilinear2d.h>
+#include <ATen/ops/upsample_nearest2d.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "bindings/torch/aten_convert.h"
+#include "bindings/torch/torch_kernels.h"
+#include "ops/kernel_util.h"
+#include "ops/params.h"
+#include "ops/window.h"
+
+namespace metaop::torch_kernels {
+
+namespace {
+
+ATs reduce(const Ctx& c,
+           const std::function<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>& f) {
+  auto r = reduce_axes(c.k, c.raw, c.in(0).dim());
+  if (r.noop) return {c.in(0)};
+  return {f(c.in(0), r.axes, r.keepdims)};
+}
+
+at::Tensor prod_dims(const at::Tensor& x, at::IntArrayRef dims, bool keep) {
+  std::vector<std::int64_t> d(dims.begin(), dims.end());
+  std::sort(d.rbegin(), d.rend());
+  at::Tensor y = x;
+  for (auto a : d) y = at::prod(y, a, keep);
+  return y;
+}
+
+ATs softmax_like(const Ctx& c, int kind) {
+  const at::Tensor& x = c.in(0);
+  AxisSplit v = softmax_split(c.k, c.raw[0].shape());
+  at::Tensor x3 = x.reshape({v.outer, v.n, v.inner});
+  at::Tensor y;
+  if (kind == 0)
+    y = at::softmax(x3, 1);
+  else if (kind == 1)
+    y = at::log_softmax(x3, 1);
+  else
+    y = at::one_hot(at::argmax(x3, 1), v.n).permute({0, 2, 1}).to(x.scalar_type());
+  return {y.reshape(x.sizes())};
+}
+
+ATs unary(const Ctx& c, at::Tensor (*f)(const at::Tensor&)) {
+  return {f(c.in(0))};
+}
+
+// Binary ops: ONNX numpy broadcasting is ATen's; before opset 7 broadcasting was explicit.
+void check_modern(const Ctx& c) {
+  if (c.k.opset < 7) c.unsupported("legacy broadcast semantics (opset < 7)");
+}
+
+}  // namespace
+
+// Element-wise: unary math and activations, binary arithmetic, comparisons, variadic ops.
+void add_elementwise(TorchTable& t) {
+  auto U = [&](const char* name, at::Tensor (*f)(const at::Tensor&), bool diff = true,
+               std::source_location loc = std::source_location::current()) {
+    t.add(name, TorchOp{[f](const Ctx& c) { return unary(c, f); }, diff}, loc);
+  };
+  U("Neg", at::neg);
+  U("Abs", at::abs);
+  U("Sign", at::sign, false);
+  U("Exp", at::exp);
+  U("Log", at::log);
+  U("Sqrt", at::sqrt);
+  U("Reciprocal", at::reciprocal);
+  U("Erf", at::erf);
+  U("Sin", at::sin);
+  U("Cos", at::cos);
+  U("Tan", at::tan);
+  U("Asin", at::asin);
+  U("Acos", at::acos);
+  U("Atan", at::atan);
+  U("Sinh", at::sinh);
+  U("Cosh", at::cosh);
+  U("Asinh", at::asinh);
+  U("Acosh", at::acosh);
+  U("Atanh", at::atanh);
+  U("Floor", at::floor, false);
+  U("Ceil", at::ceil, false);
+  U("Round", at::round, false);
+  U("Relu", at::relu);
+  U("Sigmoid", at::sigmoid);
+  U("Tanh", at::tanh);
+  U("HardSwish", at::hardswish);
+  U("Not", at::logical_not, false);
+  U("IsNaN", at::isnan, false);
+  t.add("Softplus", TorchOp{[](const Ctx& c) { return ATs{at::softplus(c.in(0), 1, 20)}; }});
+  t.add("Softsign", TorchOp{[](const Ctx& c) { return ATs{c.in(0) / (at::abs(c.in(0)) + 1)}; }});
+  t.add("Identity", TorchOp{[](const Ctx& c) { return ATs{c.in(0).clone()}; }});
+  t.add("LeakyRelu", TorchOp{[](const Ctx& c) {
+          return ATs{at::leaky_relu(c.in(0), c.node().attr_f("alpha", 0.01))};
+        }});
+  t.add("Elu",
+        TorchOp{[](const Ctx& c) { return ATs{at::elu(c.in(0), c.node().attr_f("alpha", 1.0))}; }});
+  t.add("Selu", TorchOp{[](const Ctx& c) {
+          // ATen's selu has fixed constants; other alpha/gamma go through elu's alpha and scale.
+          double a = c.node().attr_f("alpha", 1.67326319217681884765625),
+                 g = c.node().attr_f("gamma", 1.05070102214813232421875);
+          if (a == 1.67326319217681884765625 && g == 1.05070102214813232421875)
+            return ATs{at::selu(c.in(0))};
+          return ATs{at::elu(c.in(0), a, g)};
+        }});
+  t.add("Celu", TorchOp{[](const Ctx& c) {
+          return ATs{at::celu(c.in(0), c.node().attr_f("alpha", 1.0))};
+        }});
+  t.add("HardSigmoid", TorchOp{[](const Ctx& c) {
+          return ATs{at::clamp(
+              c.in(0) * c.node().attr_f("alpha", 0.2) + c.node().attr_f("beta", 0.5), 0, 1)};
+        }});
+  t.add("ThresholdedRelu", TorchOp{[](const Ctx& c) {
+          return ATs{at::threshold(c.in(0), c.node().attr_f("alpha", 1.0), 0)};
+        }});
+  t.add("IsInf", TorchOp{[](const Ctx& c) {
+                           bool pos = c.node().attr_i("detect_positive", 1),
+                                neg = c.node().attr_i("detect_negative", 1);
+                           if (pos && neg) return ATs{at::isinf(c.in(0))};
+                           if (pos) return ATs{at::isposinf(c.in(0))};
+                           if (neg) return ATs{at::isneginf(c.in(0))};
+                           return ATs{at::zeros_like(c.in(0), at::kBool)};
+                         },
+                         false});
+
+  auto B = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f,
+               bool diff = true, std::source_location loc = std::source_location::current()) {
+    t.add(name,
+          TorchOp{[f](const Ctx& c) {
+                    check_modern(c);
+                    return ATs{f(c.in(0), c.in(1))};
+                  },
+                  diff},
+          loc);
+  };
+  B("Add", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); });
+  B("Sub", [](const at::Tensor& a, const at::Tensor& b) { return at::sub(a, b); });
+  B("Mul", [](const at::Tensor& a, const at::Tensor& b) { return at::mul(a, b); });
+  B("Div", [](const at::Tensor& a, const at::Tensor& b) {
+    return at::isFloatingType(a.scalar_type()) ? at::div(a, b) : at::div(a, b, "trunc");
+  });
+  B("Pow",
+    [](const at::Tensor& a, const at::Tensor& b) { return at::pow(a, b).to(a.scalar_type()); });
+  B(
+      "Equal", [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); }, false);
+  B(
+      "Less", [](const at::Tensor& a, const at::Tensor& b) { return at::lt(a, b); }, false);
+  B(
+      "LessOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::le(a, b); }, false);
+  B(
+      "Greater", [](const at::Tensor& a, const at::Tensor& b) { return at::gt(a, b); }, false);
+  B(
+      "GreaterOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); },
+      false);
+  B(
+      "And", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_and(a, b); }, false);
+  B(
+      "Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); }, false);
+  B(
+      "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
+  t.add("Mod",
+        TorchOp{[](const Ctx& c) {
+                  bool fmod = c.node().attr_i("fmod", 0) != 0;
+                  return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
+                },
+                false});
+  t.add("PRelu", TorchOp{[](const Ctx& c) {
+          check_modern(c);
+          const at::Tensor& x = c.in(0);
+          const at::Tensor& s = c.in(1);
+          // ATen's prelu takes one slope or one per channel (dim 1); other broadcasts are not its
+          // op.
+          bool per_channel =
+              x.dim() >= 2 && s.numel() == x.size(1) &&
+              (s.dim() == 1 ? x.dim() == 2 || s.numel() == 1 : s.size(0) == x.size(1)) &&
+              s.dim() <= x.dim() - 1;
+          if (s.numel() == 1 || per_channel) return ATs{at::prelu(x, s.reshape({s.numel()}))};
+          c.unsupported("slope shape is neither one value nor one per channel");
+        }});
+  auto V = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f,
+               bool mean, std::source_location loc = std::source_location::current()) {
+    t.add(name, TorchOp{[f, mean](const Ctx& c) {
+            at::Tensor acc = c.in(0);
+            for (std::size_t i = 1; i < c.x.size(); ++i) acc = f(acc, c.in(i));
+            if (mean) acc = acc / static_cast<double>(c.x.size());
+            if (c.x.size() == 1) acc = acc.clone();
+            return ATs{acc};
+          }},
+          loc);
+  };
+  V(
+      "Max", [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }, false);
+  V(
+      "Min", [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); }, false);
+  V(
+      "Sum", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, false);
+  V(
+      "Mean", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }, true);
+  t.add("Where", TorchOp{[](const Ctx& c) { return ATs{at::where(c.in(0), c.in(1), c.in(2))}; }});
+  t.add("Clip", TorchOp{[](const Ctx& c) {
+          auto bounds = clip_bounds(c.k, c.raw);
+          c10::optional<at::Scalar> lo, hi;  // an infinite bound is no bound
+          if (!std::isinf(bounds.lo)) lo = bounds.lo;
+          if (!std::isinf(bounds.hi)) hi = bounds.hi;
+          if (!lo && !hi) return ATs{c.in(0).clone()};
+          // A double bound promotes integer inputs to float in ATen; the result keeps x's dtype.
+          return ATs{at::clamp(c.in(0), lo, hi).to(c.in(0).scalar_type())};
+        }});
+  t.add("Cast", TorchOp{[](const Ctx& c) {
+                          auto dt = dtype_from_onnx(static_cast<int>(c.node().attr_i("to")));
+                          if (!dt) c.unsupported("cast target type");
+                          return ATs{c.in(0).to(to_aten(*dt))};
+                        },
+                        false});
+  t.add("CastLike",
+        TorchOp{[](const Ctx& c) { return ATs{c.in(0).to(c.in(1).scalar_type())}; }, false});
+}
+
+// MatMul, Gemm, Einsum.
+void add_linear(TorchTable& t) {
+  t.add("MatMul", TorchOp{[](const Ctx& c) { return ATs{at::matmul(c.in(0), c.in(1))}; }});
+  t.add("Gemm", TorchOp{[](const Ctx& c) {
+          const Node& n = c.node();
+          at::Tensor a = n.attr_i("transA", 0) ? c.in(0).t() : c.in(0);
+          at::Tensor b = n.attr_i("transB", 0) ? c.in(1).t() : c.in(1);
+          at::Tensor y = at::matmul(a, b);
+          double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
+          if (alpha != 1.0) y = y * alpha;
+          if (c.has(2)) y = beta != 1.0 ? y + c.x[2] * beta : y + c.x[2];
+          return ATs{y};
+        }});
+  t.add("Einsum",
+        TorchOp{[](const Ctx& c) { return ATs{at::einsum(c.node().attr_s("equation"), c.x)}; }});
+}
+
+// Reductions, arg-max/min, TopK, CumSum and the softmax family.
+void add_reductions(TorchTable& t) {
+  using ReduceFn = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, bool);
+  auto R = [&](const char* name, ReduceFn f,
+               std::source_location loc = std::source_location::current()) {
+    t.add(name, TorchOp{[f](const Ctx& c) { return reduce(c, f); }}, loc);
+  };
+  R("ReduceSum", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x, d, k); });
+  R("ReduceMean", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::mean(x, d, k); });
+  R("ReduceMax", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amax(x, d, k); });
+  R("ReduceMin", [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::amin(x, d, k); });
+  R("ReduceProd", prod_dims);
+  R("ReduceL1", [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+    return at::linalg_vector_norm(x, 1, d, k);
+  });
+  R("ReduceL2", [](const at::Tensor& x, at::IntArrayRef d, bool k) {
+    return at::linalg_vector_norm(x, 2, d, k);
+  });
+  R("ReduceSumSquare",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::sum(x * x, d, k); });
+  R("ReduceLogSum",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::log(at::sum(x, d, k)); });
+  R("ReduceLogSumExp",
+    [](const at::Tensor& x, at::IntArrayRef d, bool k) { return at::logsumexp(x, d, k); });
+  auto arg = [](bool is_max) {
+    return TorchOp{[is_max](const Ctx& c) {
+                     const at::Tensor& x = c.in(0);
+                     std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+                     bool keep = c.node().attr_i("keepdims", 1) != 0;
+                     if (c.node().attr_i("select_last_index", 0)) {
+                       at::Tensor f = x.flip({axis});
+                       at::Tensor i =
+                           is_max ? at::argmax(f, axis, keep) : at::argmin(f, axis, keep);
+                       return ATs{(x.size(axis) - 1) - i};
+                     }
+                     return ATs{is_max ? at::argmax(x, axis, keep) : at::argmin(x, axis, keep)};
+                   },
+                   false};
+  };
+  t.add("ArgMax", arg(true));
+  t.add("ArgMin", arg(false));
+  t.add("TopK", TorchOp{[](const Ctx& c) {
+          const at::Tensor& x = c.in(0);
+          std::int64_t k = c.k.opset >= 10 ? c.raw[1].to_i64().at(0) : c.node().attr_i("k");
+          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", -1), x.dim());
+          auto [v, i] = at::topk(x, k, axis, c.node().attr_i("largest", 1) != 0, true);
+          return ATs{v, i};
+        }});
+  t.add("CumSum", TorchOp{[](const Ctx& c) {
+          const at::Tensor& x = c.in(0);
+          std::int64_t axis = norm_axis(c.k, c.raw[1].to_i64().at(0), x.dim());
+          bool exclusive = c.node().attr_i("exclusive", 0) != 0,
+               reverse = c.node().attr_i("reverse", 0) != 0;
+          at::Tensor xi = reverse ? x.flip({axis}) : x;
+          // Exclusive: the sum of the elements before, i.e. cumsum of the input shifted by one (not
+          // cumsum - x, which cancels catastrophically next to a large element).
+          if (exclusive && xi.size(axis) > 0) {
+            std::vector<std::int64_t> pad(2 * static_cast<std::size_t>(xi.dim() - axis), 0);
+            pad[pad.size() - 2] = 1;  // one zero before, along `axis`
+            xi = at::constant_pad_nd(xi, pad).narrow(axis, 0, xi.size(axis));
+          }
+          at::Tensor y = at::cumsum(xi, axis);
+          return ATs{reverse ? y.flip({axis}) : y};
+        }});
+  t.add("Softmax", TorchOp{[](const Ctx& c) { return softmax_like(c, 0); }});
+  t.add("LogSoftmax", TorchOp{[](const Ctx& c) { return softmax_like(c, 1); }});
+  t.add("Hardmax", TorchOp{[](const Ctx& c) { return softmax_like(c, 2); }, false});
+}
+
+// Losses.
+void add_losses(TorchTable& t) {
+  auto nll = [](const Ctx& c, const at::Tensor& logp) {
+    const Node& n = c.node();
+    std::string red = n.attr_s("reduction", "mean");
+    std::int64_t r = red == "none" ? 0 : red == "mean" ? 1 : 2;  // at::Reduction
+    // ATen always has an ignore_index; without one in the node, use a class no target has.
+    std::int64_t ignore = n.has_attr("ignore_index") ? n.attr_i("ignore_index")
+                                                     : std::numeric_limits<std::int64_t>::min();
+    at::Tensor w = c.has(2) ? c.x[2] : at::Tensor();
+    return at::nll_loss_nd(logp, c.in(1).to(at::kLong), w, r, ignore);
+  };
+  t.add("NegativeLogLikelihoodLoss", TorchOp{[nll](const Ctx& c) { return ATs{nll(c, c.in(0))}; }});
+  t.add("SoftmaxCrossEntropyLoss", TorchOp{[nll](const Ctx& c) {
+          at::Tensor logp = at::log_softmax(c.in(0), 1);
+          if (c.node().outputs.size() > 1) return ATs{nll(c, logp), logp};
+          return ATs{nll(c, logp)};
+        }});
+}
+
+}  // namespace metaop::torch_kernels

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""End-to-end tests of `metaop diagnose` and `metaop train --diagnose` on small faulty training
+setups of bench/diagnose/make_setups.py and their fixed twins: every symptom kind shows where it
+is planted, each fault gets the right category and place, the model-or-framework split calls a
+planted kernel fault `framework` (its reproducer reproduces it) and a too-high learning rate
+not, repairs verify and are written out, twins stay healthy, bad usage exits 2.
+
+Usage: diagnose_cli.py METAOP WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from testlib import check, finish
+
+METAOP, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_zero_layer",
+         "init_large_tanh", "deep_sigmoid_mlp", "data_labels_from_one", "loss_double_softmax",
+         "loss_bce_on_logits", "framework_nan_relu"]
+os.makedirs(WORK, exist_ok=True)
+subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
+                WORK, *NAMES], check=True, capture_output=True)
+SETUPS = {s["name"]: s for s in json.load(open(os.path.join(WORK, "setups.json")))}
+
+
+def diagnose(name, *extra, twin=False, command="diagnose"):
+    s = SETUPS[name]
+    model, data, loss, args = s["model"], s["data"], s["loss"], s["args"]
+    if twin:
+        t = s["twin"]
+        model, data, loss, args = t["model"], t["data"], t["loss"], t["args"]
+    out = os.path.join(WORK, f"{name}{'_twin' if twin else ''}_{command}.json")
+    if os.path.exists(out):
+        os.remove(out)
+    p = subprocess.run([METAOP, command, os.path.join(WORK, model + ".onnx"),
+                        "--data", os.path.join(WORK, data + "_x.npy"),
+                        "--labels", os.path.join(WORK, data + "_y.npy"),
+                        "--loss", loss, *args, "--json", out, *extra,
+                        *(["--diagnose"] if command == "train" else [])],
+                       capture_output=True, text=True)
+    doc = json.load(open(out)) if os.path.exists(out) else {}
+    return p.returncode, p.stdout + p.stderr, doc
+
+
+def kinds(doc):
+    return {s["kind"] for s in doc.get("symptoms", [])}
+
+
+def top(doc):
+    return (doc.get("diagnoses") or [{}])[0]
+
+
+def node_of(name, key):
+    return SETUPS[name]["expect"][key]
+
+
+# 1. Each symptom kind where it is planted, with the right cause and place at the top.
+cases = {  # setup: (symptom kinds that must show, what the top diagnosis must say)
+    "lr_high_sgd_mlp": ({"exploding_loss", "nonfinite_loss", "nonfinite_activation"},
+                        {"category": "hyperparameter", "hyperparameter": "learning_rate"}),
+    "lr_low_sgd_mlp": ({"stagnant_loss", "slow_convergence"},
+                       {"category": "hyperparameter", "hyperparameter": "learning_rate"}),
+    "init_large_output_layer": ({"exploding_gradient"},
+                                {"category": "initialization",
+                                 "node": node_of("init_large_output_layer", "node")}),
+    "init_zero_layer": ({"dead_relu", "vanishing_gradient"},
+                        {"category": "initialization", "node": node_of("init_zero_layer", "node")}),
+    "init_large_tanh": ({"saturation"},
+                        {"category": "initialization", "node": node_of("init_large_tanh", "node")}),
+    "deep_sigmoid_mlp": ({"vanishing_gradient"},
+                         {"category": "activation", "node": node_of("deep_sigmoid_mlp", "node")}),
+}
+docs = {}
+for name, (want, expect) in cases.items():
+    rc, out, doc = diagnose(name, "--no-repair")
+    docs[name] = doc
+    got = top(doc)
+    check(rc == 1 and want <= kinds(doc) and doc.get("healthy") is False and
+          all(got.get(k) == v for k, v in expect.items()),
+          f"{name}: symptoms {sorted(want)} and the top diagnosis {expect} (got {sorted(kinds(doc))}; "
+          f"{got.get('category')} {got.get('place')})", out)
+# The schema of docs/diagnose.md on one of them.
+doc = docs["lr_high_sgd_mlp"]
+s0, d0 = doc["symptoms"][0], doc["diagnoses"][0]
+check(set(s0) >= {"kind", "step", "node", "op_type", "value", "threshold"} and
+      set(d0) >= {"category", "hyperparameter", "node", "op_type", "evidence", "fix",
+                  "fix_verified"} and d0["fix_verified"] is False and d0["fix"],
+      f"JSON: symptoms and diagnoses carry the documented fields ({sorted(d0)})")
+nf = [s for s in doc["symptoms"] if s["kind"] == "nonfinite_activation"]
+check(bool(nf) and nf[0]["node"] and nf[0]["step"] == next(
+      s["step"] for s in doc["symptoms"] if s["kind"] == "nonfinite_loss"),
+      f"the first non-finite node is named at the step the loss turns non-finite ({nf[:1]})")
+
+# 2. Model or framework: a too-high learning rate recurs on the reference (the model's); a NaN
+#    planted in torch's ReLU vanishes there, and train --check names the kernel, whose
+#    reproducer reproduces it.
+rep = doc.get("replay", {})
+check(rep.get("done") and not rep.get("vanished") and
+      all(d["category"] != "framework" for d in doc["diagnoses"]),
+      f"lr too high: the symptoms recur on the reference, no framework diagnosis ({rep.get('note')})")
+shutil.rmtree(os.path.join(WORK, "repro"), ignore_errors=True)
+rc, out, doc = diagnose("framework_nan_relu", "--repro", os.path.join(WORK, "repro"))
+got, relu = top(doc), node_of("framework_nan_relu", "node")
+check(rc == 1 and got.get("category") == "framework" and got.get("node") == relu and
+      got.get("binding") == "torch" and got.get("phase") == "forward" and got.get("fix_verified"),
+      f"a NaN planted in torch's {relu}: framework, that node, torch, forward, the rebinding "
+      f"verified ({got.get('place')}: {got.get('fix_result')})", out)
+if got.get("repro"):
+    again = subprocess.run([METAOP, "repro", got["repro"]], capture_output=True, text=True)
+    clean = subprocess.run([METAOP, "repro", got["repro"], "--bind", "reference"],
+                           capture_output=True, text=True)
+    check(again.returncode == 1 and clean.returncode == 0,
+          "the framework diagnosis's reproducer reproduces the fault, and the reference is clean",
+          again.stdout + again.stderr + clean.stdout + clean.stderr)
+else:
+    check(False, "the framework diagnosis has a reproducer", out)
+check(all(d["category"] == "framework" for d in doc.get("diagnoses", [])),
+      f"model causes of the vanished symptoms are ruled out "
+      f"({[d['category'] for d in doc.get('diagnoses', [])]})")
+
+# 3. Repairs: retraining verifies the fix, and --out writes what was changed.
+outdir = os.path.join(WORK, "repaired")
+shutil.rmtree(outdir, ignore_errors=True)
+shutil.rmtree(os.path.join(WORK, "report"), ignore_errors=True)
+rc, out, doc = diagnose("lr_high_sgd_mlp", "--out", outdir, "--report",
+                        os.path.join(WORK, "report"))
+got = top(doc)
+hp = os.path.join(outdir, "1_hyperparameter_learning_rate", "hparams.json")
+lr = json.load(open(hp))["lr"] if os.path.exists(hp) else None
+check(rc == 1 and got.get("fix_verified") and lr is not None and lr < 20 and
+      any(r["verified"] for r in doc["repairs"]),
+      f"lr too high: a lower learning rate verifies ({got.get('fix_result')}; written lr {lr})", out)
+if lr is not None:  # the written hyperparameters train the model healthily
+    s = SETUPS["lr_high_sgd_mlp"]
+    p = subprocess.run([METAOP, "train", os.path.join(WORK, s["model"] + ".onnx"), "--data",
+                        os.path.join(WORK, s["data"] + "_x.npy"), "--labels",
+                        os.path.join(WORK, s["data"] + "_y.npy"), "--loss", s["loss"],
+                        "--bind", "torch", "--hparams", hp, "--diagnose"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and "diagnosis: healthy" in p.stdout,
+          "train --hparams with the written repair: healthy", p.stdout + p.stderr)
+html = open(os.path.join(WORK, "report", "index.html")).read() \
+    if os.path.exists(os.path.join(WORK, "report", "index.html")) else ""
+check(html.count("<svg") >= 3 and "<script" not in html and "Diagnoses" in html,
+      "--report: loss, gradient norms and dead units plotted, the diagnoses, no scripts")
+for name, expect in [("data_labels_from_one", {"category": "data", "input": "labels"}),
+                     ("loss_double_softmax", {"category": "loss",
+                                              "node": node_of("loss_double_softmax", "node")}),
+                     ("loss_bce_on_logits", {"category": "loss"})]:
+    shutil.rmtree(os.path.join(WORK, "out_" + name), ignore_errors=True)
+    rc, out, doc = diagnose(name, "--out", os.path.join(WORK, "out_" + name))
+    got = top(doc)
+    check(rc == 1 and all(got.get(k) == v for k, v in expect.items()) and got.get("fix_verified"),
+          f"{name}: {expect} and its fix verified ({got.get('place')}: {got.get('fix_result')})",
+          out)
+written = os.path.join(WORK, "out_loss_double_softmax", "1_loss_" +
+                       node_of("loss_double_softmax", "node").replace("/", "_"), "model.onnx")
+p = subprocess.run([METAOP, "diagnose", written, "--data",
+                    os.path.join(WORK, "loss_double_softmax_x.npy"), "--labels",
+                    os.path.join(WORK, "loss_double_softmax_y.npy"), "--loss", "cross_entropy",
+                    "--epochs", "10", "--lr", "0.1", "--bind", "torch", "--no-repair"],
+                   capture_output=True, text=True)
+check(p.returncode == 0, f"the written model without its Softmax is healthy ({written})",
+      p.stdout + p.stderr)
+
+# 4. The twins stay quiet (exit 0), with diagnose and with train --diagnose.
+for name in ["lr_high_sgd_mlp", "init_zero_layer", "init_large_tanh", "deep_sigmoid_mlp",
+             "framework_nan_relu", "loss_bce_on_logits"]:
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True and not doc.get("diagnoses"),
+          f"{name}'s twin: healthy ({sorted(kinds(doc))})", out)
+rc, out, doc = diagnose("lr_high_sgd_mlp", twin=True, command="train")
+check(rc == 0 and doc.get("diagnosis", {}).get("healthy") is True,
+      "train --diagnose on a healthy setup: exit 0, healthy", out)
+rc, out, doc = diagnose("lr_high_sgd_mlp", command="train")
+dg = doc.get("diagnosis", {})
+check(rc == 1 and "nonfinite_loss" in {s["kind"] for s in dg.get("symptoms", [])} and
+      (dg.get("diagnoses") or [{}])[0].get("hyperparameter") == "learning_rate" and
+      len(doc.get("losses", [])) == 60,
+      "train --diagnose with a too-high learning rate: the whole run, the symptoms and the "
+      "cause in its JSON, exit 1", out)
+# The monitors see what the loop computed: per-step series of every trainable weight.
+check(all(len(w["grad_norm"]) == 60 for w in docs["lr_low_sgd_mlp"]["monitors"]["weights"]),
+      "per-step gradient norms of every weight in the JSON")
+
+# 5. Bad usage: exit 2 naming the culprit.
+s = SETUPS["lr_high_sgd_mlp"]
+base = [os.path.join(WORK, s["model"] + ".onnx"), "--data", os.path.join(WORK, s["data"] + "_x.npy"),
+        "--labels", os.path.join(WORK, s["data"] + "_y.npy")]
+for args, needle in [(["--loss", "hinge"], "hinge"),
+                     (["--loss", "mse"], "labels are int64"),
+                     (["--loss", "cross_entropy", "--dead-fraction", "1.5"], "--dead-fraction"),
+                     (["--loss", "cross_entropy", "--stagnation-epochs", "1"],
+                      "--stagnation-epochs"),
+                     (["--loss", "cross_entropy", "--loss-growth", "0.5"], "--loss-growth"),
+                     (["--loss", "cross_entropy", "--inject", "nosuch:update_nan@torch:update"],
+                      "nosuch")]:
+    p = subprocess.run([METAOP, "diagnose", *base, *args], capture_output=True, text=True)
+    check(p.returncode == 2 and needle in p.stderr, f"diagnose {' '.join(args)}: exit 2 naming "
+          f"'{needle}'", p.stdout + p.stderr)
+p = subprocess.run([METAOP, "diagnose", os.path.join(WORK, "nosuch.onnx"), "--data", base[2],
+                    "--labels", base[4], "--loss", "cross_entropy"], capture_output=True, text=True)
+check(p.returncode == 2 and "nosuch.onnx" in p.stderr, "diagnose on a missing model: exit 2",
+      p.stderr)
+
+finish()
