@@ -2,8 +2,8 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all deps build demo test test-fast test-sanitize tidy bench bench-all bench-expose clean \
-        format
+.PHONY: all deps build demo test test-fast test-sanitize tidy bench bench-all bench-expose fuzz \
+        clean format
 
 all: build
 
@@ -49,6 +49,16 @@ bench: build
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
 	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
+	$(BUILD_DIR)/bench/bench_isolation_overhead $(BUILD_DIR)/models resnet50
+
+# libFuzzer targets (clang, address and undefined-behaviour sanitizers) for the readers of
+# untrusted files: the ONNX import with ONNX's checker and shape inference, .npy, TensorProto and
+# repro.json; FUZZ_SECONDS each, seeded from the ONNX conformance data (tests/fuzz/).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
+fuzz: deps
+	bash tests/fuzz/ci.sh . $(FUZZ_DIR) $(ONNX_TESTDATA) $(FUZZ_SECONDS)
 
 # Every figure docs/benchmarks.md quotes, regenerated (about two hours): logs and JSON in
 # $(BUILD_DIR)/bench-results.

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   g++ make cmake pkg-config
+  clang libclang-rt-dev
   libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata
   libtorch-dev

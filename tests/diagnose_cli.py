@@ -156,8 +156,12 @@ for name, expect in [("data_labels_from_one", {"category": "data", "input": "lab
     check(rc == 1 and all(got.get(k) == v for k, v in expect.items()) and got.get("fix_verified"),
           f"{name}: {expect} and its fix verified ({got.get('place')}: {got.get('fix_result')})",
           out)
-written = os.path.join(WORK, "out_loss_double_softmax", "1_loss_" +
-                       node_of("loss_double_softmax", "node").replace("/", "_"), "model.onnx")
+# The repair's folder: "1_loss_" and the node's name made a file name (names with punctuation
+# get a hash of the whole name, so that two names never share a folder).
+out_dir = os.path.join(WORK, "out_loss_double_softmax")
+repairs = [d for d in os.listdir(out_dir) if d.startswith("1_loss_")] \
+    if os.path.isdir(out_dir) else []
+written = os.path.join(out_dir, repairs[0] if len(repairs) == 1 else "1_loss_?", "model.onnx")
 p = subprocess.run([METAOP, "diagnose", written, "--data",
                     os.path.join(WORK, "loss_double_softmax_x.npy"), "--labels",
                     os.path.join(WORK, "loss_double_softmax_y.npy"), "--loss", "cross_entropy",

@@ -145,15 +145,16 @@ class Checker {
  public:
   Checker(const Graph& g, const CheckOptions& o) : g_(g), opt_(o), order_(topological_order(g)) {}
 
-  CheckResult run(const std::vector<Inputs>& samples) {
+  CheckResult run(std::size_t count, const std::function<Inputs(std::size_t)>& make) {
     result_.model = g_.path;
     result_.bindings = opt_.bindings;
-    result_.samples = static_cast<int>(samples.size());
-    for (std::size_t s = 0; s < samples.size(); ++s) {
-      Sample smp{static_cast<int>(s), &samples[s], {}};
+    result_.samples = static_cast<int>(count);
+    for (std::size_t s = 0; s < count; ++s) {
+      Inputs inputs = make(s);
+      Sample smp{static_cast<int>(s), &inputs, {}};
       status(fmt::format("sample {}: reference run", s));
       Plan ref_plan;
-      smp.reference = run_graph(g_, samples[s], ref_plan, keep_all());
+      smp.reference = run_graph(g_, inputs, ref_plan, keep_all());
       record_reference(smp);
       for (const auto& b : opt_.bindings) check_binding(smp, b);
     }
@@ -397,7 +398,13 @@ class Checker {
 
 CheckResult check_model(const Graph& g, const std::vector<Inputs>& samples,
                         const CheckOptions& options) {
-  return Checker(g, options).run(samples);
+  return Checker(g, options).run(samples.size(), [&](std::size_t s) { return samples[s]; });
+}
+
+CheckResult check_model(const Graph& g, std::size_t count,
+                        const std::function<Inputs(std::size_t)>& sample,
+                        const CheckOptions& options) {
+  return Checker(g, options).run(count, sample);
 }
 
 }  // namespace metaop

@@ -80,5 +80,10 @@ struct CheckResult {
 
 CheckResult check_model(const Graph& g, const std::vector<Inputs>& samples,
                         const CheckOptions& options);
+// The same with samples made one at a time by `sample(s)` for s = 0 .. count-1, so that many
+// samples never live at once.
+CheckResult check_model(const Graph& g, std::size_t count,
+                        const std::function<Inputs(std::size_t)>& sample,
+                        const CheckOptions& options);
 
 }  // namespace metaop

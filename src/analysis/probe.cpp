@@ -1,12 +1,21 @@
 #include "analysis/probe.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "analysis/conform.h"
 #include "analysis/train_check.h"
@@ -108,12 +117,206 @@ std::vector<std::pair<std::string, std::vector<double>>> update_patterns() {
       {"normal", normal}, {"tiny", tiny}, {"huge", huge}, {"nonfinite", nonfinite}, {"all", all}};
 }
 
-using RecordFn = std::function<void(ProbeFinding, const Score&)>;
+// Counts, findings and the journal. Every case (a node test under one input pattern, or an
+// update setting under one pattern and step) is begun, gets each binding's outcome, and is
+// ended: then its line goes into the journal. On resume the journal's lines are replayed
+// through the same counting, and cases it holds are skipped.
+class Tally {
+ public:
+  Tally(const ProbeOptions& o, ProbeResult& res) : o_(o), res_(res) {
+    if (o.journal.empty()) return;
+    nlohmann::json options = {
+        {"ops", o.ops},
+        {"bindings", o.bindings},
+        {"testdata", o.testdata},
+        {"bound", o.bound.kind == AccumulationBound::Rigorous ? "rigorous" : "probabilistic"}};
+    std::vector<std::string> dtypes;
+    for (DType t : o.dtypes) dtypes.emplace_back(dtype_name(t));
+    options["dtypes"] = dtypes;
+    bool resumed = o.resume && fs::exists(o.journal) && replay(options);
+    fd_ = ::open(o.journal.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (resumed ? O_APPEND : O_TRUNC),
+                 0644);
+    if (fd_ < 0) fail("--journal {}: cannot write: {}", o.journal, std::strerror(errno));
+    if (!resumed)
+      append({{"type", "start"}, {"schema", "metaop-probe-journal/1"}, {"options", options}});
+  }
+  ~Tally() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Tally(const Tally&) = delete;
+  Tally& operator=(const Tally&) = delete;
+
+  bool done(const std::string& key) const { return done_.count(key) > 0; }
+  std::size_t resumed() const { return done_.size(); }
+
+  void begin(const std::string& key, const std::string& op, const std::string& test,
+             const std::string& pattern) {
+    line_ = {{"type", "case"}, {"key", key}, {"op", op}, {"test", test}, {"pattern", pattern}};
+    line_["results"] = nlohmann::json::array();
+  }
+  void ok(const std::string& binding) { outcome(binding, "ok"); }
+  void unsupported(const std::string& binding) { outcome(binding, "unsupported"); }
+  void finding(ProbeFinding candidate, const Score& s) {
+    std::string binding = candidate.binding;
+    nlohmann::json r = {{"binding", binding},       {"result", "finding"},
+                        {"kind", candidate.kind},   {"score", number(candidate.score)},
+                        {"phase", candidate.phase}, {"detail", candidate.detail}};
+    ProbeFinding& f = slot(candidate.op_type, binding, candidate.kind);
+    int cases = ++f.cases;
+    bool worse = cases == 1 || s.score > f.score ||
+                 (s.score == f.score && s.nonfinite > 0 && f.kind != "nonfinite");
+    ++res_.counts[line_["op"].get<std::string>()][binding]["finding"];
+    if (worse) {
+      std::string old = f.repro;
+      f = std::move(candidate);
+      f.cases = cases;
+      if (o_.reproducer) {
+        f.repro = o_.reproducer(f);
+        if (!old.empty() && old != f.repro) remove_reproducer(old);
+      }
+      r["worst"] = true;
+      r["repro"] = f.repro;
+    }
+    line_["results"].push_back(r);
+  }
+  void end() {
+    ++res_.cases;
+    if (fd_ >= 0) {
+      done_.insert(line_["key"].get<std::string>());
+      append(line_);
+    }
+  }
+
+ private:
+  static nlohmann::json number(double v) {
+    if (std::isfinite(v)) return v;
+    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  }
+  static double number_of(const nlohmann::json& v) {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) return std::strtod(v.get<std::string>().c_str(), nullptr);
+    return NAN;
+  }
+  void outcome(const std::string& binding, const char* result) {
+    ++res_.counts[line_["op"].get<std::string>()][binding][result];
+    line_["results"].push_back({{"binding", binding}, {"result", result}});
+  }
+  ProbeFinding& slot(const std::string& op, const std::string& binding, const std::string& kind) {
+    auto key = std::make_tuple(op, binding, kind);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      it = index_.emplace(key, res_.findings.size()).first;
+      res_.findings.emplace_back();
+    }
+    return res_.findings[it->second];
+  }
+  // A reproducer replaced by a worse case's: removed, when it is one (a folder with a
+  // repro.json) inside the probe's output folder.
+  void remove_reproducer(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / "repro.json", ec)) return;
+    auto base = fs::weakly_canonical(fs::path(dir).parent_path(), ec);
+    auto self = fs::weakly_canonical(dir, ec);
+    if (ec || self.parent_path() != base) return;
+    fs::remove_all(self, ec);
+  }
+  void append(const nlohmann::json& j) {
+    std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    const char* p = text.data();
+    std::size_t n = text.size();
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail("--journal {}: write failed: {}", o_.journal, std::strerror(errno));
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  // Reads the journal back: false when it is empty or has no start line (a fresh start).
+  bool replay(const nlohmann::json& options) {
+    std::string text;
+    {
+      std::ifstream in(o_.journal, std::ios::binary);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    // A line cut short by the kill is dropped (and cut from the file).
+    std::size_t complete = text.rfind('\n');
+    complete = complete == std::string::npos ? 0 : complete + 1;
+    if (complete < text.size()) {
+      if (::truncate(o_.journal.c_str(), static_cast<off_t>(complete)) != 0)
+        fail("--journal {}: cannot cut its last, incomplete line: {}", o_.journal,
+             std::strerror(errno));
+      text.resize(complete);
+    }
+    std::size_t pos = 0, line_no = 0;
+    bool started = false;
+    while (pos < text.size()) {
+      std::size_t nl = text.find('\n', pos);
+      std::string line = text.substr(pos, nl - pos);
+      pos = nl + 1;
+      ++line_no;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object())
+        fail("--resume: {} line {} is not a journal entry", o_.journal, line_no);
+      std::string type = j.value("type", "");
+      if (!started) {
+        if (type != "start" || j.value("schema", "") != "metaop-probe-journal/1")
+          fail("--resume: {} is not a metaop probe journal", o_.journal);
+        if (j["options"] != options)
+          fail(
+              "--resume: {} was written by a probe with other options ({}); run without "
+              "--resume to start over",
+              o_.journal, j["options"].dump());
+        started = true;
+        continue;
+      }
+      if (type != "case") continue;
+      try {
+        replay_case(j);
+      } catch (const nlohmann::json::exception&) {
+        fail("--resume: {} line {} is malformed", o_.journal, line_no);
+      }
+    }
+    return started;
+  }
+  void replay_case(const nlohmann::json& j) {
+    std::string op = j.at("op").get<std::string>();
+    for (const auto& r : j.at("results")) {
+      std::string binding = r.at("binding").get<std::string>();
+      std::string result = r.at("result").get<std::string>();
+      ++res_.counts[op][binding][result];
+      if (result != "finding") continue;
+      ProbeFinding& f = slot(op, binding, r.at("kind").get<std::string>());
+      int cases = ++f.cases;
+      if (!r.value("worst", false)) continue;
+      f = ProbeFinding();
+      f.op_type = op;
+      f.binding = binding;
+      f.kind = r.at("kind").get<std::string>();
+      f.test = j.at("test").get<std::string>();
+      f.pattern = j.at("pattern").get<std::string>();
+      f.score = number_of(r.at("score"));
+      f.detail = r.value("detail", "");
+      f.phase = r.value("phase", "forward");
+      f.repro = r.value("repro", "");
+      f.cases = cases;
+    }
+    ++res_.cases;
+    done_.insert(j.at("key").get<std::string>());
+  }
+
+  const ProbeOptions& o_;
+  ProbeResult& res_;
+  int fd_ = -1;
+  nlohmann::json line_;
+  std::set<std::string> done_;
+  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index_;
+};
 
 // Each framework update kernel on every combination of the pattern's values as weight,
 // gradient and state (the second moment takes their magnitudes: its domain is v >= 0), at the
 // first step (no state) and at step 10, against the float64 rule with the update's error model.
-void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& record) {
+void probe_updates(const ProbeOptions& o, Tally& tally) {
   for (const auto& b : o.bindings) {
     if (!has_update_kernel(b)) continue;
     for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
@@ -135,9 +338,10 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
             Tensors in;
             for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, dt));
             Tensors state(in.begin() + 2, in.end());
+            std::string key = fmt::format("update|{}|{}|{}|{}", b, name, pattern, t);
+            if (tally.done(key)) continue;
             if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
-            ++res.cases;
-            auto& counts = res.counts[name][b];
+            tally.begin(key, name, fmt::format("step {}", t), pattern);
             auto kernel = make_update_kernel(b, c);
             Tensors got;
             LocalCheck lc;
@@ -150,7 +354,8 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
               lc = check_update(c, t, in[0], in[1], state, got[0], after);
               if (lc.score.bad()) kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
             } catch (const Unsupported&) {
-              ++counts["unsupported"];
+              tally.unsupported(b);
+              tally.end();
               continue;
             } catch (const std::exception& e) {
               kind = "crash";
@@ -158,10 +363,10 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
               lc.score.score = INFINITY;
             }
             if (kind.empty()) {
-              ++counts["ok"];
+              tally.ok(b);
+              tally.end();
               continue;
             }
-            ++counts["finding"];
             const Score& sc = lc.score;
             if (detail.empty()) {
               std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
@@ -182,7 +387,8 @@ void probe_updates(const ProbeOptions& o, ProbeResult& res, const RecordFn& reco
             f.phase = "update";
             f.optimizer = c;
             f.step = t;
-            record(std::move(f), sc);
+            tally.finding(std::move(f), sc);
+            tally.end();
           }
       }
     }
@@ -196,24 +402,10 @@ ProbeResult probe(const ProbeOptions& o) {
   std::vector<std::unique_ptr<Binding>> bindings;
   for (const auto& b : o.bindings) bindings.push_back(make_binding(b));
   std::vector<std::string> dirs = find_conformance_tests({o.testdata});
-  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index;
   // One finding per (op, binding, kind): the worst case, and how many cases failed.
-  auto record = [&](ProbeFinding candidate, const Score& s) {
-    auto key = std::make_tuple(candidate.op_type, candidate.binding, candidate.kind);
-    auto it = index.find(key);
-    if (it == index.end()) {
-      index[key] = res.findings.size();
-      res.findings.emplace_back();
-      it = index.find(key);
-    }
-    ProbeFinding& f = res.findings[it->second];
-    int cases = ++f.cases;
-    bool worse = cases == 1 || s.score > f.score ||
-                 (s.score == f.score && s.nonfinite > 0 && f.kind != "nonfinite");
-    if (!worse) return;
-    f = std::move(candidate);
-    f.cases = cases;
-  };
+  Tally tally(o, res);
+  if (tally.resumed() && o.progress)
+    o.progress(fmt::format("resuming: {} cases done already", tally.resumed()));
   const auto& reg = OpRegistry::instance();
   std::size_t done = 0;
   for (const auto& dir : dirs) {
@@ -247,7 +439,10 @@ ProbeResult probe(const ProbeOptions& o) {
       o.progress(fmt::format("[{}/{}] {}", done, dirs.size(), fs::path(dir).filename().string()));
     std::vector<double> critical;
     if (op->domain.critical) critical = op->domain.critical(node);
+    std::string test = fs::path(dir).filename().string();
     for (const auto& [pattern, values] : probe_patterns(critical)) {
+      std::string key = test + "|" + pattern;
+      if (tally.done(key)) continue;
       // The node's inputs in order, data inputs replaced by the pattern.
       Tensors in;
       bool any = false;
@@ -281,12 +476,10 @@ ProbeResult probe(const ProbeOptions& o) {
       } catch (const std::exception&) {
         continue;  // inputs the op rejects (the reference says why); nothing to judge
       }
-      ++res.cases;
-      std::string test = fs::path(dir).filename().string();
+      tally.begin(key, node.op_type, test, pattern);
       for (auto& b : bindings) {
-        auto& counts = res.counts[node.op_type][b->name()];
         if (!b->supports(node.op_type).forward) {
-          ++counts["unsupported"];
+          tally.unsupported(b->name());
           continue;
         }
         Tensors got;
@@ -297,7 +490,7 @@ ProbeResult probe(const ProbeOptions& o) {
           s = score_outputs(got, ref, tol);
           if (s.bad()) kind = s.nonfinite ? "nonfinite" : "accuracy";
         } catch (const Unsupported&) {
-          ++counts["unsupported"];
+          tally.unsupported(b->name());
           continue;
         } catch (const Hang& e) {
           kind = "hang";
@@ -313,10 +506,9 @@ ProbeResult probe(const ProbeOptions& o) {
           s.score = INFINITY;
         }
         if (kind.empty()) {
-          ++counts["ok"];
+          tally.ok(b->name());
           continue;
         }
-        ++counts["finding"];
         if (detail.empty()) {
           if (!s.mismatch.empty()) {
             detail = s.mismatch;
@@ -339,12 +531,13 @@ ProbeResult probe(const ProbeOptions& o) {
         ProbeFinding f = probe_finding(node.op_type, b->name(), kind, test, pattern, s.score,
                                        detail, in, ref, got);
         f.graph = g;
-        record(std::move(f), s);
+        tally.finding(std::move(f), s);
       }
+      tally.end();
     }
   }
   if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), "update") != o.ops.end())
-    probe_updates(o, res, record);
+    probe_updates(o, tally);
   std::stable_sort(res.findings.begin(), res.findings.end(),
                    [](const ProbeFinding& a, const ProbeFinding& b) {
                      if (a.op_type != b.op_type) return a.op_type < b.op_type;

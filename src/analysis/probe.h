@@ -16,6 +16,8 @@
 
 namespace metaop {
 
+struct ProbeFinding;
+
 struct ProbeOptions {
   std::vector<std::string> ops;       // empty: every op with a data input, and "update"
   std::vector<std::string> bindings;  // framework bindings to judge
@@ -23,6 +25,16 @@ struct ProbeOptions {
   std::string testdata;               // folder of ONNX node tests (.../data/node)
   AccumulationBound bound;
   std::function<void(const std::string&)> progress;
+  // Results as they go: each case's outcome under every binding is appended to this file as
+  // one JSON line when the case is done, so that a killed run loses at most the case it was
+  // in. With `resume`, the cases the journal holds are not run again; their outcomes are
+  // read back (counts and findings, the worst with its reproducer's folder), so the result
+  // equals an uninterrupted run's. Empty: no journal.
+  std::string journal;
+  bool resume = false;
+  // Writes the reproducer of a finding as soon as it is the worst of its (op, binding, kind);
+  // returns its folder (kept in ProbeFinding::repro).
+  std::function<std::string(const ProbeFinding&)> reproducer;
 };
 
 struct ProbeFinding {
@@ -38,6 +50,7 @@ struct ProbeFinding {
   std::string phase = "forward";  // or update: op_type is then update:<optimizer setting>
   OptimizerConfig optimizer;
   long step = 0;
+  std::string repro;  // the reproducer's folder, when written
 };
 
 struct ProbeResult {

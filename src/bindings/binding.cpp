@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "bindings/isolate.h"
 #include "bindings/onednn/onednn_binding.h"
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/ort/ort_binding.h"
@@ -36,9 +37,11 @@ std::vector<std::string> binding_names() {
 
 std::unique_ptr<Binding> make_binding(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceBinding>();
-  if (name == "torch") return std::make_unique<TorchBinding>();
-  if (name == "opencv") return std::make_unique<OpenCVBinding>();
-  if (name == "onednn") return std::make_unique<OneDNNBinding>();
+  // Framework kernels run in worker processes unless the user asked for them in process
+  // (isolate.h); ONNX Runtime runs in its own Node.js worker already.
+  if (name == "torch") return isolated(std::make_unique<TorchBinding>());
+  if (name == "opencv") return isolated(std::make_unique<OpenCVBinding>());
+  if (name == "onednn") return isolated(std::make_unique<OneDNNBinding>());
   if (name == "ort") return std::make_unique<OrtBinding>(false);
   if (name == "ort-wasm") return std::make_unique<OrtBinding>(true);
   std::string known;

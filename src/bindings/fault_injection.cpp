@@ -34,7 +34,9 @@ const std::vector<FaultInfo>& fault_catalog() {
         "LayerNormalization"}},
       {"nan", "NaN in the output element of largest magnitude", {}},
       {"swap", "two output dims transposed (data only; the shape is kept)", {}},
-      {"abort", "the kernel aborts (SIGABRT, in a child process)", {}},
+      {"abort", "the kernel aborts (SIGABRT, in its worker process)", {}},
+      {"segv", "the kernel dies of a segmentation fault (SIGSEGV, in its worker process)", {}},
+      {"hang", "the kernel never returns (killed after --kernel-timeout)", {}},
       // Backward (OP:FAULT@BINDING:backward).
       {"grad_sign", "backward: the gradient of the first input has its sign flipped", {}},
       {"grad_scale", "backward: the gradient of the first input is doubled", {}},
@@ -257,7 +259,9 @@ Tensors FaultyBinding::forward(const Node& node, std::int64_t opset, const Tenso
     throw;
   }
   log_[node.name] = note;
-  if (f->fault == "abort" || note.rfind("not applied", 0) == 0) return out;
+  if (f->fault == "abort" || f->fault == "segv" || f->fault == "hang" ||
+      note.rfind("not applied", 0) == 0)
+    return out;
   // How much the fault changed the clean kernel's result (faults can be masked: a zero bias
   // dropped, a softmax whose inputs never overflow).
   Tensors clean = inner_->forward(node, opset, inputs);
@@ -290,9 +294,16 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
     note = fmt::format("not applied: {} does not apply to {}", fault, node.op_type);
     return inner_->forward(node, opset, inputs);
   }
-  if (fault == "abort") {
-    note = "kernel aborted";
-    return run_isolated(node.label() + ": " + name(), []() -> Tensors { std::abort(); });
+  if (fault == "abort" || fault == "segv" || fault == "hang") {
+    // Committed where the kernel runs: in the binding's worker (the isolation under test), or
+    // in a one-off child when the user asked for kernels in process.
+    note = fault == "abort"  ? "kernel aborted"
+           : fault == "segv" ? "kernel segfaulted"
+                             : "kernel hung";
+    if (auto* iso = dynamic_cast<IsolatedBinding*>(inner_.get()))
+      return iso->forward_with_fault(fault, node, opset, inputs);
+    return run_isolated(node.label() + ": " + name(),
+                        [fault]() -> Tensors { commit_planted_fault(fault); });
   }
   if (fault == "eps") {
     Node faulty = node;

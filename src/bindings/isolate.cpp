@@ -2,14 +2,22 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "bindings/worker_io.h"
 #include "tensor/heap.h"
 
 namespace metaop {
@@ -17,6 +25,554 @@ namespace metaop {
 namespace {
 
 std::atomic<double> timeout_seconds{120.0};
+std::atomic<Isolation> isolation_mode{Isolation::Process};
+
+// --- frames: small headers, host byte order (both ends are this binary on this machine)
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(const std::string& s) {
+    put(static_cast<std::uint32_t>(s.size()));
+    buf_ += s;
+  }
+  void bytes(const void* p, std::size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string& buffer() { return buf_; }
+
+ private:
+  std::string buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& b) : buf_(b) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, buf_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    auto n = get<std::uint32_t>();
+    need(n);
+    std::string s = buf_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  const char* take(std::size_t n) {
+    need(n);
+    const char* p = buf_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+
+ private:
+  void need(std::size_t n) const {
+    if (n > buf_.size() - pos_) throw Error("isolated kernel: malformed message (truncated)");
+  }
+  const std::string& buf_;
+  std::size_t pos_ = 0;
+};
+
+Shape get_shape(Reader& r) {
+  auto rank = r.get<std::uint32_t>();
+  if (rank > kMaxRank) throw Error("isolated kernel: malformed message (rank)");
+  Shape s(rank);
+  for (auto& d : s) d = r.get<std::int64_t>();
+  return s;
+}
+
+void put_shape(Writer& w, const Shape& s) {
+  w.put(static_cast<std::uint32_t>(s.size()));
+  for (auto d : s) w.put(d);
+}
+
+// A tensor inline (attribute values: small).
+void put_inline(Writer& w, const Tensor& t) {
+  w.put(static_cast<std::uint8_t>(t.defined()));
+  if (!t.defined()) return;
+  w.put(static_cast<std::uint8_t>(t.dtype()));
+  put_shape(w, t.shape());
+  w.bytes(t.raw(), t.nbytes());
+}
+
+Tensor get_inline(Reader& r) {
+  if (!r.get<std::uint8_t>()) return Tensor();
+  auto dtype = static_cast<DType>(r.get<std::uint8_t>());
+  Shape s = get_shape(r);
+  Tensor t = Tensor::empty(dtype, s);
+  std::memcpy(t.raw(), r.take(t.nbytes()), t.nbytes());
+  return t;
+}
+
+void put_node(Writer& w, const Node& n) {
+  w.str(n.name);
+  w.str(n.op_type);
+  w.str(n.domain);
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    w.put(static_cast<std::uint32_t>(list->size()));
+    for (const auto& s : *list) w.str(s);
+  }
+  w.put(static_cast<std::uint32_t>(n.attrs.size()));
+  for (const auto& [name, a] : n.attrs) {
+    w.str(name);
+    w.put(static_cast<std::uint8_t>(a.kind));
+    switch (a.kind) {
+      case Attribute::Kind::Int:
+        w.put(a.i);
+        break;
+      case Attribute::Kind::Float:
+        w.put(a.f);
+        break;
+      case Attribute::Kind::String:
+        w.str(a.s);
+        break;
+      case Attribute::Kind::Tensor:
+        put_inline(w, a.t);
+        break;
+      case Attribute::Kind::Ints:
+        w.put(static_cast<std::uint32_t>(a.ints.size()));
+        for (auto v : a.ints) w.put(v);
+        break;
+      case Attribute::Kind::Floats:
+        w.put(static_cast<std::uint32_t>(a.floats.size()));
+        for (auto v : a.floats) w.put(v);
+        break;
+      case Attribute::Kind::Strings:
+        w.put(static_cast<std::uint32_t>(a.strings.size()));
+        for (const auto& v : a.strings) w.str(v);
+        break;
+      case Attribute::Kind::Unsupported:
+        w.str(a.unsupported_type);
+        break;
+    }
+  }
+}
+
+Node get_node(Reader& r) {
+  Node n;
+  n.name = r.str();
+  n.op_type = r.str();
+  n.domain = r.str();
+  for (auto* list : {&n.inputs, &n.outputs}) {
+    auto k = r.get<std::uint32_t>();
+    for (std::uint32_t i = 0; i < k; ++i) list->push_back(r.str());
+  }
+  auto k = r.get<std::uint32_t>();
+  for (std::uint32_t i = 0; i < k; ++i) {
+    std::string name = r.str();
+    Attribute a;
+    a.kind = static_cast<Attribute::Kind>(r.get<std::uint8_t>());
+    switch (a.kind) {
+      case Attribute::Kind::Int:
+        a.i = r.get<std::int64_t>();
+        break;
+      case Attribute::Kind::Float:
+        a.f = r.get<double>();
+        break;
+      case Attribute::Kind::String:
+        a.s = r.str();
+        break;
+      case Attribute::Kind::Tensor:
+        a.t = get_inline(r);
+        break;
+      case Attribute::Kind::Ints:
+        a.ints.resize(r.get<std::uint32_t>());
+        for (auto& v : a.ints) v = r.get<std::int64_t>();
+        break;
+      case Attribute::Kind::Floats:
+        a.floats.resize(r.get<std::uint32_t>());
+        for (auto& v : a.floats) v = r.get<double>();
+        break;
+      case Attribute::Kind::Strings:
+        a.strings.resize(r.get<std::uint32_t>());
+        for (auto& v : a.strings) v = r.str();
+        break;
+      case Attribute::Kind::Unsupported:
+        a.unsupported_type = r.str();
+        break;
+    }
+    n.attrs[name] = std::move(a);
+  }
+  return n;
+}
+
+constexpr std::size_t align64(std::size_t n) {
+  return (n + 63) & ~std::size_t{63};
+}
+
+// --- the shared region: a memfd mapped by both processes; either side may grow it (the other
+// remaps when a message carries a larger size).
+
+struct Region {
+  int fd = -1;
+  char* base = nullptr;
+  std::size_t size = 0;
+
+  void map(std::size_t new_size) {
+    if (base && new_size == size) return;
+    if (base) ::munmap(base, size);
+    base = nullptr;
+    void* p = ::mmap(nullptr, new_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) fail("isolated kernel: mapping {} of shared memory failed", new_size);
+    base = static_cast<char*>(p);
+    size = new_size;
+  }
+  void grow(std::size_t need) {
+    if (need <= size) return;
+    std::size_t n = std::max(need, 2 * size);
+    n = (n + (1 << 20) - 1) & ~std::size_t{(1 << 20) - 1};
+    if (::ftruncate(fd, static_cast<off_t>(n)) != 0)
+      fail("isolated kernel: cannot grow shared memory to {}: {}", format_bytes(n),
+           std::strerror(errno));
+    map(n);
+  }
+};
+
+// Tensors laid out in the region from offset 0; their headers go into the frame.
+void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists) {
+  std::size_t need = 0;
+  for (const auto* l : lists)
+    for (const auto& t : *l)
+      if (t.defined()) need += align64(t.nbytes());
+  r.grow(need);
+  w.put(static_cast<std::uint64_t>(r.size));
+  w.put(static_cast<std::uint32_t>(lists.size()));
+  std::size_t off = 0;
+  for (const auto* l : lists) {
+    w.put(static_cast<std::uint32_t>(l->size()));
+    for (const auto& t : *l) {
+      w.put(static_cast<std::uint8_t>(t.defined()));
+      if (!t.defined()) continue;
+      w.put(static_cast<std::uint8_t>(t.dtype()));
+      put_shape(w, t.shape());
+      w.put(static_cast<std::uint64_t>(off));
+      if (t.nbytes()) std::memcpy(r.base + off, t.raw(), t.nbytes());
+      off += align64(t.nbytes());
+    }
+  }
+}
+
+std::vector<Tensors> get_tensors(Reader& rd, Region& r) {
+  auto size = rd.get<std::uint64_t>();
+  r.map(static_cast<std::size_t>(size));
+  std::vector<Tensors> lists(rd.get<std::uint32_t>());
+  for (auto& l : lists) {
+    l.resize(rd.get<std::uint32_t>());
+    for (auto& t : l) {
+      if (!rd.get<std::uint8_t>()) continue;
+      auto dtype = static_cast<DType>(rd.get<std::uint8_t>());
+      Shape s = get_shape(rd);
+      auto off = rd.get<std::uint64_t>();
+      t = Tensor::empty(dtype, s);
+      if (off > r.size || t.nbytes() > r.size - off)
+        throw Error("isolated kernel: malformed message (tensor past the shared region)");
+      if (t.nbytes()) std::memcpy(t.raw(), r.base + off, t.nbytes());
+    }
+  }
+  return lists;
+}
+
+bool read_frame(int fd, std::string& body, WorkerClock::time_point deadline, Io& io) {
+  std::uint32_t len = 0;
+  io = recv_all(fd, &len, sizeof len, deadline);
+  if (io != Io::Ok) return false;
+  body.resize(len);
+  io = len ? recv_all(fd, body.data(), len, deadline) : Io::Ok;
+  return io == Io::Ok;
+}
+
+Io send_frame(int fd, std::string& body, WorkerClock::time_point deadline) {
+  auto len = static_cast<std::uint32_t>(body.size());
+  Io io = send_all(fd, &len, sizeof len, deadline);
+  return io == Io::Ok ? send_all(fd, body.data(), body.size(), deadline) : io;
+}
+
+enum : std::uint8_t { kNoFault = 0, kSegv = 1, kAbort = 2, kHang = 3 };
+
+std::uint8_t fault_code(const std::string& fault) {
+  if (fault == "segv") return kSegv;
+  if (fault == "abort") return kAbort;
+  if (fault == "hang") return kHang;
+  fail("unknown planted fault '{}' (segv, abort or hang)", fault);
+}
+
+// --- the worker's side
+
+[[noreturn]] void serve(Binding& b, int sock, Region region) {
+  set_heap_poison(true);
+  std::string body;
+  for (;;) {
+    Io io;
+    if (!read_frame(sock, body, WorkerClock::time_point::max(), io)) _exit(0);
+    Writer reply;
+    try {
+      Reader rd(body);
+      char kind = rd.get<char>();
+      auto fault = rd.get<std::uint8_t>();
+      Node node = get_node(rd);
+      auto opset = rd.get<std::int64_t>();
+      std::vector<Tensors> in = get_tensors(rd, region);
+      if (fault == kSegv) commit_planted_fault("segv");
+      if (fault == kAbort) commit_planted_fault("abort");
+      if (fault == kHang) commit_planted_fault("hang");
+      std::int64_t level = heap_in_use();
+      reset_heap_peak();
+      Tensors out;
+      if (kind == 'F' && in.size() == 1) {
+        out = b.forward(node, opset, in[0]);
+      } else if (kind == 'B' && in.size() == 3) {
+        out = b.backward(node, opset, in[0], in[1], in[2]);
+      } else {
+        throw Error("isolated kernel: malformed request");
+      }
+      std::int64_t peak = heap_peak() - level;
+      in.clear();
+      reply.put('O');
+      reply.put(peak);
+      put_tensors(reply, region, {&out});
+    } catch (const Hang& e) {
+      reply = Writer();
+      reply.put('H');
+      reply.str(e.what());
+    } catch (const Crash& e) {
+      reply = Writer();
+      reply.put('C');
+      reply.str(e.what());
+    } catch (const Unsupported& e) {
+      reply = Writer();
+      reply.put('U');
+      reply.str(e.what());
+    } catch (const std::bad_alloc&) {
+      reply = Writer();
+      reply.put('E');
+      reply.str(fmt::format("out of memory (an allocation of {} refused; memory budget {})",
+                            format_bytes(refused_allocation()), format_bytes(memory_budget())));
+    } catch (const std::exception& e) {
+      reply = Writer();
+      reply.put('E');
+      reply.str(e.what());
+    } catch (...) {
+      reply = Writer();
+      reply.put('E');
+      reply.str("the kernel threw an exception that is not a std::exception");
+    }
+    if (send_frame(sock, reply.buffer(), WorkerClock::time_point::max()) != Io::Ok) _exit(0);
+  }
+}
+
+// --- MetaOp's side: one worker per binding name
+
+class Worker {
+ public:
+  explicit Worker(std::string name) : name_(std::move(name)) {}
+
+  Tensors call(Binding& inner, char kind, std::uint8_t fault, const Node& node, std::int64_t opset,
+               const std::vector<const Tensors*>& lists, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pid_ <= 0) start(inner);
+    Writer w;
+    w.put(kind);
+    w.put(fault);
+    put_node(w, node);
+    w.put(opset);
+    put_tensors(w, region_, lists);
+    auto deadline = worker_deadline();
+    Io io = send_frame(sock_, w.buffer(), deadline);
+    std::string body;
+    if (io == Io::Ok) read_frame(sock_, body, deadline, io);
+    if (io == Io::Timeout) hang(what);
+    if (io == Io::Closed) died(what);
+    Reader rd(body);
+    char k = rd.get<char>();
+    if (k != 'O') {
+      std::string msg = rd.str();
+      if (k == 'U') throw Unsupported(msg);
+      if (k == 'H') throw Hang(msg);
+      if (k == 'C') throw Crash(msg);
+      throw Error(msg);
+    }
+    auto peak = rd.get<std::int64_t>();
+    std::int64_t level = heap_in_use();
+    auto out = get_tensors(rd, region_);
+    raise_heap_peak(level + peak);
+    return out.empty() ? Tensors{} : std::move(out[0]);
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    close_link();
+  }
+
+  std::uint64_t starts() const { return starts_; }
+
+ private:
+  void start(Binding& inner) {
+    if (region_.fd < 0) {
+      region_.fd = ::memfd_create(("metaop-" + name_).c_str(), MFD_CLOEXEC);
+      if (region_.fd < 0) fail("isolated kernel: memfd_create failed: {}", std::strerror(errno));
+      region_.grow(std::size_t{8} << 20);
+    }
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      fail("isolated kernel: socketpair failed: {}", std::strerror(errno));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      fail("isolated kernel: fork failed: {}", std::strerror(errno));
+    }
+    if (pid == 0) {
+      // The worker dies with MetaOp; Ctrl-C is MetaOp's to handle.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) _exit(0);
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGPIPE, SIG_IGN);
+      // A framework's crash ends its worker plainly, whatever handlers were installed.
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+      ::close(sv[0]);
+      // Only its own link and region stay open: other workers' sockets, inherited, would keep
+      // them from seeing MetaOp close its end.
+      int keep[2] = {std::min(sv[1], region_.fd), std::max(sv[1], region_.fd)};
+      ::close_range(3, static_cast<unsigned>(keep[0] - 1), 0);
+      ::close_range(static_cast<unsigned>(keep[0] + 1), static_cast<unsigned>(keep[1] - 1), 0);
+      ::close_range(static_cast<unsigned>(keep[1] + 1), ~0u, 0);
+      serve(inner, sv[1], region_);
+    }
+    ::close(sv[1]);
+    sock_ = sv[0];
+    pid_ = pid;
+    ++starts_;
+  }
+
+  void close_link() {
+    if (sock_ >= 0) ::close(sock_);  // the worker sees the end of its input and exits
+    sock_ = -1;
+    if (pid_ > 0) reap_worker(pid_, 500);
+    pid_ = -1;
+  }
+
+  [[noreturn]] void hang(const std::string& what) {
+    kill_worker(pid_);
+    pid_ = -1;
+    ::close(sock_);
+    sock_ = -1;
+    throw Hang(fmt::format(
+        "{}: the kernel did not finish within {:g} s (--kernel-timeout); its worker was killed",
+        what, kernel_timeout()));
+  }
+
+  [[noreturn]] void died(const std::string& what) {
+    ::close(sock_);
+    sock_ = -1;
+    std::string how = reap_worker(pid_);
+    pid_ = -1;
+    if (how.starts_with("crashed"))
+      throw Crash(fmt::format("{}: the kernel {} in its worker process", what, how));
+    throw Crash(fmt::format("{}: the kernel's worker process {}", what, how));
+  }
+
+  std::string name_;
+  std::mutex mutex_;
+  pid_t pid_ = -1;
+  int sock_ = -1;
+  Region region_;
+  std::uint64_t starts_ = 0;
+};
+
+std::mutex pool_mutex;
+// Never destroyed: workers outlive static destruction and end when MetaOp's process does.
+std::map<std::string, Worker*>& pool() {
+  static auto* p = new std::map<std::string, Worker*>();
+  return *p;
+}
+
+Worker& worker_for(const std::string& name) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  Worker*& w = pool()[name];
+  if (!w) w = new Worker(name);
+  return *w;
+}
+
+}  // namespace
+
+void set_isolation(Isolation mode) {
+  isolation_mode = mode;
+}
+
+Isolation isolation() {
+  return isolation_mode;
+}
+
+IsolatedBinding::IsolatedBinding(std::unique_ptr<Binding> inner)
+    : inner_(std::move(inner)), name_(inner_->name()) {}
+
+Support IsolatedBinding::supports(const std::string& op_type) const {
+  return inner_->supports(op_type);
+}
+
+Tensors IsolatedBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  return worker_for(name_).call(*inner_, 'F', kNoFault, node, opset, {&inputs},
+                                node.label() + ": " + name_);
+}
+
+Tensors IsolatedBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                                  const Tensors& outputs, const Tensors& output_grads) {
+  return worker_for(name_).call(*inner_, 'B', kNoFault, node, opset,
+                                {&inputs, &outputs, &output_grads},
+                                node.label() + ": " + name_ + " backward");
+}
+
+Tensors IsolatedBinding::forward_with_fault(const std::string& fault, const Node& node,
+                                            std::int64_t opset, const Tensors& inputs) {
+  return worker_for(name_).call(*inner_, 'F', fault_code(fault), node, opset, {&inputs},
+                                node.label() + ": " + name_);
+}
+
+std::unique_ptr<Binding> isolated(std::unique_ptr<Binding> b) {
+  if (isolation() == Isolation::None) return b;
+  return std::make_unique<IsolatedBinding>(std::move(b));
+}
+
+void stop_workers() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  for (auto& [name, w] : pool()) w->stop();
+}
+
+std::uint64_t worker_starts(const std::string& binding) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = pool().find(binding);
+  return it == pool().end() ? 0 : it->second->starts();
+}
+
+void commit_planted_fault(const std::string& fault) {
+  if (fault == "segv") {
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  }
+  if (fault == "hang")
+    for (;;) ::pause();
+  std::abort();
+}
+
+void set_kernel_timeout(double seconds) {
+  if (!(seconds >= 0)) fail("--kernel-timeout {}: must be 0 (no limit) or more seconds", seconds);
+  timeout_seconds = seconds;
+}
+
+double kernel_timeout() {
+  return timeout_seconds;
+}
+
+namespace {
 
 void write_all(int fd, const void* p, std::size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -64,18 +620,11 @@ std::string encode(char kind, const Tensors& outs, const std::string& msg) {
 
 }  // namespace
 
-void set_kernel_timeout(double seconds) {
-  if (!(seconds >= 0)) fail("--kernel-timeout {}: must be 0 (no limit) or more seconds", seconds);
-  timeout_seconds = seconds;
-}
-
-double kernel_timeout() {
-  return timeout_seconds;
-}
-
 Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel) {
   int fds[2];
   if (::pipe(fds) != 0) fail("{}: pipe failed: {}", what, std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
   pid_t pid = ::fork();
   if (pid < 0) fail("{}: fork failed: {}", what, std::strerror(errno));
   std::int64_t level = heap_in_use();

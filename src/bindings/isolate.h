@@ -1,14 +1,64 @@
 #pragma once
-// Runs a kernel in a forked child process, so that a framework crash (SIGSEGV, abort) becomes a
-// Crash exception in the caller instead of taking the whole run down. Outputs come back over a
-// pipe; Unsupported and Error thrown in the child are rethrown with their messages. The
-// child's heap peak is carried over into the caller's (tensor/heap.h).
+// Framework kernels run out of MetaOp's process, so that a crash (SIGSEGV, SIGFPE, abort) or a
+// hang of a framework is a finding about one node and the run goes on.
+//
+// IsolatedBinding wraps any Binding from outside: its forward and backward run in a persistent
+// worker process, forked from MetaOp's process when first needed, that holds the binding (and
+// whatever the binding caches) for the rest of the run. Tensors go both ways through a shared
+// memory region (a memfd both processes map); the socket carries only small headers. A worker
+// that dies is a Crash for the node it was running, one that does not answer within the kernel
+// timeout is killed and reported as a Hang; either way the next call forks a fresh one.
+// Workers are shared per binding name, so every plan of a run uses the same one.
+//
+// run_isolated runs one function in a one-off child (whole-model runs; planted faults when the
+// user asked for in-process kernels).
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "bindings/binding.h"
 
 namespace metaop {
+
+// Process (the default): framework bindings made by make_binding run in workers. None: in
+// MetaOp's own process (faster, but a crash of a framework ends the run). Set from --isolation.
+enum class Isolation { Process, None };
+void set_isolation(Isolation mode);
+Isolation isolation();
+
+class IsolatedBinding final : public Binding {
+ public:
+  explicit IsolatedBinding(std::unique_ptr<Binding> inner);
+  std::string name() const override { return name_; }
+  Support supports(const std::string& op_type) const override;
+  Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
+  Tensors backward(const Node& node, std::int64_t opset, const Tensors& inputs,
+                   const Tensors& outputs, const Tensors& output_grads) override;
+  std::vector<std::string> where(const std::string& op_type) const override {
+    return inner_->where(op_type);
+  }
+  // The node sent to the worker as forward() would send it, but the worker commits `fault`
+  // ("segv", "abort" or "hang") where the kernel would run: evaluation of the isolation.
+  Tensors forward_with_fault(const std::string& fault, const Node& node, std::int64_t opset,
+                             const Tensors& inputs);
+
+ private:
+  std::unique_ptr<Binding> inner_;
+  std::string name_;
+};
+
+// Wraps `b` in an IsolatedBinding when isolation() is Process.
+std::unique_ptr<Binding> isolated(std::unique_ptr<Binding> b);
+// Stops every worker (the next call forks a fresh one): after a setting the workers copied
+// when they were forked (threads) changes.
+void stop_workers();
+// Workers forked so far for a binding name (tests and benchmarks).
+std::uint64_t worker_starts(const std::string& binding);
+
+// What a worker or a one-off child does in place of a kernel for a planted fault: SIGSEGV,
+// abort() or sleeping for ever.
+[[noreturn]] void commit_planted_fault(const std::string& fault);
 
 Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel);
 

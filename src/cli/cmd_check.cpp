@@ -13,11 +13,15 @@
 #include "cli/inputs.h"
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
+#include "cli/process_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
 #include "report/whole_graph_report.h"
+#include "tensor/files.h"
+#include "tensor/heap.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -83,11 +87,16 @@ WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
 
 int run(const CheckArgs& a) {
   apply_ort_options(a.ort);
+  // Where results go is checked before anything runs: a long check must not end in a write
+  // that fails.
+  if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
+  if (!a.report_dir.empty()) check_writable_dir("--report", a.report_dir);
+  if (!a.repro_dir.empty()) check_writable_dir("--repro", a.repro_dir);
   Graph g = load_onnx(a.model);
   CheckOptions opt;
   opt.bindings = framework_bindings("--bind", a.bind);
   if (a.samples < 1) fail("--samples {}: must be at least 1", a.samples);
-  if (a.threads < 1) fail("--threads {}: must be at least 1", a.threads);
+  check_threads(a.threads);
   if (a.bound != "probabilistic" && a.bound != "rigorous")
     fail("--bound {}: expected probabilistic or rigorous", a.bound);
   opt.bound.kind =
@@ -111,25 +120,37 @@ int run(const CheckArgs& a) {
     wopt.ort_level = a.ort.level;
     for (const auto& s : a.inject_fusion) {
       wopt.faults.push_back(parse_fusion_fault(s));
-      wopt.extra_args.push_back("--inject-fusion '" + s + "'");
+      wopt.extra_args.push_back("--inject-fusion " + shell_quote(s));
     }
   }
 
-  // Samples: the given files (one sample), else seeded random inputs per sample.
-  std::vector<Inputs> samples;
-  for (int s = 0; s < (a.inputs.empty() ? a.samples : 1); ++s) {
+  // Samples: the given files (one sample), else seeded random inputs per sample, made one at a
+  // time as the check reaches them. The first is made here, so that bad inputs fail at once.
+  auto make_sample = [&](std::size_t s) {
     InputSpec spec{a.inputs, a.inputs.empty(), a.seed + static_cast<std::uint64_t>(s),
                    parse_range(a.range)};
     auto [inputs, sources] = gather_inputs(g, spec);
     validate_inputs(g, inputs, sources);
-    samples.push_back(std::move(inputs));
-  }
+    return inputs;
+  };
+  std::size_t count = a.inputs.empty() ? static_cast<std::size_t>(a.samples) : 1;
+  Inputs first = make_sample(0);
   if (!a.inputs.empty() && a.samples > 1)
     fmt::print(stderr, "note: --input given, so --samples {} is ignored (one sample)\n", a.samples);
+  // Whole-graph mode takes every sample at once: their size is checked first.
+  std::vector<Inputs> samples;
+  if (a.whole_graph) {
+    std::int64_t bytes = 0;
+    for (const auto& [n, t] : first) bytes += static_cast<std::int64_t>(t.nbytes());
+    check_budget(bytes * static_cast<std::int64_t>(count),
+                 fmt::format("--whole-graph with --samples {}", count));
+    for (std::size_t s = 0; s < count; ++s) samples.push_back(s == 0 ? first : make_sample(s));
+  }
 
   if (isatty(STDERR_FILENO))
     opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
-  CheckResult r = check_model(g, samples, opt);
+  CheckResult r = check_model(
+      g, count, [&](std::size_t s) { return s == 0 ? first : make_sample(s); }, opt);
   if (opt.progress) fmt::print(stderr, "\r\033[K");
 
   std::string repro_root = !a.repro_dir.empty()    ? a.repro_dir
@@ -145,7 +166,7 @@ int run(const CheckArgs& a) {
   if (!a.json_file.empty()) {
     nlohmann::json j = check_to_json(g, r);
     if (whole) j["whole_graph"] = whole_graph_to_json(*whole, wopt.factor);
-    std::ofstream(a.json_file) << j.dump(1) << '\n';
+    write_file(a.json_file, dump_json(j));
     fmt::print("wrote {}\n", a.json_file);
   }
   if (!a.report_dir.empty()) {
@@ -168,17 +189,21 @@ void add_check_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--input", a->inputs,
                   "Input file (.npy or .pb) as FILE or NAME=FILE; default: seeded random inputs");
-  cmd->add_option("--samples", a->samples, "Random input samples (seeds seed, seed+1, ...)")
+  cmd->add_option("--samples", a->samples,
+                  "Random input samples (seeds seed, seed+1, ...), made one at a time")
       ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed of the first random sample")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the first random sample")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->add_option("--range", a->range, "LO,HI range of random inputs")->capture_default_str();
   cmd->add_option("--json", a->json_file, "Write the findings and per-node errors as JSON");
   cmd->add_option("--report", a->report_dir, "Write an HTML report (index.html) into this folder");
   cmd->add_option("--repro", a->repro_dir,
                   "Folder for reproducers (default: REPORT/repro, else ./metaop-repro)");
-  cmd->add_option("--inject", a->inject,
-                  "Inject a fault: OPTYPE_OR_NODE:FAULT[@BINDING]; faults: bias, eps, nomax, "
-                  "half_acc, offbyone, drop_bias, nan, swap, abort");
+  cmd->add_option(
+      "--inject", a->inject,
+      "Inject a fault: OPTYPE_OR_NODE:FAULT[@BINDING]; faults: bias, eps, nomax, "
+      "half_acc, offbyone, drop_bias, nan, swap; abort, segv, hang (the kernel's process)");
   cmd->add_option("--bound", a->bound,
                   "Accumulation error bound: probabilistic (lambda sqrt(n) u) or rigorous (n u)")
       ->capture_default_str();

@@ -9,7 +9,10 @@
 #include "analysis/conform.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
+#include "graph/onnx_io.h"
 #include "tensor/error.h"
+#include "tensor/files.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -47,6 +50,7 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
 }
 
 int run(const ConformArgs& a) {
+  if (!a.json.empty()) check_writable_file("--json", a.json);
   auto tests = find_conformance_tests(a.paths);
   std::map<std::string, std::string> expected;
   if (!a.expect.empty()) expected = read_expected(a.expect);
@@ -67,7 +71,8 @@ int run(const ConformArgs& a) {
     else
       ++unsupported;
     if (!a.quiet || r.status == "fail")
-      fmt::print("{:<12} {}{}{}\n", r.status, r.test, r.reason.empty() ? "" : "  ", r.reason);
+      fmt::print("{:<12} {}{}{}\n", r.status, printable(r.test), r.reason.empty() ? "" : "  ",
+                 printable(r.reason, 4000));
     statuses[r.test] = r.status;
     if (!a.expect.empty()) {
       auto it = expected.find(r.test);
@@ -89,9 +94,7 @@ int run(const ConformArgs& a) {
         "{} of the passing tests ran at least one node on a binding other than the reference\n",
         on_binding);
   if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) fail("{}: cannot open for writing", a.json);
-    f << out.dump(2) << "\n";
+    write_file(a.json, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (!a.write_status.empty()) {
     std::ofstream f(a.write_status);

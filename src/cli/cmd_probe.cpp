@@ -10,8 +10,11 @@
 #include "cli/commands.h"
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
+#include "graph/onnx_io.h"
 #include "report/check_report.h"
 #include "report/train_report.h"
+#include "tensor/files.h"
+#include "tensor/text.h"
 
 #ifndef METAOP_ONNX_NODE_TESTS
 #define METAOP_ONNX_NODE_TESTS "/usr/share/libonnx-testdata/data/node"
@@ -29,11 +32,52 @@ struct ProbeArgs {
   std::string out_dir = "metaop-probe";
   std::string testdata = METAOP_ONNX_NODE_TESTS;
   OrtOptions ort;
+  std::string journal;  // default OUT/journal.jsonl
+  bool resume = false;
 };
+
+// The reproducer folder of a probe finding (written as soon as it is the worst of its kind).
+std::string write_probe_reproducer(const ProbeFinding& f, const std::string& out_dir) {
+  if (f.phase == "update") {
+    TrainFinding tf;
+    tf.node = f.op_type;  // names the reproducer folder
+    tf.op_type = f.op_type;
+    tf.binding = f.binding;
+    tf.phase = "update";
+    tf.kind = f.kind;
+    tf.score = f.score;
+    tf.step = static_cast<std::size_t>(f.step);
+    tf.detail = f.detail;
+    tf.verification = fmt::format("probe: {}, pattern {}", f.test, f.pattern);
+    tf.inputs = f.inputs;
+    tf.got = f.binding_outputs;
+    return write_train_reproducer(Graph{}, tf, f.optimizer, {}, "metaop probe", out_dir);
+  }
+  Finding fin;
+  fin.node = 0;
+  fin.node_name = f.graph.nodes.empty() ? "" : f.graph.nodes[0].name;
+  fin.op_type = f.op_type;
+  fin.binding = f.binding;
+  fin.kind = f.kind;
+  fin.score = f.score;
+  fin.detail = f.detail;
+  fin.verification = fmt::format("probe: test {}, pattern {}", f.test, f.pattern);
+  fin.inputs = f.inputs;
+  fin.reference_outputs = f.reference_outputs;
+  fin.binding_outputs = f.binding_outputs;
+  return write_reproducer(f.graph, fin, out_dir);
+}
 
 int run(const ProbeArgs& a) {
   apply_ort_options(a.ort);
+  if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
+  check_writable_dir("--out", a.out_dir);
   ProbeOptions opt;
+  opt.journal =
+      a.journal.empty() ? (std::filesystem::path(a.out_dir) / "journal.jsonl").string() : a.journal;
+  check_writable_file("--journal", opt.journal);
+  opt.resume = a.resume;
+  opt.reproducer = [&](const ProbeFinding& f) { return write_probe_reproducer(f, a.out_dir); };
   opt.testdata = a.testdata;
   if (!std::filesystem::is_directory(a.testdata))
     fail("--testdata {}: no such folder (ONNX node tests, from libonnx-testdata)", a.testdata);
@@ -64,38 +108,10 @@ int run(const ProbeArgs& a) {
   j["counts"] = r.counts;
   nlohmann::json fs = nlohmann::json::array();
   for (auto& f : r.findings) {
-    std::string repro;
-    if (f.phase == "update") {
-      TrainFinding tf;
-      tf.node = f.op_type;  // names the reproducer folder
-      tf.op_type = f.op_type;
-      tf.binding = f.binding;
-      tf.phase = "update";
-      tf.kind = f.kind;
-      tf.score = f.score;
-      tf.step = static_cast<std::size_t>(f.step);
-      tf.detail = f.detail;
-      tf.verification = fmt::format("probe: {}, pattern {}", f.test, f.pattern);
-      tf.inputs = f.inputs;
-      tf.got = f.binding_outputs;
-      repro = write_train_reproducer(Graph{}, tf, f.optimizer, {}, "metaop probe", a.out_dir);
-    }
-    Finding fin;
-    fin.node = 0;
-    fin.node_name = f.graph.nodes.empty() ? "" : f.graph.nodes[0].name;
-    fin.op_type = f.op_type;
-    fin.binding = f.binding;
-    fin.kind = f.kind;
-    fin.score = f.score;
-    fin.detail = f.detail;
-    fin.verification = fmt::format("probe: test {}, pattern {}", f.test, f.pattern);
-    fin.inputs = f.inputs;
-    fin.reference_outputs = f.reference_outputs;
-    fin.binding_outputs = f.binding_outputs;
-    if (repro.empty()) repro = write_reproducer(f.graph, fin, a.out_dir);
+    const std::string& repro = f.repro;
     fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
-               f.op_type, f.binding, f.kind, f.cases, f.test, f.pattern, fmt_score(f.score),
-               f.detail, repro);
+               f.op_type, f.binding, f.kind, f.cases, printable(f.test), f.pattern,
+               fmt_score(f.score), printable(f.detail, 4000), printable(repro, 4000));
     fs.push_back({{"op_type", f.op_type},
                   {"binding", f.binding},
                   {"kind", f.kind},
@@ -111,7 +127,7 @@ int run(const ProbeArgs& a) {
   fmt::print("{} finding(s) (op x binding x kind); reproducers in {}\n", r.findings.size(),
              a.out_dir);
   if (!a.json_file.empty()) {
-    std::ofstream(a.json_file) << j.dump(1) << '\n';
+    write_file(a.json_file, dump_json(j));
     fmt::print("wrote {}\n", a.json_file);
   }
   return r.findings.empty() ? 0 : 1;
@@ -134,6 +150,12 @@ void add_probe_command(CLI::App& app, Action& action) {
   cmd->add_option("--json", a->json_file, "Write the findings and per-op counts as JSON");
   cmd->add_option("--out", a->out_dir, "Folder for reproducers")->capture_default_str();
   cmd->add_option("--testdata", a->testdata, "ONNX node tests folder")->capture_default_str();
+  cmd->add_option("--journal", a->journal,
+                  "Append each case's outcome here as it is done, one JSON line each (default: "
+                  "OUT/journal.jsonl)");
+  cmd->add_flag("--resume", a->resume,
+                "Go on from the journal of a run that was stopped: its cases are not run again, "
+                "their counts and findings are read back");
   add_ort_options(cmd, a->ort);
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }

@@ -10,12 +10,17 @@
 
 #include "analysis/train_check.h"
 #include "bindings/fault_injection.h"
+#include "bindings/update_kernel.h"
 #include "cli/commands.h"
+#include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
 #include "report/check_report.h"
+#include "report/repro_manifest.h"
 #include "report/train_report.h"
+#include "tensor/files.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -27,38 +32,29 @@ struct ReproArgs {
 
 int run(const ReproArgs& a) {
   namespace fs = std::filesystem;
-  fs::path dir(a.dir), manifest = dir / "repro.json";
-  std::ifstream in(manifest);
-  if (!in) fail("{}: no repro.json (a reproducer folder of metaop check, probe or train)", a.dir);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    fail("{}: not JSON: {}", manifest.string(), e.what());
-  }
-  if (j.value("schema", "") != "metaop-repro/1")
-    fail("{}: schema '{}', expected metaop-repro/1", manifest.string(), j.value("schema", ""));
-  std::string phase, binding;
-  std::vector<std::string> inject;
-  try {
-    phase = j.at("phase").get<std::string>();
-    binding = a.bind.empty() ? j.at("binding").get<std::string>() : a.bind;
-    inject = j.value("inject", std::vector<std::string>{});
-  } catch (const std::exception& e) {
-    fail("{}: {}", manifest.string(), e.what());
+  fs::path dir(a.dir);
+  std::string manifest = (dir / "repro.json").string();
+  ReproManifest m = read_repro_manifest(a.dir);
+  std::string phase = m.phase;
+  std::string binding = a.bind.empty() ? m.binding : a.bind;
+  std::vector<std::string> inject = m.inject;
+  {
+    auto known = phase == "update" ? update_binding_names() : binding_names();
+    if (std::find(known.begin(), known.end(), binding) == known.end())
+      fail("{}: binding '{}' is not one of {}", a.bind.empty() ? manifest : "--bind",
+           printable(binding, 80), fmt::join(known, ", "));
   }
   auto files = [&](const std::string& role) {
     Tensors ts;
-    if (!j.contains("files") || !j["files"].contains(role)) return ts;
-    std::vector<std::string> bf16 = j.value("bfloat16", std::vector<std::string>{});
-    for (const auto& f : j["files"][role]) {
-      if (f.is_null()) {
+    auto it = m.files.find(role);
+    if (it == m.files.end()) return ts;
+    for (const auto& f : it->second) {
+      if (!f) {
         ts.emplace_back();
         continue;
       }
-      std::string name = f.get<std::string>();
-      Tensor t = read_npy((dir / name).string());
-      bool was_bf16 = std::find(bf16.begin(), bf16.end(), name) != bf16.end();
+      Tensor t = read_npy(f->path);
+      bool was_bf16 = std::find(m.bfloat16.begin(), m.bfloat16.end(), f->name) != m.bfloat16.end();
       ts.push_back(was_bf16 ? t.to(DType::BFloat16) : t);
     }
     return ts;
@@ -84,15 +80,17 @@ int run(const ReproArgs& a) {
   };
   if (phase == "update") {
     OptimizerConfig c;
-    std::string weight;
-    long t = 0;
-    try {
-      c = optimizer_from_json(j.at("optimizer"));
-      weight = j.at("node").get<std::string>();
-      t = j.at("step").get<long>();
-    } catch (const std::exception& e) {
-      fail("{}: {}", manifest.string(), e.what());
+    std::string weight = m.node;
+    long t = m.step;
+    for (const char* key :
+         {"kind", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps"}) {
+      auto it = m.optimizer.find(key);
+      bool ok = it != m.optimizer.end() && (std::string(key) == "kind"       ? it->is_string()
+                                            : std::string(key) == "nesterov" ? it->is_boolean()
+                                                                             : it->is_number());
+      if (!ok) fail("{}: 'optimizer.{}' is missing or of the wrong type", manifest, key);
     }
+    c = optimizer_from_json(m.optimizer);
     if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
     Tensors before(inputs.begin() + 2, inputs.end());
     auto kernel = make_update_kernel(binding, c);
@@ -109,15 +107,27 @@ int run(const ReproArgs& a) {
       lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
     });
   } else if (phase == "forward" || phase == "backward") {
-    Graph g = load_onnx((dir / "model.onnx").string());
+    Graph g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
     if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
     const Node& node = g.nodes[0];
     // Inputs without a file are the model's initializers (or omitted).
-    inputs.resize(std::max(inputs.size(), node.inputs.size()));
-    for (std::size_t i = 0; i < node.inputs.size(); ++i)
-      if (!inputs[i].defined())
+    if (inputs.size() > node.inputs.size())
+      fail("{}: {} input files for a node of {} inputs", manifest, inputs.size(),
+           node.inputs.size());
+    inputs.resize(node.inputs.size());
+    std::map<std::string, Tensor> given;
+    std::map<std::string, std::string> sources;
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      if (!inputs[i].defined()) {
         if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
           inputs[i] = it->second;
+      } else if (!g.initializers.count(node.inputs[i])) {
+        given[node.inputs[i]] = inputs[i];
+        sources[node.inputs[i]] = m.files["inputs"][i]->path;
+      }
+    }
+    // The files must be what model.onnx declares (a kernel fed other shapes may crash).
+    validate_inputs(g, given, sources);
     std::unique_ptr<Binding> b = make_binding(binding);
     if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
     what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
@@ -135,19 +145,18 @@ int run(const ReproArgs& a) {
         lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
       });
     }
-  } else {
-    fail("{}: phase '{}' (expected forward, backward or update)", manifest.string(), phase);
   }
   if (!crash.empty()) {
-    fmt::print("reproduced: {} under {} crashed: {}\n", what, binding, crash);
+    fmt::print("reproduced: {} under {} crashed: {}\n", printable(what), binding,
+               printable(crash, 4000));
     return 1;
   }
   const Score& s = lc.score;
   std::string worst = describe_worst(s, lc.reference, names, binding);
   fmt::print("{}: {} under {}{}: score {} ({})\n{}", s.bad() ? "reproduced" : "not reproduced",
-             what, binding, faults.empty() ? "" : " (with the injected faults)", fmt_score(s.score),
-             s.bad() ? "outside the error model" : "within the error model",
-             worst.empty() ? "" : "  " + worst + "\n");
+             printable(what), binding, faults.empty() ? "" : " (with the injected faults)",
+             fmt_score(s.score), s.bad() ? "outside the error model" : "within the error model",
+             worst.empty() ? "" : "  " + printable(worst, 4000) + "\n");
   return s.bad() ? 1 : 0;
 }
 

@@ -9,14 +9,18 @@
 #include <random>
 
 #include "analysis/propagate.h"
+#include "bindings/fault_injection.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
+#include "cli/process_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
+#include "tensor/files.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -35,6 +39,7 @@ struct RunArgs {
   int threads = 1;
   OrtOptions ort;
   int propagate = 0;
+  std::vector<std::string> inject;
 };
 
 void print_summary(const std::string& name, const Tensor& t) {
@@ -55,18 +60,31 @@ void print_summary(const std::string& name, const Tensor& t) {
   }
   if (finite)
     fmt::print("{:<24} {:<18} {:<8} min {:>12.6g}  max {:>12.6g}  mean {:>12.6g}  nan {}  inf {}\n",
-               name, shape_str(t.shape()), dtype_name(t.dtype()), mn, mx,
+               printable(name), shape_str(t.shape()), dtype_name(t.dtype()), mn, mx,
                sum / static_cast<double>(finite), nan, inf);
   else
-    fmt::print("{:<24} {:<18} {:<8} no finite values  nan {}  inf {}\n", name, shape_str(t.shape()),
-               dtype_name(t.dtype()), nan, inf);
+    fmt::print("{:<24} {:<18} {:<8} no finite values  nan {}  inf {}\n", printable(name),
+               shape_str(t.shape()), dtype_name(t.dtype()), nan, inf);
 }
 
 int run(const RunArgs& a) {
+  if (!a.out_dir.empty()) check_writable_dir("--out", a.out_dir);
+  if (!a.dump_dir.empty()) check_writable_dir("--dump", a.dump_dir);
   Graph g = load_onnx(a.model);
   apply_ort_options(a.ort);
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
+  // Injected faults (evaluation; the commands of a reproducer made with --inject pass them on):
+  // every framework binding of the plan wrapped with the faults meant for it.
+  std::vector<FaultSpec> faults;
+  for (const auto& s : a.inject) faults.push_back(parse_fault(s));
+  for (const auto& b : binding_names()) {
+    std::vector<FaultSpec> mine;
+    for (const auto& f : faults)
+      if (f.phase == "forward" && (f.binding.empty() || f.binding == b)) mine.push_back(f);
+    if (b != "reference" && !mine.empty())
+      plan.add_binding(std::make_unique<FaultyBinding>(make_binding(b), mine));
+  }
   check_supported(g, plan);
   InputSpec spec{a.inputs, a.random_inputs, a.seed, parse_range(a.range)};
   auto [inputs, sources] = gather_inputs(g, spec);
@@ -86,8 +104,7 @@ int run(const RunArgs& a) {
   for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));
   if (!a.dump_dir.empty()) {
     // Every value of the run, one file per value, with an index in run order.
-    std::filesystem::create_directories(a.dump_dir);
-    std::ofstream index(std::filesystem::path(a.dump_dir) / "index.txt");
+    std::string index;
     std::size_t k = 0;
     for (const auto& rec : res.records)
       for (const auto& o : g.nodes[rec.node].outputs) {
@@ -96,9 +113,12 @@ int run(const RunArgs& a) {
         // Numbered in run order, so that names that differ only in punctuation stay apart.
         std::string file = fmt::format("{:05}_{}.npy", k++, safe_file_name(o));
         write_npy((std::filesystem::path(a.dump_dir) / file).string(), it->second);
-        index << g.nodes[rec.node].name << '\t' << g.nodes[rec.node].op_type << '\t' << rec.binding
-              << '\t' << o << '\t' << file << '\n';
+        // Names escaped: a tab or newline in a name would break the table.
+        index += fmt::format("{}\t{}\t{}\t{}\t{}\n", printable(g.nodes[rec.node].name, 1 << 20),
+                             printable(g.nodes[rec.node].op_type), rec.binding,
+                             printable(o, 1 << 20), file);
       }
+    write_file((std::filesystem::path(a.dump_dir) / "index.txt").string(), index);
     fmt::print("wrote every intermediate value into {} (index.txt lists them in run order)\n",
                a.dump_dir);
   }
@@ -111,7 +131,6 @@ int run(const RunArgs& a) {
                  name, v.size(), *std::max_element(v.begin(), v.end()));
   }
   if (!a.out_dir.empty()) {
-    std::filesystem::create_directories(a.out_dir);
     for (const auto& o : g.outputs) {
       auto path = (std::filesystem::path(a.out_dir) / (safe_file_name(o.name) + ".npy")).string();
       write_npy(path, res.outputs.at(o.name));
@@ -133,7 +152,9 @@ void add_run_command(CLI::App& app, Action& action) {
                   "or NAME=FILE");
   cmd->add_flag("--random-inputs", args->random_inputs,
                 "Fill inputs not given with seeded random values");
-  cmd->add_option("--seed", args->seed, "Seed for random inputs")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed for random inputs")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->add_option("--range", args->range, "LO,HI range of random inputs")->capture_default_str();
   cmd->add_option("--out", args->out_dir, "Write each output as NAME.npy into this folder");
   cmd->add_option("--dump", args->dump_dir,
@@ -145,6 +166,8 @@ void add_run_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(1, 100));
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   add_ort_options(cmd, args->ort);
+  cmd->add_option("--inject", args->inject,
+                  "Inject a fault (evaluation): OPTYPE_OR_NODE:FAULT[@BINDING], as check takes it");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

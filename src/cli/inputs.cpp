@@ -1,10 +1,13 @@
 #include "cli/inputs.h"
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
+#include "tensor/heap.h"
 #include "tensor/npy.h"
 #include "tensor/tensor_proto.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -12,16 +15,18 @@ std::pair<double, double> parse_range(const std::string& s) {
   auto comma = s.find(',');
   try {
     if (comma == std::string::npos) throw std::invalid_argument(s);
-    double lo = std::stod(s.substr(0, comma)), hi = std::stod(s.substr(comma + 1));
-    if (!(lo <= hi)) throw std::invalid_argument(s);
+    std::size_t used_lo = 0, used_hi = 0;
+    std::string a = s.substr(0, comma), b = s.substr(comma + 1);
+    double lo = std::stod(a, &used_lo), hi = std::stod(b, &used_hi);
+    if (used_lo != a.size() || used_hi != b.size()) throw std::invalid_argument(s);
+    if (!(lo <= hi) || !std::isfinite(lo) || !std::isfinite(hi)) throw std::invalid_argument(s);
     return {lo, hi};
   } catch (const std::exception&) {
-    fail("--range '{}': expected LO,HI with LO <= HI", s);
+    fail("--range '{}': expected LO,HI, finite numbers with LO <= HI", printable(s, 80));
   }
 }
 
 Tensor load_tensor_file(const std::string& path) {
-  if (!std::filesystem::exists(path)) fail("{}: no such file", path);
   auto ext = std::filesystem::path(path).extension().string();
   if (ext == ".npy") return read_npy(path);
   if (ext == ".pb") return read_tensor_pb(path);
@@ -37,6 +42,9 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
   Shape s;
   if (vi.dims)
     for (auto d : *vi.dims) s.push_back(d < 0 ? 1 : d);  // symbolic dims become 1
+  // Checked before the values are made (overflow, memory budget).
+  check_budget(shape_nbytes(s, DType::Float64),
+               fmt::format("random values for input '{}' {}", printable(vi.name), shape_str(s)));
   std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
   if (is_floating(*vi.dtype)) {
     std::uniform_real_distribution<double> dist(range.first, range.second);
@@ -45,9 +53,24 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
     std::bernoulli_distribution dist(0.5);
     for (auto& x : v) x = dist(rng);
   } else {
-    std::uniform_int_distribution<std::int64_t> dist(
-        static_cast<std::int64_t>(std::ceil(range.first)),
-        static_cast<std::int64_t>(std::floor(range.second)));
+    // Integers of the range that the dtype holds; a range without one is refused (an empty
+    // distribution draws garbage such as 1e18).
+    double lo = std::ceil(range.first), hi = std::floor(range.second);
+    double tlo = *vi.dtype == DType::UInt8   ? 0
+                 : *vi.dtype == DType::Int8  ? -128
+                 : *vi.dtype == DType::Int32 ? -2147483648.0
+                                             : -9223372036854775808.0;
+    double thi = *vi.dtype == DType::UInt8   ? 255
+                 : *vi.dtype == DType::Int8  ? 127
+                 : *vi.dtype == DType::Int32 ? 2147483647.0
+                                             : 9007199254740992.0;  // exact in the doubles below
+    if (lo > hi || lo < tlo || hi > thi)
+      fail("input '{}' is {}: --range {},{} {} (give a range of integers within [{:.0f}, {:.0f}])",
+           printable(vi.name), dtype_name(*vi.dtype), range.first, range.second,
+           lo > hi ? "holds no integer" : "goes past what the type holds", tlo,
+           std::min(thi, 9007199254740992.0));
+    std::uniform_int_distribution<std::int64_t> dist(static_cast<std::int64_t>(lo),
+                                                     static_cast<std::int64_t>(hi));
     for (auto& x : v) x = static_cast<double>(dist(rng));
   }
   return Tensor::from_f64(v, s, *vi.dtype);
@@ -62,17 +85,18 @@ std::pair<std::map<std::string, Tensor>, std::map<std::string, std::string>> gat
   std::size_t next_positional = 0;
   for (const auto& arg : spec.args) {
     std::string name, path = arg;
+    // NAME=FILE: the longest input name followed by '=' (names may hold '=' themselves).
+    for (const auto& vi : g.inputs)
+      if (arg.size() > vi.name.size() && arg.compare(0, vi.name.size(), vi.name) == 0 &&
+          arg[vi.name.size()] == '=' && vi.name.size() >= name.size()) {
+        name = vi.name;
+        path = arg.substr(vi.name.size() + 1);
+      }
     auto eq = arg.find('=');
-    if (eq != std::string::npos) {
-      std::string maybe = arg.substr(0, eq);
-      for (const auto& vi : g.inputs)
-        if (vi.name == maybe) {
-          name = maybe;
-          path = arg.substr(eq + 1);
-        }
-      if (name.empty() && !std::filesystem::exists(arg))
-        fail("--input {}: the model {} has no input named '{}'", arg, g.path, maybe);
-    }
+    std::error_code ec;
+    if (name.empty() && eq != std::string::npos && !std::filesystem::exists(arg, ec))
+      fail("--input {}: the model {} has no input named '{}'", printable(arg), g.path,
+           printable(arg.substr(0, eq)));
     if (name.empty()) {
       while (next_positional < g.inputs.size() && inputs.count(g.inputs[next_positional].name))
         ++next_positional;

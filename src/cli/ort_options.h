@@ -1,7 +1,7 @@
 #pragma once
-// Options of the out-of-process bindings, shared by run, check and probe: --ort-opt (ONNX
-// Runtime's graph optimization level for its one-node sessions) and --kernel-timeout (seconds
-// before a kernel run out of process is killed and reported as a hang).
+// Options of the ONNX Runtime bindings, shared by run, check and probe: --ort-opt (ONNX
+// Runtime's graph optimization level for its one-node sessions). --kernel-timeout is one of
+// every subcommand's process options (process_options.h).
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -9,7 +9,6 @@ namespace metaop::cli {
 
 struct OrtOptions {
   std::string level = "all";
-  double kernel_timeout = 120;
 };
 
 void add_ort_options(CLI::App* cmd, OrtOptions& o);

@@ -3,8 +3,11 @@
 #include <fmt/core.h>
 
 #include <map>
+#include <thread>
 
 #include "bindings/ort/ort_binding.h"
+#include "ops/linear_util.h"
+#include "tensor/text.h"
 
 namespace metaop::cli {
 
@@ -22,9 +25,18 @@ void add_plan_options(CLI::App* cmd, std::string& bind, std::vector<std::string>
       ->capture_default_str();
 }
 
+void check_threads(int threads) {
+  // Past a few per core, threads only contend; 100,000 of them exhaust the process.
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int most = std::max(64, 4 * cores);
+  if (threads < 1 || threads > most)
+    fail("--threads {}: must be between 1 and {} (this machine has {} hardware threads)", threads,
+         most, cores);
+}
+
 void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
                     int threads) {
-  if (threads < 1) fail("--threads {}: must be at least 1", threads);
+  check_threads(threads);
   plan.set_default(bind);
   for (const auto& spec : bind_ops) {
     auto eq = spec.find('=');
@@ -58,7 +70,8 @@ void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) 
     line += fmt::format("{}{} nodes on {}", line.empty() ? "" : ", ", n, b);
   fmt::print("ran {}\n", line);
   for (const auto& [op, f] : fallbacks)
-    fmt::print("  fell back to the reference: {} x{} ({})\n", op, f.first, f.second);
+    fmt::print("  fell back to the reference: {} x{} ({})\n", printable(op, 64), f.first,
+               printable(f.second, 2000));
 }
 
 std::vector<std::string> split_list(const std::string& s) {

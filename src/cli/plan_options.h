@@ -16,6 +16,8 @@ std::vector<std::string> split_list(const std::string& s);
 // one, on "reference", and on an empty list.
 std::vector<std::string> framework_bindings(const std::string& option, const std::string& value);
 
+// Fails (exit 2) for --threads below 1 or far past the machine's hardware threads.
+void check_threads(int threads);
 // bind_ops entries are OPTYPE=BINDING or NODE_NAME=BINDING.
 void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::string>& bind_ops,
                     int threads);

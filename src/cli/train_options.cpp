@@ -9,6 +9,7 @@
 
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
+#include "cli/process_options.h"
 #include "graph/onnx_io.h"
 
 namespace metaop::cli {
@@ -77,7 +78,9 @@ void add_train_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--eps", o.eps, "Adam's epsilon")->capture_default_str();
   cmd->add_option("--epochs", a.config.epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", a.config.batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--seed", a.config.seed, "Seed of the data shuffling")->capture_default_str();
+  cmd->add_option("--seed", a.config.seed, "Seed of the data shuffling")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->add_option("--hparams", a.hparams,
                   "JSON object of hyperparameters (optimizer, lr, momentum, nesterov, "
                   "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");

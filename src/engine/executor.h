@@ -72,6 +72,14 @@ struct RunResult {
 void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs,
                      const std::map<std::string, std::string>& source = {});
 
+// Inputs on which a node's result is undefined in ONNX and that crash kernels (integer Div and
+// Mod by zero, the lowest integer divided by -1): an Error naming the node and the element.
+// run_graph applies it before every binding, the reference included.
+void refuse_undefined_inputs(const Node& node, const Tensors& inputs);
+// Inputs on which a node's result is defined but framework kernels are known to crash (the
+// lowest integer modulo -1): the reason, or "" (run_graph runs such a node on the reference).
+std::string crashing_inputs(const Node& node, const Tensors& inputs);
+
 // Throws Unsupported listing every op type (with counts) that no binding of the plan runs.
 void check_supported(const Graph& g, Plan& plan);
 

@@ -215,6 +215,19 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   if (X.rank() < 1 || Y.rank() < 1 || X.dim(0) != Y.dim(0))
     fail("data {} and labels {} must have the same number of samples (first dim)",
          shape_str(X.shape()), shape_str(Y.shape()));
+  if (X.dim(0) == 0)
+    fail("the data {} holds no samples (its first dim is 0)", shape_str(X.shape()));
+  if (config.loss == LossKind::CrossEntropy || config.loss == LossKind::NLL) {
+    // One class index per sample (and per extra spatial position of the scores).
+    const auto& dims = g.outputs.empty() ? std::nullopt : g.outputs[0].dims;
+    std::int64_t want = dims ? static_cast<std::int64_t>(dims->size()) - 1 : 1;
+    if (Y.rank() != want)
+      fail(
+          "labels {}: {} takes one class index per sample, shape [N{}] for the model's output "
+          "of rank {}",
+          shape_str(Y.shape()), config.loss == LossKind::NLL ? "nll" : "cross_entropy",
+          want > 1 ? ", ..." : "", want + 1);
+  }
   if (config.batch_size < 1) fail("--batch-size {}: must be at least 1", config.batch_size);
   if (config.epochs < 1) fail("--epochs {}: must be at least 1", config.epochs);
   Graph h = with_loss(g, config.loss, Y.dtype());

@@ -5,6 +5,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "tensor/text.h"
+
 namespace metaop {
 
 namespace {
@@ -32,7 +34,8 @@ const char* kind_name(Attribute::Kind k) {
 }  // namespace
 
 std::string Node::label() const {
-  return fmt::format("node '{}' ({})", name, op_type);
+  // Names are data: escaped, so that a message stays one line and sends no terminal controls.
+  return fmt::format("node '{}' ({})", printable(name), printable(op_type, 64));
 }
 
 const Attribute& Node::get(const std::string& a, Attribute::Kind k) const {

@@ -17,6 +17,9 @@ struct ImportOptions {
   bool run_checker = true;
   bool infer_shapes = true;
   std::string file_path;  // set by load_onnx; lets the checker find external data
+  // ONNX's checker and shape inference run in a forked child: they crash on some malformed
+  // models (ONNX 1.12), which must be an error about the model, not the end of MetaOp.
+  bool isolate_onnx = true;
 };
 
 Graph load_onnx(const std::string& path, const ImportOptions& options = {});

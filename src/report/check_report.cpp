@@ -1,6 +1,7 @@
 #include "report/check_report.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,16 +12,30 @@
 #include "graph/onnx_io.h"
 #include "report/html.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
 namespace fs = std::filesystem;
 
 std::string safe_file_name(std::string s) {
-  for (auto& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
-      ch = '_';
-  return s;
+  auto ok = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+  };
+  // Plain names stay as they are; any other gets its punctuation replaced, is cut to 80 bytes
+  // and gets '~' and a hash of the whole name. No plain name holds '~', so two different names
+  // never share a file ('a/b' and 'a_b', or two 10 kB names that differ at the end).
+  if (!s.empty() && s.size() <= 120 && s[0] != '.' && std::all_of(s.begin(), s.end(), ok)) return s;
+  std::string base = s.substr(0, 80);
+  for (auto& ch : base)
+    if (!ok(ch)) ch = '_';
+  if (!base.empty() && base[0] == '.') base[0] = '_';
+  return fmt::format("{}~{:016x}", base, XXH64(s.data(), s.size(), 0));
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  // Names that are not UTF-8 are legal in ONNX; JSON gets U+FFFD in their place.
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 nlohmann::json json_number(double v) {
@@ -33,12 +48,6 @@ std::string fmt_score(double s) {
 }
 
 namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // Per binding, per node: the worst local score and propagated drift over the samples.
 struct NodeSeries {
@@ -75,8 +84,8 @@ std::map<std::string, NodeSeries> series(const CheckResult& r) {
 
 void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
   auto ser = series(r);
-  fmt::print(out, "{}: {} nodes, opset {}; {} sample(s); bindings: {}\n", r.model, g.nodes.size(),
-             g.opset, r.samples, fmt::join(r.bindings, ", "));
+  fmt::print(out, "{}: {} nodes, opset {}; {} sample(s); bindings: {}\n", printable(r.model),
+             g.nodes.size(), g.opset, r.samples, fmt::join(r.bindings, ", "));
   fmt::print(out, "\n{:<10} {:>6} {:>9} {:>12} {:>14} {:>10} {:>8}\n", "binding", "nodes",
              "fallback", "worst local", "output drift", "time [ms]", "x ref");
   double ref_time = 0;
@@ -117,21 +126,23 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
       fmt::print(out, "  ... {} more defects (see --json / --report)\n", defects - 30);
       break;
     }
-    fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding, f.node_name,
-               f.op_type, fmt_score(f.score), f.verified ? "  verified" : "  not verified");
-    fmt::print(out, "      {}\n", f.detail);
+    fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding,
+               printable(f.node_name), printable(f.op_type, 64), fmt_score(f.score),
+               f.verified ? "  verified" : "  not verified");
+    fmt::print(out, "      {}\n", printable(f.detail, 4000));
     if (!f.verification.empty() && f.kind != "hazard" && f.kind != "crash" && f.kind != "hang")
-      fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n", f.verification,
-                 f.model_error_before, f.model_error_after);
-    if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", f.repro);
+      fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
+                 printable(f.verification, 4000), f.model_error_before, f.model_error_after);
+    if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
   }
   for (const auto& [b, ops] : unsupported) {
     std::vector<std::string> items;
-    for (const auto& [op, n] : ops) items.push_back(fmt::format("{} x{}", op, n));
+    for (const auto& [op, n] : ops) items.push_back(fmt::format("{} x{}", printable(op, 64), n));
     fmt::print(out, "  unsupported under {} (ran on the reference): {}\n", b,
                fmt::join(items, ", "));
   }
-  for (const auto& [where, what] : r.fault_log) fmt::print(out, "  injected {}: {}\n", where, what);
+  for (const auto& [where, what] : r.fault_log)
+    fmt::print(out, "  injected {}: {}\n", printable(where), printable(what, 4000));
   // Slowest nodes per framework binding, with the reference's time for scale.
   for (const auto& b : r.bindings) {
     const auto& ns = ser[b];
@@ -143,8 +154,8 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
     for (auto n : nodes) {
       double ref = ser["reference"].seconds.count(n) ? ser["reference"].seconds.at(n) : 0;
       fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  {:>8.2f} MB peak  (reference {:.3f} ms)\n",
-                 g.nodes[n].name, g.nodes[n].op_type, ns.seconds.at(n) * 1e3, ns.peak_mb.at(n),
-                 ref * 1e3);
+                 printable(g.nodes[n].name, 80), printable(g.nodes[n].op_type, 64),
+                 ns.seconds.at(n) * 1e3, ns.peak_mb.at(n), ref * 1e3);
     }
   }
 }
@@ -294,7 +305,7 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
     h += "</tr>";
   }
   h += "</table></body></html>\n";
-  std::ofstream(fs::path(dir) / "index.html") << h;
+  write_file((fs::path(dir) / "index.html").string(), h);
 }
 
 std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
@@ -325,15 +336,21 @@ std::string write_reproducer(const Graph& g, const Finding& f, const std::string
     if (!node.outputs[i].empty() && f.reference_outputs[i].defined())
       spec.values[node.outputs[i]] = f.reference_outputs[i];
   write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
-  std::string input_args;
+  // The commands pass the inputs by position, in the order they are model.onnx's graph inputs
+  // (first use in the node; a value used twice is one input): names never need quoting there.
+  std::string input_args, input_list;
   std::vector<std::string> files(node.inputs.size());
+  std::map<std::string, std::string> file_of;
   for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i) {
     if (node.inputs[i].empty() || !f.inputs[i].defined() || g.initializers.count(node.inputs[i]))
       continue;
     std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
     write_npy((dir / file).string(), f.inputs[i]);
-    input_args += " --input " + shell_quote(node.inputs[i] + "=" + file);
     files[i] = file;
+    if (file_of.emplace(node.inputs[i], file).second) {
+      input_args += " --input " + shell_quote(file);
+      input_list += fmt::format("  {} <- '{}'\n", file, printable(node.inputs[i]));
+    }
   }
   for (const auto& file : files)
     manifest["files"]["inputs"].push_back(file.empty() ? nlohmann::json() : nlohmann::json(file));
@@ -350,19 +367,24 @@ std::string write_reproducer(const Graph& g, const Finding& f, const std::string
   };
   save(f.reference_outputs, "reference");
   manifest["files"]["got"] = save(f.binding_outputs, f.binding);
-  std::ofstream(dir / "repro.json") << manifest.dump(1) << '\n';
-  std::ofstream readme(dir / "README.txt");
-  readme << fmt::format(
-      "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
-      "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
-      "files. reference_*.npy are the float64 reference's outputs on these inputs (rounded\n"
-      "once), {}_*.npy the binding's.\n\nShow it:\n"
-      "  metaop repro .\n"
-      "  metaop check model.onnx{} --bind {}\n"
-      "  metaop run model.onnx{} --bind {} --out out-{}\n"
-      "  metaop run model.onnx{} --bind reference --out out-reference\n",
-      f.kind, f.binding, node.name, node.op_type, g.path, f.detail, f.verification, f.binding,
-      input_args, f.binding, input_args, f.binding, f.binding, input_args);
+  write_file((dir / "repro.json").string(), dump_json(manifest));
+  std::string b = shell_quote(f.binding);
+  // Names and details are data: escaped, one line each; every command is one line.
+  write_file(
+      (dir / "README.txt").string(),
+      fmt::format(
+          "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
+          "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
+          "files (in the order the commands pass them):\n{}reference_*.npy are the float64\n"
+          "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n\n"
+          "Show it:\n"
+          "  metaop repro .\n"
+          "  metaop check model.onnx{} --bind {}\n"
+          "  metaop run model.onnx{} --bind {} --out out-{}\n"
+          "  metaop run model.onnx{} --bind reference --out out-reference\n",
+          f.kind, f.binding, printable(node.name), printable(node.op_type), printable(g.path),
+          printable(f.detail, 4000), printable(f.verification, 4000), input_list, f.binding,
+          input_args, b, input_args, b, safe_file_name(f.binding), input_args));
   return dir.string();
 }
 

@@ -13,6 +13,7 @@
 #include "report/check_report.h"
 #include "report/html.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
@@ -103,7 +104,7 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
     h += "</table>";
   }
   h += "</body></html>\n";
-  std::ofstream(std::filesystem::path(dir) / "index.html") << h;
+  write_file((std::filesystem::path(dir) / "index.html").string(), h);
 }
 
 nlohmann::json optimizer_to_json(const OptimizerConfig& c) {
@@ -216,16 +217,18 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
                      "alone, inputs_* its inputs; got_* are its outputs under {}",
                      f.node, f.op_type, f.step, f.binding);
   }
-  std::ofstream(dir / "repro.json") << j.dump(1) << '\n';
+  write_file((dir / "repro.json").string(), dump_json(j));
   std::string inject_text;
-  for (const auto& s : inject) inject_text += " (injected: " + s + ")";
-  std::ofstream readme(dir / "README.txt");
-  readme << fmt::format(
-      "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
-      "Judge it again against the float64 reference and the error model (exit 1 when the "
-      "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
-      "--bind reference\n",
-      f.phase, f.kind, f.binding, inject_text, model, f.detail, f.verification, what);
+  for (const auto& s : inject) inject_text += " (injected: " + printable(s) + ")";
+  write_file(
+      (dir / "README.txt").string(),
+      fmt::format(
+          "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
+          "Judge it again against the float64 reference and the error model (exit 1 when the "
+          "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
+          "--bind reference\n",
+          f.phase, f.kind, f.binding, inject_text, printable(model), printable(f.detail, 4000),
+          printable(f.verification, 4000), printable(what, 4000)));
   return dir.string();
 }
 

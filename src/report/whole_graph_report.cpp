@@ -8,6 +8,7 @@
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
 #include "tensor/npy.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
@@ -145,19 +146,22 @@ std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::
   for (const auto& [n, t] : red.inputs) {
     std::string file = "input_" + safe_file_name(n) + ".npy";
     write_npy((dir / file).string(), t);
-    args += fmt::format(" --input '{}={}'", n, file);
+    args += " --input " + shell_quote(n + "=" + file);
   }
   for (const auto& [n, t] : red.reference)
     write_npy((dir / ("reference_" + safe_file_name(n) + ".npy")).string(), t);
   for (const auto& a : extra_args) args += " " + a;
   std::string level_arg = v.binding == "opencv" ? "" : " --ort-opt " + red.level;
-  std::ofstream(dir / "README.txt") << fmt::format(
-      "metaop check --whole-graph: {} computes the model whole worse than node by node.\n"
-      "Reduced to {} node(s) ({}), fed the float64 reference's values of their inputs\n"
-      "(input_*.npy); reference_*.npy are the reference's outputs. Introduced at level '{}'.\n\n"
-      "Show it:\n  metaop check model.onnx --whole-graph --bind {}{}{}\n",
-      v.binding, red.window.size(), fmt::join(red.window_ops, " -> "), red.level, v.binding,
-      level_arg, args);
+  write_file(
+      (dir / "README.txt").string(),
+      fmt::format(
+          "metaop check --whole-graph: {} computes the model whole worse than node by node.\n"
+          "Reduced to {} node(s) ({}), fed the float64 reference's values of their inputs\n"
+          "(input_*.npy); reference_*.npy are the reference's outputs. Introduced at level "
+          "'{}'.\n\n"
+          "Show it:\n  metaop check model.onnx --whole-graph --bind {}{}{}\n",
+          v.binding, red.window.size(), fmt::join(red.window_ops, " -> "), red.level, v.binding,
+          level_arg, args));
   return dir.string();
 }
 

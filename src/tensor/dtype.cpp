@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+
 #include "tensor/error.h"
 
 namespace metaop {
@@ -113,12 +115,25 @@ std::string onnx_type_name(int onnx_type) {
 }
 
 std::int64_t shape_numel(const Shape& s) {
+  // Every product of dims is checked: a wrapped count (say [4, 2^62 + 1] -> 4) would size a
+  // buffer far smaller than the loops over the shape go.
   std::int64_t n = 1;
+  bool overflow = false;
   for (auto d : s) {
     if (d < 0) fail("negative dimension {} in shape {}", d, shape_str(s));
-    n *= d;
+    overflow |= __builtin_mul_overflow(n, d, &n);
   }
-  return n;
+  // A zero dim makes the count 0 whatever came before; otherwise the wrap stands.
+  if (overflow && std::find(s.begin(), s.end(), 0) == s.end())
+    fail("shape {} has more than 2^63 elements", shape_str(s));
+  return overflow ? 0 : n;
+}
+
+std::int64_t shape_nbytes(const Shape& s, DType t) {
+  std::int64_t n = shape_numel(s), bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<std::int64_t>(dtype_size(t)), &bytes))
+    fail("shape {} of {} takes more than 2^63 bytes", shape_str(s), dtype_name(t));
+  return bytes;
 }
 
 std::string shape_str(const Shape& s) {

@@ -29,7 +29,13 @@ int dtype_to_onnx(DType t);
 std::string onnx_type_name(int onnx_type);
 
 using Shape = std::vector<std::int64_t>;
+// The highest rank MetaOp reads from a file (NumPy's limit too): a header may claim 100,000
+// dims, and per-element loops over the dims would crawl.
+constexpr std::size_t kMaxRank = 64;
+// Element count; fails on a negative dim and on a count past int64 (naming the shape).
 std::int64_t shape_numel(const Shape& s);
+// Bytes of a tensor of this shape and dtype; fails where they pass int64.
+std::int64_t shape_nbytes(const Shape& s, DType t);
 std::string shape_str(const Shape& s);
 // Multi-index of a flat row-major index, "[0, 3, 1, 2]".
 std::string index_str(const Shape& s, std::int64_t flat);

@@ -4,12 +4,13 @@
 // in heap.cpp, which forward to glibc's allocator. The executor reads the bytes in use before
 // and after a kernel and the peak in between.
 #include <cstdint>
+#include <string>
 
 namespace metaop {
 
-// False in builds without the malloc replacement (the sanitizer build): every figure is 0.
-bool heap_accounting();
 // Bytes in use (as malloc_usable_size counts them) by blocks allocated since start-up.
+// False in builds without the malloc replacement (METAOP_NO_MALLOC_HOOKS): every figure is 0.
+bool heap_accounting();
 std::int64_t heap_in_use();
 // The highest heap_in_use() since the last reset_heap_peak().
 std::int64_t heap_peak();
@@ -18,5 +19,27 @@ void reset_heap_peak();
 // Raises the peak to `level` if it is higher: for a kernel that ran in a child process (its
 // allocations are the child's), the level before it plus the child's own peak.
 void raise_heap_peak(std::int64_t level);
+
+// Fills large blocks with a pattern when they are freed (framework workers: an output a kernel
+// leaves unwritten then shows as garbage, not as whatever the memory held before).
+void set_heap_poison(bool on);
+
+// The memory budget of the process (--max-memory; default half of physical memory), for what
+// it allocates after the budget is set (the libraries' start-up allocations aside). Tensors
+// check it before they allocate (check_budget, with a message naming what and how much), and
+// the allocator refuses any large block (64 MiB and more) that would take the heap in use past
+// it, so that a kernel sizing a buffer from untrusted dims gets std::bad_alloc instead of
+// taking the machine's memory.
+void set_memory_budget(std::int64_t bytes);  // 0: the default
+std::int64_t memory_budget();
+std::int64_t physical_memory();
+// Fails (Error) when `bytes` more would take the heap in use past the budget; `what` names the
+// value (and the caller adds the node).
+void check_budget(std::int64_t bytes, const std::string& what);
+// The size of the last block the allocator refused for the budget (0: none), for messages
+// after a std::bad_alloc.
+std::int64_t refused_allocation();
+// "1.6 GB", "512 kB": sizes for people.
+std::string format_bytes(std::int64_t bytes);
 
 }  // namespace metaop

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "tensor/heap.h"
+
 namespace metaop {
 
 namespace {
@@ -72,8 +74,8 @@ double load(const std::byte* base, DType t, std::int64_t i) {
       return reinterpret_cast<const std::int8_t*>(base)[i];
     case DType::UInt8:
       return reinterpret_cast<const std::uint8_t*>(base)[i];
-    case DType::Bool:
-      return reinterpret_cast<const bool*>(base)[i] ? 1.0 : 0.0;
+    case DType::Bool:  // as bytes: a file may hold values other than 0 and 1
+      return reinterpret_cast<const std::uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;
   }
   return 0.0;
 }
@@ -109,17 +111,36 @@ double bf16_bits_to_f64(std::uint16_t b) {
   return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b));
 }
 
-Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
-  buf_ = std::shared_ptr<std::byte[]>(new std::byte[nbytes()]());
+namespace {
+// Sizes are checked before anything is allocated: the element count for overflow, the bytes
+// against the memory budget (--max-memory).
+std::int64_t checked_nbytes(DType dtype, const Shape& shape) {
+  std::int64_t bytes = shape_nbytes(shape, dtype);
+  if (bytes >= (std::int64_t{1} << 20))
+    check_budget(bytes,
+                 fmt::format("a {} tensor of shape {}", dtype_name(dtype), shape_str(shape)));
+  return bytes;
+}
+}  // namespace
+
+void normalize_bools(Tensor& t) {
+  auto* p = reinterpret_cast<std::uint8_t*>(t.raw());
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  auto bytes = checked_nbytes(dtype_, shape_);
+  numel_ = shape_numel(shape_);
+  buf_ = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(bytes)]());
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  auto bytes = checked_nbytes(t.dtype_, t.shape_);
   t.numel_ = shape_numel(t.shape_);
-  t.buf_ = std::shared_ptr<std::byte[]>(new std::byte[t.nbytes()]);
+  t.buf_ = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(bytes)]);
   return t;
 }
 

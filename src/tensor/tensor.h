@@ -92,6 +92,10 @@ class Tensor {
   std::shared_ptr<std::byte[]> buf_;
 };
 
+// Bool tensors read from files hold bytes other than 0 and 1 where the file says so; as C++ bool
+// those are undefined: every byte becomes 0 or 1.
+void normalize_bools(Tensor& t);
+
 // Float16 / bfloat16 conversions (through Eigen's implementations).
 std::uint16_t f64_to_half_bits(double v);
 double half_bits_to_f64(std::uint16_t b);

@@ -6,37 +6,69 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tensor/files.h"
+#include "tensor/text.h"
+
 namespace metaop {
 
 namespace {
 
-void read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what,
-                   Tensor& t) {
+std::int64_t parse_count(const std::string& v, const std::string& key, const std::string& what) {
+  std::int64_t n = 0;
+  if (v.empty() || v.size() > 19)
+    fail("{}: external data {} '{}' is not a byte count", what, key, printable(v, 40));
+  for (char c : v) {
+    if (c < '0' || c > '9')
+      fail("{}: external data {} '{}' is not a byte count", what, key, printable(v, 40));
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+// External data must lie inside the model's folder (confined_path) in a regular file holding
+// the declared bytes; the sizes are checked before the tensor is allocated.
+Tensor read_external(const onnx::TensorProto& p, const std::string& base_dir,
+                     const std::string& what, DType dtype, const Shape& shape,
+                     std::int64_t nbytes) {
   std::string location;
   std::int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    if (kv.key() == "offset") offset = std::stoll(kv.value());
-    if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "offset") offset = parse_count(kv.value(), "offset", what);
+    if (kv.key() == "length") length = parse_count(kv.value(), "length", what);
   }
   if (location.empty()) fail("{}: external data without a location", what);
-  auto path = std::filesystem::path(base_dir) / location;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open external data file {}", what, path.string());
-  if (length >= 0 && static_cast<std::size_t>(length) != t.nbytes())
-    fail("{}: external data length {} does not match {} bytes of {} {}", what, length, t.nbytes(),
-         dtype_name(t.dtype()), shape_str(t.shape()));
-  in.seekg(offset);
-  if (!in.read(reinterpret_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
-    fail("{}: external data file {} is too short (need {} bytes at offset {})", what, path.string(),
-         t.nbytes(), offset);
+  std::string path = confined_path(base_dir, location, what + ": external data");
+  InputFile in(path, what + ": external data");
+  if (length >= 0 && length != nbytes)
+    fail("{}: external data length {} does not match {} bytes of {} {}", what, length, nbytes,
+         dtype_name(dtype), shape_str(shape));
+  if (offset > in.size() || nbytes > in.size() - offset)
+    fail("{}: external data file {} is too short (need {} bytes at offset {}, it has {})", what,
+         path, nbytes, offset, in.size());
+  Tensor t = Tensor::empty(dtype, shape);
+  if (nbytes) in.read_at(offset, t.raw(), nbytes);
+  if (dtype == DType::Bool) normalize_bools(t);
+  return t;
 }
 
 template <typename Field, typename Store>
-void copy_field(const Field& f, Tensor& t, const std::string& what, Store store) {
-  if (f.size() != t.numel())
-    fail("{}: {} values for shape {}", what, f.size(), shape_str(t.shape()));
+void copy_field(const Field& f, Store store) {
   for (int i = 0; i < f.size(); ++i) store(i, f.Get(i));
+}
+
+// The number of values the typed field of this dtype holds.
+int typed_field_size(const onnx::TensorProto& p, DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return p.float_data_size();
+    case DType::Float64:
+      return p.double_data_size();
+    case DType::Int64:
+      return p.int64_data_size();
+    default:
+      return p.int32_data_size();
+  }
 }
 
 }  // namespace
@@ -47,35 +79,46 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   if (!dtype)
     throw Unsupported(
         fmt::format("{}: unsupported tensor element type {}", what, onnx_type_name(p.data_type())));
+  if (static_cast<std::size_t>(p.dims_size()) > kMaxRank)
+    fail("{}: {} dimensions (MetaOp reads tensors of rank up to {})", what, p.dims_size(),
+         kMaxRank);
   Shape shape(p.dims().begin(), p.dims().end());
   for (auto d : shape)
     if (d < 0) fail("{}: negative dimension in {}", what, shape_str(shape));
-  Tensor t(*dtype, shape);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    read_external(p, base_dir, what, t);
-    return t;
+  std::int64_t nbytes = 0;
+  try {
+    nbytes = shape_nbytes(shape, *dtype);
+  } catch (const Error& e) {
+    fail("{}: {}", what, e.what());
   }
+  // Declared sizes are checked against the bytes present before anything is allocated.
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    return read_external(p, base_dir, what, *dtype, shape, nbytes);
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != t.nbytes())
+    if (static_cast<std::int64_t>(p.raw_data().size()) != nbytes)
       fail("{}: raw_data has {} bytes, {} {} needs {}", what, p.raw_data().size(),
-           dtype_name(*dtype), shape_str(shape), t.nbytes());
-    if (t.nbytes()) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+           dtype_name(*dtype), shape_str(shape), nbytes);
+    Tensor t = Tensor::empty(*dtype, shape);
+    if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), static_cast<std::size_t>(nbytes));
+    if (*dtype == DType::Bool) normalize_bools(t);
     return t;
   }
+  if (std::int64_t n = shape_numel(shape); typed_field_size(p, *dtype) != n)
+    fail("{}: {} values for shape {}", what, typed_field_size(p, *dtype), shape_str(shape));
+  Tensor t = Tensor::empty(*dtype, shape);
   switch (*dtype) {
     case DType::Float32:
-      copy_field(p.float_data(), t, what, [&](int i, float v) { t.data<float>()[i] = v; });
+      copy_field(p.float_data(), [&](int i, float v) { t.data<float>()[i] = v; });
       break;
     case DType::Float64:
-      copy_field(p.double_data(), t, what, [&](int i, double v) { t.data<double>()[i] = v; });
+      copy_field(p.double_data(), [&](int i, double v) { t.data<double>()[i] = v; });
       break;
     case DType::Int64:
-      copy_field(p.int64_data(), t, what,
-                 [&](int i, std::int64_t v) { t.data<std::int64_t>()[i] = v; });
+      copy_field(p.int64_data(), [&](int i, std::int64_t v) { t.data<std::int64_t>()[i] = v; });
       break;
     default:
       // int32_data carries int32, int8, uint8, bool, and the bits of float16 / bfloat16.
-      copy_field(p.int32_data(), t, what, [&](int i, std::int32_t v) {
+      copy_field(p.int32_data(), [&](int i, std::int32_t v) {
         switch (*dtype) {
           case DType::Int32:
             t.data<std::int32_t>()[i] = v;
@@ -106,10 +149,9 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 }
 
 Tensor read_tensor_pb(const std::string& path, std::string* name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open file", path);
+  std::string bytes = InputFile(path).read_all();
   onnx::TensorProto p;
-  if (!p.ParseFromIstream(&in))
+  if (!p.ParseFromString(bytes))
     fail("{}: not a valid ONNX TensorProto (corrupt or truncated)", path);
   if (name) *name = p.name();
   return tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);

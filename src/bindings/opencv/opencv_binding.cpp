@@ -1,12 +1,14 @@
 #include "bindings/opencv/opencv_binding.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
+#include <list>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/dnn.hpp>
 #include <set>
+#include <unordered_map>
 
-#include "bindings/isolate.h"
 #include "graph/onnx_io.h"
 
 namespace metaop {
@@ -136,6 +138,52 @@ Support OpenCVBinding::supports(const std::string& op_type) const {
 namespace {
 
 const std::source_location kOpenCVRunner = std::source_location::current();
+
+// Imported nets by node signature: the exported one-node model holds the node, its attributes,
+// the inputs' types and shapes and the constant inputs' values, so equal bytes are the same
+// net. A persistent worker (isolate.h) keeps them across nodes and samples; the export and
+// OpenCV's import are most of the per-node cost.
+struct CachedNet {
+  cv::dnn::Net net;
+  Graph exported;  // for the outputs' types and shapes
+  std::list<std::string>::iterator lru;
+};
+
+std::size_t cache_capacity = 256;
+std::unordered_map<std::string, CachedNet> net_cache;  // by 128-bit hash of the model bytes
+std::list<std::string> net_lru;                        // most recent first
+
+std::string signature(const std::string& bytes) {
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return std::string(reinterpret_cast<const char*>(&h), sizeof h);
+}
+
+void forget(const std::string& key) {
+  auto it = net_cache.find(key);
+  if (it == net_cache.end()) return;
+  net_lru.erase(it->second.lru);
+  net_cache.erase(it);
+}
+
+CachedNet& net_for(const std::string& key, const std::string& bytes, const Node& node) {
+  if (auto it = net_cache.find(key); it != net_cache.end() && cache_capacity > 0) {
+    net_lru.splice(net_lru.begin(), net_lru, it->second.lru);
+    return it->second;
+  }
+  forget(key);
+  while (!net_lru.empty() && net_cache.size() >= std::max<std::size_t>(cache_capacity, 1))
+    forget(net_lru.back());
+  CachedNet c;
+  // The exported outputs carry their types and shapes already: no checker or inference again.
+  c.exported = load_onnx_from_bytes(bytes, node.label(), ".", {false, false, ""});
+  c.net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+  c.net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  c.net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  net_lru.push_front(key);
+  c.lru = net_lru.begin();
+  return net_cache[key] = std::move(c);
+}
+
 Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) {
   static const bool quiet = [] {
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
@@ -174,12 +222,11 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
     if (!data) spec.constants.insert(node.inputs[i]);
   }
   std::string bytes = export_subgraph(g, spec);
-  // The exported outputs carry their types and shapes already: no checker or inference again.
-  Graph exported = load_onnx_from_bytes(bytes, node.label(), ".", {false, false, ""});
+  std::string key = signature(bytes);
   try {
-    cv::dnn::Net net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
-    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
-    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+    CachedNet& cached = net_for(key, bytes, node);
+    cv::dnn::Net& net = cached.net;
+    const Graph& exported = cached.exported;
     std::set<std::string> fed;
     for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
       const std::string& n = node.inputs[i];
@@ -225,6 +272,7 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
     }
     return result;
   } catch (const cv::Exception& e) {
+    forget(key);
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');
     throw Unsupported(fmt::format("{}: OpenCV refuses it: {}", node.label(), msg));
@@ -234,9 +282,15 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
 }  // namespace
 
 Tensors OpenCVBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  // OpenCV's importer and layers can crash on inputs they do not expect: run each node in a
-  // child process so that a crash is reported for that node and the run goes on.
-  return run_isolated(node.label() + ": OpenCV", [&] { return run_opencv(node, opset, inputs); });
+  // OpenCV's importer and layers can crash on inputs they do not expect: make_binding runs this
+  // binding in a worker process (isolate.h), so that a crash is reported for that node.
+  return run_opencv(node, opset, inputs);
+}
+
+void OpenCVBinding::set_cache_capacity(std::size_t nets) {
+  cache_capacity = nets;
+  net_cache.clear();
+  net_lru.clear();
 }
 
 std::vector<std::string> OpenCVBinding::where(const std::string& op_type) const {

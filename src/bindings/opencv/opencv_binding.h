@@ -1,7 +1,8 @@
 #pragma once
 // OpenCV DNN binding: each node is exported as a one-node ONNX model (constant inputs as
 // initializers), imported with OpenCV's own ONNX importer and run, so that OpenCV's importer
-// and its layers are what is tested. Forward only; float32 data.
+// and its layers are what is tested. Forward only; float32 data. Imported nets are cached by
+// node signature; make_binding runs the binding in a worker process (isolate.h).
 #include "bindings/binding.h"
 
 namespace metaop {
@@ -12,6 +13,8 @@ class OpenCVBinding final : public Binding {
   Support supports(const std::string& op_type) const override;
   std::vector<std::string> where(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;
+  // Imported nets kept (least recently used dropped first); 0: none, every node imported anew.
+  static void set_cache_capacity(std::size_t nets);
 };
 
 }  // namespace metaop

@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "bindings/isolate.h"
+#include "bindings/worker_io.h"
 
 extern char** environ;
 
@@ -65,61 +66,7 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-using Clock = std::chrono::steady_clock;
-
-Clock::time_point deadline_from_now() {
-  double t = kernel_timeout();
-  if (t <= 0) return Clock::time_point::max();
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
-}
-
-// Waits until fd is ready for `events` or the deadline passes (false).
-bool wait_fd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    int ms = -1;
-    if (deadline != Clock::time_point::max()) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
-      ms = static_cast<int>(std::min<long long>(left, 1 << 30));
-    }
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return false;
-    if (r == 0) return false;
-    return true;
-  }
-}
-
-enum class Io { Ok, Closed, Timeout };
-
-Io send_all(int fd, const void* data, std::size_t n, Clock::time_point deadline) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    if (!wait_fd(fd, POLLOUT, deadline)) return Io::Timeout;
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (w <= 0) return Io::Closed;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return Io::Ok;
-}
-
-Io recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    if (!wait_fd(fd, POLLIN, deadline)) return Io::Timeout;
-    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (r <= 0) return Io::Closed;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return Io::Ok;
-}
+using Clock = WorkerClock;
 
 template <typename T>
 void put(std::string& b, T v) {
@@ -273,19 +220,10 @@ void OrtProcess::stop() {
 void OrtProcess::died(const std::string& what, const std::string& during) {
   // The worker closed its end: it crashed (a signal) or exited. Its own last words, if any,
   // are in its log.
-  int status = 0;
   std::string how = "exited";
   if (pid_ > 0) {
-    for (int i = 0; i < 500; ++i) {
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) break;
-      if (r < 0 && errno != EINTR) break;
-      ::usleep(2000);
-    }
-    if (WIFSIGNALED(status))
-      how = fmt::format("crashed ({})", strsignal(WTERMSIG(status)));
-    else if (WIFEXITED(status))
-      how = fmt::format("exited with status {}", WEXITSTATUS(status));
+    how = reap_worker(pid_);
+    pid_ = -1;
   }
   std::string tail;
   if (log_fd_ >= 0) {
@@ -306,7 +244,7 @@ void OrtProcess::died(const std::string& what, const std::string& during) {
 std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::size_t>>& parts,
                                  const std::string& what, Tensors* outputs) {
   if (sock_ < 0) start();
-  auto deadline = deadline_from_now();
+  auto deadline = worker_deadline();
   std::size_t total = 0;
   for (const auto& p : parts) total += p.second;
   if (total > 0xffffffffu) throw Unsupported(what + ": tensors over 4 GiB in one request");
