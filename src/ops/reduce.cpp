@@ -1,5 +1,6 @@
-// Reductions and along-axis meta operators: Reduce*, ArgMax/ArgMin, TopK, CumSum, and the
-// softmax family (Softmax, LogSoftmax, Hardmax).
+// Reductions and along-axis meta operators: Reduce*, ArgMax/ArgMin, TopK, CumSum (the softmax
+// family is in softmax.cpp). The forward kernels and gradients come first, then one block per op
+// declaring its reference, VJP, error model, domain and danger zones together.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,23 +31,6 @@ ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t r
   }
   r.axes = norm_axes(c, axes, rank);
   return r;
-}
-
-AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
-  std::int64_t rank = static_cast<std::int64_t>(s.size());
-  AxisSplit v;
-  // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
-  bool coerce = c.opset < 13;
-  v.axis = norm_axis(c, c.node.attr_i("axis", coerce ? 1 : -1), rank);
-  for (std::int64_t d = 0; d < rank; ++d) {
-    if (d < v.axis)
-      v.outer *= s[d];
-    else if (d == v.axis || coerce)
-      v.n *= s[d];
-    else
-      v.inner *= s[d];
-  }
-  return v;
 }
 
 namespace {
@@ -80,11 +64,6 @@ Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red) 
   for (std::int64_t d = 0; d < x.rank(); ++d)
     if (keepdims || std::find(axes.begin(), axes.end(), d) == axes.end()) os.push_back(kept[d]);
   return {Tensor::from_f64(acc, os, x.dtype())};
-}
-
-void add_reduce(OpRegistry& r, const std::string& type, Reduction red) {
-  r.add({type, "reduce",
-         [red](const KernelContext& c, const Tensors& in) { return reduce(c, in, red); }});
 }
 
 double id(double a, std::int64_t) {
@@ -206,76 +185,6 @@ Tensors cumsum(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
 
-enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
-
-Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
-  const Tensor& x = input(c, in, 0);
-  if (kind != SoftmaxKind::Hardmax) require_float(c, x, "input");
-  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-  (void)axis;
-  auto vx = x.to_f64();
-  std::vector<double> y(vx.size());
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = 0; i < inner; ++i) {
-      auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
-      double m = -kInf;
-      std::int64_t arg = 0;
-      for (std::int64_t j = 0; j < n; ++j)  // numpy's argmax: the first NaN wins
-        if (std::isnan(vx[at(j)]) ? !std::isnan(m) : vx[at(j)] > m) {
-          m = vx[at(j)];
-          arg = j;
-        }
-      if (kind == SoftmaxKind::Hardmax) {
-        for (std::int64_t j = 0; j < n; ++j) y[at(j)] = j == arg ? 1.0 : 0.0;
-        continue;
-      }
-      double s = 0;
-      for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
-      for (std::int64_t j = 0; j < n; ++j)
-        y[at(j)] = kind == SoftmaxKind::Softmax ? std::exp(vx[at(j)] - m) / s
-                                                : vx[at(j)] - m - std::log(s);
-    }
-  return {Tensor::from_f64(y, x.shape(), x.dtype())};
-}
-
-}  // namespace
-
-// First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
-// scales p_j relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or
-// division a few more roundings. LogSoftmax may subtract m + log S in one step (torch does),
-// whose rounding is u (|m| + |log S|); softmax's exp(x_j - m) / S has no such term.
-std::vector<double> softmax_magnitude(const std::vector<double>& vx, const AxisSplit& split,
-                                      double kappa, bool log) {
-  auto [axis, outer, n, inner] = split;
-  (void)axis;
-  std::vector<double> mag(vx.size());
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = 0; i < inner; ++i) {
-      auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
-      double m = -kInf;
-      for (std::int64_t j = 0; j < n; ++j) m = std::max(m, vx[at(j)]);
-      if (!std::isfinite(m)) m = 0;
-      double s = 0, wsum = 0;
-      for (std::int64_t j = 0; j < n; ++j) s += std::exp(vx[at(j)] - m);
-      // Each term's own rounding: |x_j - m| for softmax, |x_j| + |m| where log-softmax rounds
-      // m + log S.
-      auto own = [&](std::int64_t j) {
-        return log ? std::fabs(vx[at(j)]) + std::fabs(m) : std::fabs(vx[at(j)] - m);
-      };
-      for (std::int64_t j = 0; j < n; ++j)
-        if (double p = std::exp(vx[at(j)] - m) / s; p > 0) wsum += p * own(j);
-      for (std::int64_t j = 0; j < n; ++j) {
-        double p = std::exp(vx[at(j)] - m) / s;
-        double common = own(j) + wsum + kappa;
-        mag[at(j)] = !log ? p * (common + 4)
-                          : common + 2 * std::fabs(std::log(s)) + 2 * std::fabs(vx[at(j)] - m);
-      }
-    }
-  return mag;
-}
-
-namespace {
-
 // --- gradients
 
 // Each element's group (its output element) under the node's reduce axes; `noop` when the node
@@ -374,65 +283,6 @@ Tensors reduce_prod_vjp(const KernelContext& c, const Tensors& in, const Tensors
   return r;
 }
 
-// Softmax: dx = y (g - sum(g y)); LogSoftmax: dx = g - exp(y) sum(g).
-ReferenceVjp softmax_vjp(SoftmaxKind kind) {
-  return
-      [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        const Tensor& x = in[0];
-        auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-        (void)axis;
-        auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-        std::vector<double> gx(g.size());
-        for (std::int64_t o = 0; o < outer; ++o)
-          for (std::int64_t i = 0; i < inner; ++i) {
-            auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
-            double s = 0;
-            for (std::int64_t j = 0; j < n; ++j)
-              s += kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
-            for (std::int64_t j = 0; j < n; ++j)
-              gx[at(j)] = kind == SoftmaxKind::Softmax ? y[at(j)] * (g[at(j)] - s)
-                                                       : g[at(j)] - std::exp(y[at(j)]) * s;
-          }
-        Tensors r(in.size());
-        r[0] = grad_like(gx, x);
-        return r;
-      };
-}
-
-// Backward rounding of the softmax family, derived once (docs/error-models.md). Softmax:
-// dx_j = y_j (g_j - s), s = sum_k g_k y_k: the products and the n-term sum carry kappa(n) u S
-// (S = sum_k |g_k y_k|), the difference u (|g_j| + S), the last product u |dx_j|; so
-// C_j = |y_j| ((kappa(n) + 2) S + 2 |g_j|). LogSoftmax: dx_j = g_j - p_j G, p_j = exp(y_j),
-// G = sum_k g_k: the sum carries kappa(n) u sum|g|, exp(y_j) 4 ulp, the product and the
-// difference one rounding each; so C_j = p_j (kappa(n) sum|g| + 6 |G|) + |g_j|.
-Magnitudes softmax_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
-                                 const Tensors& grads, const AccumulationBound& bound,
-                                 SoftmaxKind kind) {
-  auto [axis, outer, n, inner] = softmax_split(c, in[0].shape());
-  (void)axis;
-  auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-  double k = bound.kappa(static_cast<double>(n));
-  Magnitudes m(in.size());
-  m[0].resize(g.size());
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = 0; i < inner; ++i) {
-      auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
-      double sum_abs = 0, sum = 0;
-      for (std::int64_t j = 0; j < n; ++j) {
-        double t = kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
-        sum_abs += std::fabs(t);
-        sum += t;
-      }
-      for (std::int64_t j = 0; j < n; ++j) {
-        double gj = std::fabs(g[at(j)]);
-        m[0][at(j)] = kind == SoftmaxKind::Softmax
-                          ? std::fabs(y[at(j)]) * ((k + 2) * sum_abs + 2 * gj)
-                          : std::exp(y[at(j)]) * (k * sum_abs + 6 * std::fabs(sum)) + gj;
-      }
-    }
-  return m;
-}
-
 // ReduceMax / ReduceMin: each group's gradient goes to one of the elements equal to its result.
 std::vector<GradientSet> reduce_select_subgradient(const KernelContext& c, const Tensors& in,
                                                    const Tensors& out, const Tensors& grads) {
@@ -520,258 +370,236 @@ Tensors topk_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
   return res;
 }
 
-void register_reduce_vjps(OpRegistry& r) {
-  r.set_vjp("TopK", topk_vjp);
-  // Piecewise constant in its input.
-  r.set_vjp("Hardmax", [](const KernelContext&, const Tensors& in, const Tensors&, const Tensors&) {
-    Tensors res(in.size());
-    res[0] = grad_like(std::vector<double>(static_cast<std::size_t>(in[0].numel()), 0.0), in[0]);
-    return res;
-  });
-  r.set_vjp("ReduceSum", reduce_vjp([](double, double, double) { return 1.0; }));
-  r.set_vjp("ReduceMean", reduce_vjp([](double, double, double n) { return 1 / n; }));
-  r.set_vjp("ReduceL1", reduce_vjp([](double x, double, double) {
-              return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
-            }));
-  r.set_vjp("ReduceL2", reduce_vjp([](double x, double y, double) { return y > 0 ? x / y : 0.0; }));
-  r.set_vjp("ReduceSumSquare", reduce_vjp([](double x, double, double) { return 2 * x; }));
-  r.set_vjp("ReduceLogSum", reduce_vjp([](double, double y, double) { return std::exp(-y); }));
-  r.set_vjp("ReduceLogSumExp",
-            reduce_vjp([](double x, double y, double) { return std::exp(x - y); }));
-  r.set_vjp("ReduceMax", reduce_select_vjp());
-  r.set_vjp("ReduceMin", reduce_select_vjp());
-  r.set_subgradient("ReduceMax", reduce_select_subgradient);
-  r.set_subgradient("ReduceMin", reduce_select_subgradient);
-  r.set_subgradient("TopK", topk_subgradient);
-  // |x| at 0 (ReduceL1), and the norm of an all-zero group (ReduceL2): any value within the
-  // unit ball times the group's gradient.
-  for (const char* t : {"ReduceL1", "ReduceL2"}) {
-    bool l1 = std::string(t) == "ReduceL1";
-    r.set_subgradient(t, [l1](const KernelContext& c, const Tensors& in, const Tensors& out,
-                              const Tensors& grads) {
-      std::vector<GradientSet> sets(in.size());
-      auto groups = reduce_groups(c, in);
-      if (groups.noop || !is_floating(in[0].dtype())) return sets;
-      auto g = grad_of(grads, out, 0), vx = in[0].to_f64(), y = out[0].to_f64();
-      GradientSet s;
-      for (std::size_t i = 0; i < vx.size(); ++i) {
-        auto k = groups.map[i];
-        if (!(l1 ? vx[i] == 0 : y[k] == 0)) continue;
-        if (s.lo.empty()) s.lo.assign(vx.size(), NAN), s.hi.assign(vx.size(), NAN);
-        s.lo[i] = -std::fabs(g[k]);
-        s.hi[i] = std::fabs(g[k]);
-      }
-      sets[0] = std::move(s);
-      return sets;
-    });
+// ReduceL1 (|x| at 0) and ReduceL2 (the norm of an all-zero group): any value within the unit
+// ball times the group's gradient.
+SubgradientFn norm_subgradient(bool l1) {
+  return [l1](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+    std::vector<GradientSet> sets(in.size());
+    auto groups = reduce_groups(c, in);
+    if (groups.noop || !is_floating(in[0].dtype())) return sets;
+    auto g = grad_of(grads, out, 0), vx = in[0].to_f64(), y = out[0].to_f64();
+    GradientSet s;
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = groups.map[i];
+      if (!(l1 ? vx[i] == 0 : y[k] == 0)) continue;
+      if (s.lo.empty()) s.lo.assign(vx.size(), NAN), s.hi.assign(vx.size(), NAN);
+      s.lo[i] = -std::fabs(g[k]);
+      s.hi[i] = std::fabs(g[k]);
+    }
+    sets[0] = std::move(s);
+    return sets;
+  };
+}
+
+// CumSum is linear; its adjoint is the cumulative sum the other way.
+Tensors cumsum_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  Node flipped = c.node;
+  flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
+  Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
+  auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
+  Tensors r(in.size());
+  r[0] = grad_like(gx, in[0]);
+  return r;
+}
+
+// Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
+Tensors reduce_log_sum_exp(const KernelContext& c, const Tensors& in) {
+  auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id})[0];
+  const Tensor& x = input(c, in, 0);
+  auto axes = reduce_axes(c, in, x.rank()).axes;
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  auto m = mx.to_f64();
+  auto vx = x.to_f64();
+  std::vector<double> s(m.size(), 0.0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
+    s[map[i]] += std::exp(vx[i] - mm);
   }
-  r.set_vjp("ReduceProd", reduce_prod_vjp);
-  r.set_vjp("Softmax", softmax_vjp(SoftmaxKind::Softmax));
-  r.set_vjp("LogSoftmax", softmax_vjp(SoftmaxKind::LogSoftmax));
-  // CumSum is linear; its adjoint is the cumulative sum the other way.
-  r.set_vjp("CumSum", [](const KernelContext& c, const Tensors& in, const Tensors& out,
-                         const Tensors& grads) {
-    Node flipped = c.node;
-    flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
-    Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
-    auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
-    Tensors r(in.size());
-    r[0] = grad_like(gx, in[0]);
-    return r;
-  });
+  for (std::size_t g = 0; g < s.size(); ++g)
+    s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
+  return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
+}
+
+// ---- error models
+
+// The number of elements each output element reduces.
+double reduced_count(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = in[0];
+  auto ra = reduce_axes(c, in, x.rank());
+  if (ra.noop) return 1.0;
+  double n = 1;
+  for (auto a : ra.axes) n *= static_cast<double>(x.shape()[a]);
+  return n;
+}
+
+// log of an n-term sum: absolute error kappa(n) * sum|x| / |sum x|.
+Magnitudes reduce_log_sum_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                    const AccumulationBound& bound) {
+  auto sum_abs =
+      OpRegistry::instance().find("ReduceSum")->reference(c, absolute_f64(in))[0].to_f64();
+  auto y = ref[0].to_f64();
+  double k = bound.kappa(reduced_count(c, in));
+  for (std::size_t i = 0; i < y.size(); ++i)
+    y[i] = k * sum_abs[i] / std::exp(y[i]) + 2 * std::fabs(y[i]);
+  Magnitudes m;
+  m.push_back(std::move(y));
+  return m;
+}
+
+// GCC 12 reports a free of a non-heap pointer in this function's inlined vector destructors (a
+// false positive of -Wfree-nonheap-object, GCC bug 108088; AddressSanitizer runs it clean).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+// m + log(sum exp(x - m)): the same terms as LogSoftmax, per reduced group.
+Magnitudes reduce_log_sum_exp_magnitude(const KernelContext& c, const Tensors& in,
+                                        const Tensors& ref, const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  auto axes = reduce_axes(c, in, x.rank()).axes;
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  auto vx = x.to_f64();
+  Magnitudes mags(1, ref[0].to_f64());
+  auto& y = mags[0];
+  std::vector<double> m(y.size(), -kInf);
+  std::vector<double> wsum(y.size(), 0.0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) m[map[i]] = std::max(m[map[i]], vx[i]);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    double p = std::isfinite(y[map[i]]) ? std::exp(vx[i] - y[map[i]]) : 0;
+    if (p > 0) wsum[map[i]] += p * (std::fabs(vx[i]) + std::fabs(m[map[i]]));
+  }
+  double k = bound.kappa(reduced_count(c, in));
+  for (std::size_t g = 0; g < y.size(); ++g)
+    y[g] = std::fabs(m[g]) + wsum[g] + k + 2 * std::fabs(y[g]);
+  return mags;
+}
+#pragma GCC diagnostic pop
+
+double cumsum_length(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = in[0];
+  auto axis = in[1].to_f64().at(0);
+  auto a = norm_axis(c, static_cast<std::int64_t>(axis), x.rank());
+  return static_cast<double>(x.shape()[a]);
+}
+
+// A product of nonzero terms may round to 0; a group with a zero factor is exactly 0.
+std::vector<bool> product_has_zero(const KernelContext& c, const Tensors& in, const Tensors&) {
+  auto v = in[0].to_f64();
+  std::vector<bool> exact;
+  for (const auto& g : reduction_members(c, in)) {
+    bool zero = false;
+    for (auto e : g) zero |= v[e] == 0;
+    exact.push_back(zero);
+  }
+  return exact;
+}
+
+ReferenceForward reduction(Reduction red) {
+  return [red](const KernelContext& c, const Tensors& in) { return reduce(c, in, red); };
+}
+
+double nan_max(double a, double x) {
+  return std::isnan(a) || std::isnan(x) ? NAN : std::max(a, x);
+}
+double nan_min(double a, double x) {
+  return std::isnan(a) || std::isnan(x) ? NAN : std::min(a, x);
+}
+double add(double a, double x) {
+  return a + x;
+}
+double add_square(double a, double x) {
+  return a + x * x;
 }
 
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  auto sum = [](double a, double x) { return a + x; };
-  add_reduce(r, "ReduceSum", {0.0, sum, id});
-  add_reduce(r, "ReduceMean",
-             {0.0, sum, [](double a, std::int64_t n) { return a / static_cast<double>(n); }});
-  add_reduce(
-      r, "ReduceMax",
-      {-kInf,
-       [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::max(a, x); },
-       id});
-  add_reduce(
-      r, "ReduceMin",
-      {kInf,
-       [](double a, double x) { return std::isnan(a) || std::isnan(x) ? NAN : std::min(a, x); },
-       id});
-  add_reduce(r, "ReduceProd", {1.0, [](double a, double x) { return a * x; }, id});
-  add_reduce(r, "ReduceL1", {0.0, [](double a, double x) { return a + std::fabs(x); }, id});
-  add_reduce(r, "ReduceL2",
-             {0.0, [](double a, double x) { return a + x * x; },
-              [](double a, std::int64_t) { return std::sqrt(a); }});
-  add_reduce(r, "ReduceSumSquare", {0.0, [](double a, double x) { return a + x * x; }, id});
-  add_reduce(r, "ReduceLogSum", {0.0, sum, [](double a, std::int64_t) { return std::log(a); }});
-  r.add(
-      {"ReduceLogSumExp", "reduce", [](const KernelContext& c, const Tensors& in) {
-         // Stable: log(sum(exp(x - max))) + max, with max from a first reduction.
-         auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id})[0];
-         const Tensor& x = input(c, in, 0);
-         auto axes = reduce_axes(c, in, x.rank()).axes;
-         Shape kept = x.shape();
-         for (auto a : axes) kept[a] = 1;
-         auto map = broadcast_map(kept, x.shape());
-         auto m = mx.to_f64();
-         auto vx = x.to_f64();
-         std::vector<double> s(m.size(), 0.0);
-         for (std::int64_t i = 0; i < x.numel(); ++i) {
-           double mm = std::isfinite(m[map[i]]) ? m[map[i]] : 0.0;
-           s[map[i]] += std::exp(vx[i] - mm);
-         }
-         for (std::size_t g = 0; g < s.size(); ++g)
-           s[g] = std::log(s[g]) + (std::isfinite(m[g]) ? m[g] : 0.0);
-         return Tensors{Tensor::from_f64(s, mx.shape(), x.dtype())};
-       }});
-  r.add({"ArgMax", "reduce",
-         [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, true); }});
-  r.add({"ArgMin", "reduce",
-         [](const KernelContext& c, const Tensors& in) { return arg_reduce(c, in, false); }});
-  r.add({"TopK", "reduce", topk});
-  r.add({"CumSum", "reduce", cumsum});
-  r.add({"Softmax", "reduce", [](const KernelContext& c, const Tensors& in) {
-           return softmax(c, in, SoftmaxKind::Softmax);
-         }});
-  r.add({"LogSoftmax", "reduce", [](const KernelContext& c, const Tensors& in) {
-           return softmax(c, in, SoftmaxKind::LogSoftmax);
-         }});
-  r.add({"Hardmax", "reduce", [](const KernelContext& c, const Tensors& in) {
-           return softmax(c, in, SoftmaxKind::Hardmax);
-         }});
-
-  register_reduce_vjps(r);
-
   using namespace error_models;
-  for (const char* t : {"ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "Hardmax"})
-    r.set_error_model(t, exact());
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
-  for (const char* t : {"Softmax", "LogSoftmax", "ReduceLogSumExp"})
-    r.set_domain(t, {{0}, [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; }});
-  r.set_danger(
-      "Softmax",
-      {danger::output_underflow("probability rounds to 0 (logit gap above about 104 in float32)")});
-  // LogSoftmax and ReduceLogSumExp subtract the maximum: finite for every finite input.
-  r.set_domain("ReduceLogSum", {{0}, [](const Node&) { return std::vector<double>{0, 1}; }});
-  r.set_danger("ReduceLogSum",
-               {danger::group_sum_below_zero(DangerKind::LogDomain, 0, reduction_members,
-                                             "sum reaches 0 (-inf) or below (NaN)")});
-  for (const char* t : {"ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "CumSum"})
-    r.set_danger(t, {danger::output_overflow()});
-  r.set_danger("ReduceProd", {danger::output_overflow(),
-                              danger::output_underflow(
-                                  "product of nonzero terms rounds to 0",
-                                  [](const KernelContext& c, const Tensors& in, const Tensors&) {
-                                    auto v = in[0].to_f64();
-                                    std::vector<bool> exact;
-                                    for (const auto& g : reduction_members(c, in)) {
-                                      bool zero = false;
-                                      for (auto e : g) zero |= v[e] == 0;
-                                      exact.push_back(zero);
-                                    }
-                                    return exact;
-                                  })});
-  auto reduced = [](const KernelContext& c, const Tensors& in) {
-    const Tensor& x = in[0];
-    auto ra = reduce_axes(c, in, x.rank());
-    if (ra.noop) return 1.0;
-    double n = 1;
-    for (auto a : ra.axes) n *= static_cast<double>(x.shape()[a]);
-    return n;
-  };
-  r.set_error_model("ReduceSum", accumulation(reduced, "kappa(n) * sum|x|, 1 ulp", 1));
-  r.set_error_model("ReduceMean", accumulation(reduced, "kappa(n) * mean|x|, 2 ulp"));
-  r.set_error_model("ReduceL1", accumulation(reduced, "kappa(n) * |y|, 1 ulp", 1));
-  r.set_error_model("ReduceSumSquare", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
-  r.set_error_model("ReduceL2", accumulation(reduced, "kappa(n) * |y|, 4 ulp", 4));
-  r.set_error_model("ReduceProd", accumulation(reduced, "kappa(n) * |y|, 2 ulp"));
-  r.set_error_model("ReduceLogSum",
-                    condition(
-                        [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
-                                  const AccumulationBound& bound) {
-                          // log of an n-term sum: absolute error kappa(n) * sum|x| / |sum x|.
-                          auto sum_abs = OpRegistry::instance()
-                                             .find("ReduceSum")
-                                             ->reference(c, absolute_f64(in))[0]
-                                             .to_f64();
-                          auto y = ref[0].to_f64();
-                          double k = bound.kappa(reduced(c, in));
-                          for (std::size_t i = 0; i < y.size(); ++i)
-                            y[i] = k * sum_abs[i] / std::exp(y[i]) + 2 * std::fabs(y[i]);
-                          return Magnitudes{y};
-                        },
-                        "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"));
-  r.set_error_model("CumSum", accumulation(
-                                  [](const KernelContext& c, const Tensors& in) {
-                                    const Tensor& x = in[0];
-                                    auto axis = in[1].to_f64().at(0);
-                                    auto a =
-                                        norm_axis(c, static_cast<std::int64_t>(axis), x.rank());
-                                    return static_cast<double>(x.shape()[a]);
-                                  },
-                                  "kappa(axis length) * cumsum(|x|), 1 ulp", 1));
-  r.set_error_model("Softmax", condition(
-                                   [](const KernelContext& c, const Tensors& in, const Tensors&,
-                                      const AccumulationBound& bound) {
-                                     AxisSplit split = softmax_split(c, in[0].shape());
-                                     return Magnitudes{softmax_magnitude(
-                                         in[0].to_f64(), split,
-                                         bound.kappa(static_cast<double>(split.n)), false)};
-                                   },
-                                   "p_i * (|x_i - m| + sum_j p_j |x_j - m| + kappa(n) + 4)"
-                                   " with m = max x, 4 ulp"));
-  r.set_error_model(
-      "LogSoftmax",
-      condition(
-          [](const KernelContext& c, const Tensors& in, const Tensors&,
-             const AccumulationBound& bound) {
-            AxisSplit split = softmax_split(c, in[0].shape());
-            return Magnitudes{softmax_magnitude(in[0].to_f64(), split,
-                                                bound.kappa(static_cast<double>(split.n)), true)};
-          },
-          "|x_i| + |m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2 |log S| + 2 |y_i|, 4 ulp"));
-  r.set_backward_error_model(
-      "Softmax",
-      [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-         const AccumulationBound& bound) {
-        return softmax_vjp_magnitude(c, in, out, grads, bound, SoftmaxKind::Softmax);
-      },
-      "|y_j| ((kappa(n) + 2) sum_k |g_k y_k| + 2|g_j|), 1 ulp", 1);
-  r.set_backward_error_model(
-      "LogSoftmax",
-      [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-         const AccumulationBound& bound) {
-        return softmax_vjp_magnitude(c, in, out, grads, bound, SoftmaxKind::LogSoftmax);
-      },
-      "exp(y_j) (kappa(n) sum|g| + 6|sum g|) + |g_j|, 1 ulp", 1);
-  r.set_error_model("ReduceLogSumExp",
-                    condition(
-                        [reduced](const KernelContext& c, const Tensors& in, const Tensors& ref,
-                                  const AccumulationBound& bound) {
-                          // m + log(sum exp(x - m)): the same terms as LogSoftmax, per reduced
-                          // group.
-                          const Tensor& x = in[0];
-                          auto axes = reduce_axes(c, in, x.rank()).axes;
-                          Shape kept = x.shape();
-                          for (auto a : axes) kept[a] = 1;
-                          auto map = broadcast_map(kept, x.shape());
-                          auto vx = x.to_f64();
-                          auto y = ref[0].to_f64();
-                          std::vector<double> m(y.size(), -kInf), wsum(y.size(), 0.0);
-                          for (std::int64_t i = 0; i < x.numel(); ++i)
-                            m[map[i]] = std::max(m[map[i]], vx[i]);
-                          for (std::int64_t i = 0; i < x.numel(); ++i) {
-                            double p = std::isfinite(y[map[i]]) ? std::exp(vx[i] - y[map[i]]) : 0;
-                            if (p > 0)
-                              wsum[map[i]] += p * (std::fabs(vx[i]) + std::fabs(m[map[i]]));
-                          }
-                          double k = bound.kappa(reduced(c, in));
-                          for (std::size_t g = 0; g < y.size(); ++g)
-                            y[g] = std::fabs(m[g]) + wsum[g] + k + 2 * std::fabs(y[g]);
-                          return Magnitudes{y};
-                        },
-                        "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"));
+  auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
+
+  r.op("ReduceSum", "reduce", reduction({0.0, add, id}))
+      .vjp(reduce_vjp([](double, double, double) { return 1.0; }))
+      .error(accumulation(reduced_count, "kappa(n) * sum|x|, 1 ulp", 1))
+      .danger({danger::output_overflow()});
+
+  r.op("ReduceMean", "reduce",
+       reduction({0.0, add, [](double a, std::int64_t n) { return a / static_cast<double>(n); }}))
+      .vjp(reduce_vjp([](double, double, double n) { return 1 / n; }))
+      .error(accumulation(reduced_count, "kappa(n) * mean|x|, 2 ulp"));
+
+  r.op("ReduceMax", "reduce", reduction({-kInf, nan_max, id}))
+      .vjp(reduce_select_vjp())
+      .subgradient(reduce_select_subgradient)
+      .error(exact());
+
+  r.op("ReduceMin", "reduce", reduction({kInf, nan_min, id}))
+      .vjp(reduce_select_vjp())
+      .subgradient(reduce_select_subgradient)
+      .error(exact());
+
+  r.op("ReduceProd", "reduce", reduction({1.0, [](double a, double x) { return a * x; }, id}))
+      .vjp(reduce_prod_vjp)
+      .error(accumulation(reduced_count, "kappa(n) * |y|, 2 ulp"))
+      .danger({danger::output_overflow(),
+               danger::output_underflow("product of nonzero terms rounds to 0", product_has_zero)});
+
+  r.op("ReduceL1", "reduce",
+       reduction({0.0, [](double a, double x) { return a + std::fabs(x); }, id}))
+      .vjp(reduce_vjp([](double x, double, double) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }))
+      .subgradient(norm_subgradient(true))
+      .error(accumulation(reduced_count, "kappa(n) * |y|, 1 ulp", 1))
+      .danger({danger::output_overflow()});
+
+  r.op("ReduceL2", "reduce",
+       reduction({0.0, add_square, [](double a, std::int64_t) { return std::sqrt(a); }}))
+      .vjp(reduce_vjp([](double x, double y, double) { return y > 0 ? x / y : 0.0; }))
+      .subgradient(norm_subgradient(false))
+      .error(accumulation(reduced_count, "kappa(n) * |y|, 4 ulp", 4))
+      .danger({danger::output_overflow()});
+
+  r.op("ReduceSumSquare", "reduce", reduction({0.0, add_square, id}))
+      .vjp(reduce_vjp([](double x, double, double) { return 2 * x; }))
+      .error(accumulation(reduced_count, "kappa(n) * |y|, 2 ulp"))
+      .danger({danger::output_overflow()});
+
+  r.op("ReduceLogSum", "reduce",
+       reduction({0.0, add, [](double a, std::int64_t) { return std::log(a); }}))
+      .vjp(reduce_vjp([](double, double y, double) { return std::exp(-y); }))
+      .error(condition(reduce_log_sum_magnitude, "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"))
+      .domain({{0},
+               [](const Node&) {
+                 return std::vector<double>{0, 1};
+               }})
+      .danger({danger::group_sum_below_zero(DangerKind::LogDomain, 0, reduction_members,
+                                            "sum reaches 0 (-inf) or below (NaN)")});
+
+  // Subtracts the maximum: finite for every finite input.
+  r.op("ReduceLogSumExp", "reduce", reduce_log_sum_exp)
+      .vjp(reduce_vjp([](double x, double y, double) { return std::exp(x - y); }))
+      .error(condition(reduce_log_sum_exp_magnitude,
+                       "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"))
+      .domain({{0}, exp_domain});
+
+  r.op("ArgMax", "reduce", [](const KernelContext& c, const Tensors& in) {
+     return arg_reduce(c, in, true);
+   }).error(exact());
+
+  r.op("ArgMin", "reduce", [](const KernelContext& c, const Tensors& in) {
+     return arg_reduce(c, in, false);
+   }).error(exact());
+
+  r.op("TopK", "reduce", topk).vjp(topk_vjp).subgradient(topk_subgradient).error(exact());
+
+  r.op("CumSum", "reduce", cumsum)
+      .vjp(cumsum_vjp)
+      .error(accumulation(cumsum_length, "kappa(axis length) * cumsum(|x|), 1 ulp", 1))
+      .danger({danger::output_overflow()});
+
+  register_softmax_ops(r);
 }
 
 }  // namespace metaop

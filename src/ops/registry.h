@@ -108,6 +108,7 @@ void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);
 void register_norm_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
+void register_softmax_ops(OpRegistry& r);  // called by register_reduce_ops
 void register_shape_ops(OpRegistry& r);
 void register_index_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);

@@ -1,0 +1,367 @@
+// Normalization meta operators over trailing dims or windows: LayerNormalization,
+// MeanVarianceNormalization and LRN, each op's forward, error model, VJP and its error model,
+// and danger zones together (shared helpers in ops/norm_util.h).
+#include <cmath>
+
+#include "ops/kernel_util.h"
+#include "ops/norm_util.h"
+#include "ops/params.h"
+#include "ops/vjp_util.h"
+
+namespace metaop {
+
+namespace {
+
+Tensors layer_norm(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input X");
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  double eps = c.node.attr_f("epsilon", 1e-5);
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  const Tensor& sc = input(c, in, 1);
+  auto scale = sc.to_f64();
+  auto smap = broadcast_map(sc.shape(), norm_shape);
+  std::vector<double> bias(static_cast<std::size_t>(inner), 0.0);
+  if (has_input(in, 2)) {
+    auto b = in[2].to_f64();
+    auto bmap = broadcast_map(in[2].shape(), norm_shape);
+    for (std::int64_t j = 0; j < inner; ++j) bias[j] = b[bmap[j]];
+  }
+  auto vx = x.to_f64();
+  std::vector<double> y(vx.size()), mean(static_cast<std::size_t>(outer)),
+      inv_std(static_cast<std::size_t>(outer));
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const double* xs = vx.data() + o * inner;
+    double m = 0, v = 0;
+    for (std::int64_t j = 0; j < inner; ++j) m += xs[j];
+    m /= static_cast<double>(inner);
+    for (std::int64_t j = 0; j < inner; ++j) v += (xs[j] - m) * (xs[j] - m);
+    v /= static_cast<double>(inner);
+    double is = 1.0 / std::sqrt(v + eps);
+    mean[o] = m;
+    inv_std[o] = is;
+    for (std::int64_t j = 0; j < inner; ++j)
+      y[o * inner + j] = (xs[j] - m) * is * scale[smap[j]] + bias[j];
+  }
+  Shape stat_shape = x.shape();
+  for (std::int64_t d = axis; d < x.rank(); ++d) stat_shape[d] = 1;
+  // Mean and InvStdDev come out in the stash type (float32 by default).
+  auto stash =
+      dtype_from_onnx(static_cast<int>(c.node.attr_i("stash_type", 1))).value_or(DType::Float32);
+  return {Tensor::from_f64(y, x.shape(), x.dtype()), Tensor::from_f64(mean, stat_shape, stash),
+          Tensor::from_f64(inv_std, stat_shape, stash)};
+}
+
+Tensors lrn(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
+         bias = c.node.attr_f("bias", 1.0);
+  std::int64_t size = c.node.attr_i("size");
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor and ceil of (size-1)/2
+  auto vx = x.to_f64();
+  std::vector<double> y(vx.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        double sq = 0;
+        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
+             ++k) {
+          double v = vx[(n * C + k) * S + j];
+          sq += v * v;
+        }
+        std::int64_t i = (n * C + ch) * S + j;
+        y[i] = vx[i] / std::pow(bias + alpha / static_cast<double>(size) * sq, beta);
+      }
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+Tensors mvn(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  std::vector<bool> reduced(x.rank(), false);
+  for (auto a : axes) reduced[a] = true;
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  std::int64_t groups = shape_numel(kept), per = x.numel() / std::max<std::int64_t>(groups, 1);
+  auto vx = x.to_f64();
+  std::vector<double> sum(groups, 0.0), sq(groups, 0.0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) sum[map[i]] += vx[i];
+  for (auto& s : sum) s /= static_cast<double>(per);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    sq[map[i]] += (vx[i] - sum[map[i]]) * (vx[i] - sum[map[i]]);
+  std::vector<double> y(vx.size());
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    y[i] = (vx[i] - sum[map[i]]) / (std::sqrt(sq[map[i]] / static_cast<double>(per)) + 1e-9);
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+// LayerNormalization's view of X: groups of `inner` elements (the dims from `axis` on), each
+// element's position in the normalized shape, and Scale (and B) per element.
+struct LayerNormLayout {
+  std::int64_t inner = 1;
+  std::size_t outer = 0;
+  Shape norm_shape;
+  std::vector<std::int64_t> group, pos;
+  std::vector<double> gamma, beta;
+};
+
+LayerNormLayout layer_norm_layout(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = in[0];
+  LayerNormLayout l;
+  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  for (std::int64_t d = axis; d < x.rank(); ++d) l.inner *= x.shape()[d];
+  l.norm_shape.assign(x.shape().begin() + axis, x.shape().end());
+  l.outer = static_cast<std::size_t>(x.numel() / std::max<std::int64_t>(l.inner, 1));
+  auto sc = in[1].to_f64();
+  auto smap = broadcast_map(in[1].shape(), l.norm_shape);
+  std::vector<double> b;
+  std::vector<std::int64_t> bmap;
+  if (has_input(in, 2)) {
+    b = in[2].to_f64();
+    bmap = broadcast_map(in[2].shape(), l.norm_shape);
+  }
+  auto n = static_cast<std::size_t>(x.numel());
+  l.group.resize(n);
+  l.pos.resize(n);
+  l.gamma.resize(n);
+  l.beta.assign(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    l.group[i] = static_cast<std::int64_t>(i) / l.inner;
+    l.pos[i] = static_cast<std::int64_t>(i) % l.inner;
+    l.gamma[i] = sc[smap[l.pos[i]]];
+    if (!b.empty()) l.beta[i] = b[bmap[l.pos[i]]];
+  }
+  return l;
+}
+
+Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  LayerNormLayout l = layer_norm_layout(c, in);
+  std::int64_t inner = l.inner;
+  NormGroups g;
+  g.group = l.group;
+  g.gamma = l.gamma;
+  g.beta = l.beta;
+  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.n = static_cast<double>(inner);
+  auto vx = x.to_f64();
+  Magnitudes m{norm_magnitude(vx, g, bound)};
+  // Mean: an n-term sum; InvStdDev: relative error of the variance.
+  double kappa = bound.kappa(g.n);
+  for (std::size_t o = 1; o < ref.size(); ++o) {
+    if (!ref[o].defined()) {
+      m.emplace_back();
+      continue;
+    }
+    auto r = ref[o].to_f64();
+    std::vector<double> cm(r.size());
+    for (std::size_t k = 0; k < r.size(); ++k) {
+      double mean_abs = 0;
+      for (std::int64_t j = 0; j < inner; ++j) mean_abs += std::fabs(vx[k * inner + j]);
+      mean_abs /= static_cast<double>(inner);
+      cm[k] = o == 1 ? kappa * mean_abs + 2 * std::fabs(r[k]) : (kappa + 4) * std::fabs(r[k]);
+    }
+    m.push_back(std::move(cm));
+  }
+  return m;
+}
+
+Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                         const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  NormGroups g;
+  g.group = broadcast_map(kept, x.shape());
+  g.gamma.assign(x.numel(), 1.0);
+  g.beta.assign(x.numel(), 0.0);
+  g.n = static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept));
+  return {norm_magnitude(x.to_f64(), g, bound)};
+}
+
+Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& ref,
+                         const AccumulationBound& bound) {
+  double beta = c.node.attr_f("beta", 0.75);
+  double kappa = bound.kappa(static_cast<double>(c.node.attr_i("size")));
+  auto y = ref[0].to_f64();
+  for (auto& v : y) v = std::fabs(v) * (4 + std::fabs(beta) * (kappa + 4));
+  return {y};
+}
+
+Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+  const Tensor& x = in[0];
+  LayerNormLayout l = layer_norm_layout(c, in);
+  auto vx = x.to_f64();
+  const auto &group = l.group, &pmap = l.pos;
+  const auto& gamma = l.gamma;
+  const Shape& norm_shape = l.norm_shape;
+  std::int64_t inner = l.inner;
+  std::size_t outer = l.outer;
+  double eps = c.node.attr_f("epsilon", 1e-5);
+  NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
+  // Mean and InvStdDev outputs, when they receive gradients.
+  if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
+    auto gm = grads[1].to_f64();
+    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] += gm[group[i]] / inner;
+  }
+  if (out.size() > 2 && grads.size() > 2 && grads[2].defined()) {
+    auto gi = grads[2].to_f64();
+    for (std::size_t i = 0; i < vx.size(); ++i) {
+      auto k = group[i];
+      double is = 1 / std::sqrt(ng.var[k] + eps);
+      ng.dx[i] -= gi[k] * is * is * is * (vx[i] - ng.mean[k]) / inner;
+    }
+  }
+  Tensors r(in.size());
+  r[0] = grad_like(ng.dx, x);
+  auto per_param = [&](const std::vector<double>& v, const Tensor& p) {
+    auto full = sum_into(v, pmap, static_cast<std::size_t>(inner));
+    return grad_like(unbroadcast(full, norm_shape, p.shape()), p);
+  };
+  r[1] = per_param(ng.dgamma, in[1]);
+  if (has_input(in, 2)) r[2] = per_param(ng.dbeta, in[2]);
+  return r;
+}
+
+// MeanVarianceNormalization: y = d / (s + 1e-9), d = x - mean, s = sqrt(mean(d^2)) per group:
+// dL/dd_k = g_k / (s + e) - d_k sum_i(g_i d_i) / (n s (s + e)^2), then centred.
+Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  const Tensor& x = in[0];
+  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  Shape kept = x.shape();
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, x.shape());
+  auto groups = static_cast<std::size_t>(shape_numel(kept));
+  double n = static_cast<double>(x.numel()) / std::max<double>(1, static_cast<double>(groups));
+  auto vx = x.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> mean(groups, 0.0), sq(groups, 0.0), gd(groups, 0.0), sum_dd(groups, 0.0);
+  for (std::size_t i = 0; i < vx.size(); ++i) mean[map[i]] += vx[i] / n;
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    double d = vx[i] - mean[map[i]];
+    sq[map[i]] += d * d / n;
+    gd[map[i]] += g[i] * d;
+  }
+  std::vector<double> dd(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = map[i];
+    double s = std::sqrt(sq[k]), e = s + 1e-9, d = vx[i] - mean[k];
+    dd[i] = g[i] / e - (s > 0 ? d * gd[k] / (n * s * e * e) : 0.0);
+    sum_dd[k] += dd[i];
+  }
+  for (std::size_t i = 0; i < vx.size(); ++i) dd[i] -= sum_dd[map[i]] / n;
+  return {grad_like(dd, x)};
+}
+
+// LRN: y_i = x_i D_i^-beta, D_i = bias + alpha/size * sum_{k in win(i)} x_k^2, so
+// dx_j = g_j D_j^-beta - 2 alpha beta / size * x_j * sum_{i: j in win(i)} g_i x_i D_i^(-beta-1).
+Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  const Tensor& x = in[0];
+  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
+         bias = c.node.attr_f("bias", 1.0);
+  std::int64_t size = c.node.attr_i("size");
+  std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
+  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  auto vx = x.to_f64(), g = grad_of(grads, out, 0);
+  std::vector<double> D(vx.size()), gx(vx.size());
+  auto at = [&](std::int64_t n, std::int64_t ch, std::int64_t j) { return (n * C + ch) * S + j; };
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        double sq = 0;
+        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
+             ++k)
+          sq += vx[at(n, k, j)] * vx[at(n, k, j)];
+        D[at(n, ch, j)] = bias + alpha / static_cast<double>(size) * sq;
+      }
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        double acc = 0;  // channels i whose window holds ch: i in [ch - hi, ch + lo]
+        for (std::int64_t i = std::max<std::int64_t>(0, ch - hi); i <= std::min(C - 1, ch + lo);
+             ++i)
+          acc += g[at(n, i, j)] * vx[at(n, i, j)] * std::pow(D[at(n, i, j)], -beta - 1);
+        std::int64_t p = at(n, ch, j);
+        gx[p] = g[p] * std::pow(D[p], -beta) -
+                2 * alpha * beta / static_cast<double>(size) * vx[p] * acc;
+      }
+  return {grad_like(gx, x)};
+}
+
+Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                    const Tensors& grads, const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  LayerNormLayout l = layer_norm_layout(c, in);
+  auto vx = x.to_f64();
+  double eps = c.node.attr_f("epsilon", 1e-5), n = static_cast<double>(l.inner);
+  double kappa_n = bound.kappa(n);
+  auto nm =
+      normalize_vjp_magnitude(vx, l.group, l.outer, l.gamma, eps, grad_of(grads, out, 0), kappa_n);
+  Magnitudes m(in.size());
+  m[0] = nm.dx;
+  // Mean and InvStdDev outputs with gradients: dx += gm / n - gi (x - mean) / (n sigma^3).
+  bool gmean = out.size() > 1 && grads.size() > 1 && grads[1].defined();
+  bool ginv = out.size() > 2 && grads.size() > 2 && grads[2].defined();
+  std::vector<double> gm = gmean ? grads[1].to_f64() : std::vector<double>(),
+                      gi = ginv ? grads[2].to_f64() : std::vector<double>();
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = l.group[i];
+    if (gmean) m[0][i] += 3 * std::fabs(gm[k]) / n;
+    if (ginv) {
+      double is = 1 / std::sqrt(nm.var[k] + eps), d = vx[i] - nm.mean[k];
+      m[0][i] += std::fabs(gi[k]) * is * is * is *
+                 (std::fabs(vx[i]) + std::fabs(nm.mean[k]) + kappa_n * std::sqrt(nm.var[k]) +
+                  (1.5 * kappa_n + 8) * std::fabs(d)) /
+                 n;
+    }
+  }
+  // Scale and B gather one term per group (outer of them) for each normalized position.
+  double kappa = bound.kappa(static_cast<double>(l.outer));
+  auto per_param = [&](const std::vector<double>& abs_terms, const std::vector<double>& err,
+                       const Tensor& p) {
+    auto full = param_magnitude(abs_terms, err, l.pos, static_cast<std::size_t>(l.inner), kappa);
+    return unbroadcast(full, l.norm_shape, p.shape());
+  };
+  m[1] = per_param(nm.dgamma_abs, nm.dgamma_err, in[1]);
+  if (has_input(in, 2)) m[2] = per_param(nm.dbeta_abs, {}, in[2]);
+  return m;
+}
+
+}  // namespace
+
+void register_layer_norm_ops(OpRegistry& r) {
+  using error_models::condition;
+  r.op("LayerNormalization", "norm", layer_norm)
+      .vjp(layer_norm_vjp)
+      .error(condition(layer_norm_magnitude, std::string(kNormDoc) +
+                                                 "; Mean: kappa(n)*mean|x|; InvStdDev: "
+                                                 "(kappa(n)+4)*|r|"))
+      .backward_error(layer_norm_vjp_magnitude,
+                      std::string(kNormBackwardDoc) + "; Mean and InvStdDev gradients added")
+      .danger({zero_variance(
+          [](const KernelContext& c, const Tensors& in) {
+            return groups_of(layer_norm_layout(c, in).group);
+          },
+          "epsilon is 0 and a normalized group is constant (0/0)")});
+
+  // MVN adds 1e-9 to the deviation and LRN's bias is positive by default: no 0/0.
+  r.op("MeanVarianceNormalization", "norm", mvn)
+      .vjp(mvn_vjp)
+      .error(condition(mvn_magnitude, std::string(kNormDoc) + " (gamma = 1, beta = 0)"));
+
+  r.op("LRN", "norm", lrn)
+      .vjp(lrn_vjp)
+      .error(condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
+}
+
+}  // namespace metaop
