@@ -2,11 +2,13 @@
 """`metaop ops --json` is a list of {op, binding, forward, backward, dtypes, error_model, reason};
 every "no" carries a reason, every op has an error model, and each binding's coverage is exactly
 what the project claims: CLAIMS below and the README's binding table, both checked against
-`metaop ops` (a claim that grows or shrinks is a change to make on purpose, in all three).
+`metaop ops` (a claim that grows or shrinks is a change to make on purpose, in all three); the
+fault benchmark's op lists name registered ops.
 
 Usage: /usr/bin/python3 check_ops_json.py METAOP README.md
 """
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -67,5 +69,14 @@ for line in open(sys.argv[2]):
 for b in sorted(counts):
     check(readme.get(b) == counts[b],
           f"README's binding table: {b} {readme.get(b)} = metaop ops {counts[b]}")
+
+# The fault benchmark's op lists (bench/faults.py) name registered ops: a misspelled one would
+# silently never be injected.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "bench"))
+import faults  # noqa: E402
+
+registered = {r["op"] for r in rows}
+named = set(faults.SKIP_GENERIC).union(*(v for v in faults.FAULTS.values() if v))
+check(named <= registered, f"bench/faults.py names registered ops (not: {sorted(named - registered)})")
 print(f"{checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

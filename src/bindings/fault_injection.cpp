@@ -9,6 +9,7 @@
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
 #include "ops/params.h"
+#include "ops/registry.h"
 
 namespace metaop {
 
@@ -47,6 +48,12 @@ const std::vector<FaultInfo>& fault_catalog() {
       {"stale_state", "update: the optimizer state not written back", {}},
       {"update_nan", "update: NaN in the new weight's element of largest magnitude", {}},
   };
+  static const bool checked = [] {
+    for (const auto& f : catalog)
+      for (const auto& op : f.op_types) require_registered(op, "fault '" + f.name + "'");
+    return true;
+  }();
+  (void)checked;
   return catalog;
 }
 

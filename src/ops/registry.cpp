@@ -70,6 +70,11 @@ void OpRegistry::add(MetaOp op, Where where) {
   ops_.emplace(std::move(t), std::move(op));
 }
 
+void require_registered(const std::string& type, const std::string& what) {
+  if (!OpRegistry::instance().find(type))
+    fail("internal: {} names '{}', which is not a registered meta op", what, type);
+}
+
 MetaOp& OpRegistry::at(const std::string& type, const char* concern) {
   auto it = ops_.find(type);
   if (it == ops_.end()) fail("internal: {} for unknown meta op {}", concern, type);

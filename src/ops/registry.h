@@ -99,6 +99,12 @@ class OpRegistry {
   std::map<std::string, MetaOp> ops_;
 };
 
+// Fails (an internal error naming `what` and the key) unless `type` is a registered meta op.
+// Every table or list keyed by op type outside the registry (binding kernels, the fault catalog)
+// checks its keys with it, so that a misspelled key is an error rather than an op silently
+// "unsupported".
+void require_registered(const std::string& type, const std::string& what);
+
 // One registration function per family file.
 void register_elementwise_ops(OpRegistry& r);
 void register_unary_ops(OpRegistry& r);   // called by register_elementwise_ops

@@ -734,9 +734,7 @@ const std::map<std::string, Kernel>& kernels() {
     add("Transpose", transpose_fwd);
     add("PRelu", prelu_fwd);
     add("Resize", resize_fwd);
-    for (const auto& [op, k] : t)
-      if (!OpRegistry::instance().find(op))
-        fail("internal: oneDNN kernel for unknown meta op {}", op);
+    for (const auto& [op, k] : t) require_registered(op, "the oneDNN kernel table");
     return t;
   }();
   return m;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "graph/onnx_io.h"
+#include "ops/registry.h"
 
 namespace metaop {
 
@@ -106,6 +107,11 @@ const std::set<std::string>& opencv_ops() {
                                             "Transpose",
                                             "Unsqueeze",
                                             "Upsample"};
+  static const bool checked = [] {
+    for (const auto& op : ops) require_registered(op, "the OpenCV op list");
+    return true;
+  }();
+  (void)checked;
   return ops;
 }
 

@@ -46,7 +46,7 @@ class TorchTable {
   void add(const std::string& op, TorchOp k,
            std::source_location loc = std::source_location::current()) {
     k.where = loc;
-    if (!OpRegistry::instance().find(op)) fail("internal: torch kernel for unknown meta op {}", op);
+    require_registered(op, "the torch kernel table");
     if (!ops.emplace(op, std::move(k)).second) fail("internal: torch kernel {} twice", op);
   }
   std::map<std::string, TorchOp> ops;

@@ -1,0 +1,172 @@
+// Unit tests of the training diagnosis: monitors over windows and the static checks.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "analysis/accuracy.h"
+#include "analysis/diagnose_monitor.h"
+#include "analysis/diagnose_static.h"
+#include "bindings/isolate.h"
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "ops/error_model.h"
+#include "ops/kernel_util.h"
+#include "ops/linear_util.h"
+#include "ops/optimizer.h"
+#include "ops/registry.h"
+#include "tensor/heap.h"
+#include "tensor/npy.h"
+#include "tensor/tensor_proto.h"
+#include "unit_util.h"
+
+using namespace metaop;
+using namespace metaop::unit;
+
+namespace {
+
+// x -> Gemm(fc) -> h -> ACT(act) -> y, with a trainable weight and bias; with `hidden`, one more
+// layer y -> Gemm(fc2) -> z makes z the output.
+Graph activation_graph(const std::string& act, bool hidden = true) {
+  Graph g;
+  g.path = "unit";
+  g.opset = 17;
+  ValueInfo x;
+  x.name = "x";
+  x.dtype = DType::Float32;
+  g.inputs = {x};
+  ValueInfo y = x;
+  y.name = "y";
+  g.outputs = {y};
+  g.initializers["W"] = Tensor::from_f64(std::vector<double>(16, 0.1), {4, 4}, DType::Float32);
+  g.initializers["b"] = Tensor::from_f64(std::vector<double>(4, 0.0), {4}, DType::Float32);
+  g.nodes.push_back({"fc", "Gemm", "", {"x", "W", "b"}, {"h"}, {}});
+  g.nodes.push_back({"act", act, "", {"h"}, {"y"}, {}});
+  if (!hidden) return g;
+  g.outputs[0].name = "z";
+  g.initializers["W2"] = g.initializers["W"];
+  g.nodes.push_back({"fc2", "Gemm", "", {"y", "W2"}, {"z"}, {}});
+  return g;
+}
+
+// One step whose forward holds h and y ([2, 4]); weights unchanged, zero gradients.
+struct FakeStep {
+  RunResult forward;
+  std::map<std::string, Tensor> grads, weights;
+  FakeStep(const Graph& g, const std::vector<double>& h, const std::vector<double>& y) {
+    forward.values["h"] = Tensor::from_f64(h, {2, 4}, DType::Float32);
+    forward.values["y"] = Tensor::from_f64(y, {2, 4}, DType::Float32);
+    weights = g.initializers;
+    for (const auto& [k, t] : weights) grads[k] = Tensor(t.dtype(), t.shape());
+  }
+  StepView view(const Graph& g, std::size_t step, double loss) const {
+    return {step, 0, loss, &g, &forward, &grads, &weights, &weights};
+  }
+};
+
+}  // namespace
+
+TEST(Diagnose, DeadReluIsJudgedOverTheWholeWindow) {
+  Graph g = activation_graph("Relu");
+  TrainConfig c;
+  c.batch_size = 2;
+  c.epochs = 1;  // 4 samples: 2 steps, one window
+  for (double unit2 : {0.0, 1.0}) {
+    TrainMonitor m(g, c, 4, {});
+    // Units 0-2 output 0 on the first batch; on the second, unit 2 may come alive.
+    FakeStep s1(g, std::vector<double>(8, -1), {0, 0, 0, 1, 0, 0, 0, 2});
+    FakeStep s2(g, std::vector<double>(8, -1), {0, 0, unit2, 1, 0, 0, 0, 1});
+    m.observe(s1.view(g, 1, 1.0));
+    m.observe(s2.view(g, 2, 1.0));
+    m.finish();
+    const Symptom* d = m.record().first("dead_relu");
+    if (unit2 == 0) {  // 3 of 4 units dead over the window: 0.75 >= 0.7
+      ASSERT_NE(d, nullptr);
+      EXPECT_EQ(d->node, "act");
+      EXPECT_DOUBLE_EQ(d->value, 0.75);
+      EXPECT_EQ(d->step, 2u);
+    } else {  // 2 of 4
+      EXPECT_EQ(d, nullptr);
+    }
+    EXPECT_DOUBLE_EQ(m.record().activations.at(0).per_step.at(0), 0.75);
+  }
+}
+
+TEST(Diagnose, SaturationCountsPreactivationsBeyondFiveAndOutputsNearAnAsymptote) {
+  // A saturated output Sigmoid is a confident prediction: not watched.
+  {
+    Graph out = activation_graph("Sigmoid", false);
+    TrainConfig c;
+    TrainMonitor m(out, c, 2, {});
+    EXPECT_TRUE(m.record().activations.empty());
+  }
+  Graph g = activation_graph("Sigmoid");
+  TrainConfig c;
+  c.batch_size = 2;
+  c.epochs = 1;
+  TrainMonitor m(g, c, 2, {});
+  // 5 of 8 pre-activations beyond +-5 (outputs follow), one more output within 1e-3 of 1.
+  std::vector<double> h{6, -7, 5.5, 9, -6, 0, 1, 2}, y(8);
+  for (std::size_t i = 0; i < 8; ++i) y[i] = 1 / (1 + std::exp(-h[i]));
+  y[7] = 0.9995;
+  FakeStep s(g, h, y);
+  m.observe(s.view(g, 1, 1.0));
+  m.finish();
+  const Symptom* sat = m.record().first("saturation");
+  ASSERT_NE(sat, nullptr);
+  EXPECT_DOUBLE_EQ(sat->value, 0.75);  // 6 of 8 > 0.5
+}
+
+TEST(Diagnose, LossWindowsStagnantSlowAndHealthy) {
+  Graph g = activation_graph("Relu");
+  TrainConfig c;
+  c.batch_size = 2;
+  c.epochs = 6;  // 2 samples: one step per epoch
+  auto run = [&](const std::vector<double>& losses) {
+    TrainMonitor m(g, c, 2, {});
+    FakeStep s(g, std::vector<double>(8, 1), std::vector<double>(8, 1));
+    for (std::size_t i = 0; i < losses.size(); ++i) m.observe(s.view(g, i + 1, losses[i]));
+    m.finish();
+    return m.record();
+  };
+  auto flat = run({1.1, 1.1, 1.1, 1.1, 1.1, 1.1});
+  EXPECT_TRUE(flat.has("stagnant_loss"));
+  EXPECT_TRUE(flat.has("slow_convergence"));
+  // 0.5% of the first epoch's loss per epoch: slow, but it moves (not stagnant).
+  auto slow = run({1.0, 0.995, 0.99, 0.985, 0.98, 0.975});
+  EXPECT_TRUE(slow.has("slow_convergence"));
+  EXPECT_FALSE(slow.has("stagnant_loss"));
+  auto learning = run({1.1, 0.8, 0.6, 0.5, 0.45, 0.42});
+  EXPECT_TRUE(learning.symptoms.empty());
+  // Converged (below 10% of the first epoch's loss): not judged, however flat.
+  EXPECT_TRUE(run({1.0, 0.05, 0.05, 0.05, 0.05, 0.05}).symptoms.empty());
+  auto up = run({1.0, 5.0, 12.0, 20.0, 40.0, 80.0});
+  ASSERT_TRUE(up.has("exploding_loss"));
+  EXPECT_EQ(up.first("exploding_loss")->step, 3u);  // 12 > 10 x 1.0
+}
+
+TEST(Diagnose, StaticChecksFeatureScaleLabelsAndTheOutputAgainstTheLoss) {
+  Graph g = activation_graph("Softmax", false);
+  g.outputs[0].dims = std::vector<std::int64_t>{-1, 4};
+  // Feature 2 is a thousand times the others.
+  std::vector<double> x(40);
+  for (std::size_t i = 0; i < 40; ++i) x[i] = (i % 4 == 2 ? 1000.0 : 1.0) * std::sin(i + 1.0);
+  Tensor X = Tensor::from_f64(x, {10, 4}, DType::Float32);
+  Tensor Y = Tensor::from_i64({1, 2, 3, 4, 1, 2, 3, 4, 1, 2}, {10});
+  StaticChecks c = static_checks(g, X, Y, LossKind::CrossEntropy);
+  EXPECT_EQ(c.off_scale, (std::vector<std::int64_t>{2}));
+  EXPECT_FALSE(c.trainable);  // label 4 of 4 classes
+  bool labels = false, softmax = false;
+  for (const auto& d : c.definite) {
+    labels |= d.input == "labels" && d.fix.kind == "shift_labels" && d.fix.shift == -1;
+    softmax |= d.category == "loss" && d.node == "act" && d.fix.kind == "remove_node";
+  }
+  EXPECT_TRUE(labels);
+  EXPECT_TRUE(softmax);
+  ASSERT_EQ(c.layers.size(), 1u);
+  EXPECT_NEAR(c.layers[0].gain, 0.1 * 2, 1e-6);  // rms 0.1, fan_in 4
+}

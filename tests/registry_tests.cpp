@@ -1,0 +1,213 @@
+// Unit tests of the op registry: the required ops, and every table or list keyed by op type
+// naming registered ops only.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "analysis/accuracy.h"
+#include "analysis/diagnose_monitor.h"
+#include "analysis/diagnose_static.h"
+#include "bindings/binding.h"
+#include "bindings/fault_injection.h"
+#include "bindings/isolate.h"
+#include "engine/executor.h"
+#include "graph/onnx_io.h"
+#include "ops/error_model.h"
+#include "ops/kernel_util.h"
+#include "ops/linear_util.h"
+#include "ops/optimizer.h"
+#include "ops/registry.h"
+#include "tensor/heap.h"
+#include "tensor/npy.h"
+#include "tensor/tensor_proto.h"
+#include "unit_util.h"
+
+using namespace metaop;
+using namespace metaop::unit;
+
+TEST(Registry, CoversTheRequiredOps) {
+  const char* required[] = {"Add",
+                            "Sub",
+                            "Mul",
+                            "Div",
+                            "Pow",
+                            "Neg",
+                            "Abs",
+                            "Exp",
+                            "Log",
+                            "Sqrt",
+                            "Reciprocal",
+                            "Erf",
+                            "Sin",
+                            "Cos",
+                            "Tan",
+                            "Asin",
+                            "Acos",
+                            "Atan",
+                            "Sinh",
+                            "Cosh",
+                            "Asinh",
+                            "Acosh",
+                            "Atanh",
+                            "Floor",
+                            "Ceil",
+                            "Round",
+                            "Sign",
+                            "Min",
+                            "Max",
+                            "Mean",
+                            "Sum",
+                            "Clip",
+                            "Relu",
+                            "LeakyRelu",
+                            "PRelu",
+                            "Elu",
+                            "Selu",
+                            "Celu",
+                            "Sigmoid",
+                            "HardSigmoid",
+                            "HardSwish",
+                            "Softplus",
+                            "Softsign",
+                            "Tanh",
+                            "ThresholdedRelu",
+                            "Shrink",
+                            "Softmax",
+                            "LogSoftmax",
+                            "Hardmax",
+                            "MatMul",
+                            "Gemm",
+                            "Conv",
+                            "ConvTranspose",
+                            "MaxPool",
+                            "AveragePool",
+                            "GlobalAveragePool",
+                            "GlobalMaxPool",
+                            "LpPool",
+                            "BatchNormalization",
+                            "InstanceNormalization",
+                            "LayerNormalization",
+                            "LRN",
+                            "ReduceSum",
+                            "ReduceMean",
+                            "ReduceMax",
+                            "ReduceMin",
+                            "ReduceProd",
+                            "ReduceL1",
+                            "ReduceL2",
+                            "ReduceLogSum",
+                            "ReduceLogSumExp",
+                            "ReduceSumSquare",
+                            "ArgMax",
+                            "ArgMin",
+                            "TopK",
+                            "CumSum",
+                            "Reshape",
+                            "Flatten",
+                            "Transpose",
+                            "Squeeze",
+                            "Unsqueeze",
+                            "Concat",
+                            "Split",
+                            "Slice",
+                            "Gather",
+                            "GatherElements",
+                            "GatherND",
+                            "ScatterND",
+                            "ScatterElements",
+                            "Expand",
+                            "Tile",
+                            "Pad",
+                            "Resize",
+                            "DepthToSpace",
+                            "SpaceToDepth",
+                            "Shape",
+                            "Size",
+                            "Constant",
+                            "ConstantOfShape",
+                            "Range",
+                            "EyeLike",
+                            "OneHot",
+                            "Where",
+                            "Equal",
+                            "Less",
+                            "LessOrEqual",
+                            "Greater",
+                            "GreaterOrEqual",
+                            "Not",
+                            "And",
+                            "Or",
+                            "Xor",
+                            "IsNaN",
+                            "IsInf",
+                            "Cast",
+                            "CastLike",
+                            "Identity",
+                            "Dropout",
+                            "Mod",
+                            "Einsum",
+                            "NegativeLogLikelihoodLoss",
+                            "SoftmaxCrossEntropyLoss",
+                            "Trilu"};
+  for (const char* op : required) EXPECT_NE(OpRegistry::instance().find(op), nullptr) << op;
+}
+
+// A table keyed by a misspelled op type is an error, not an op silently "unsupported".
+TEST(Registry, AMisspelledKeyIsAnError) {
+  EXPECT_NO_THROW(require_registered("Softplus", "a test table"));
+  try {
+    require_registered("Softpluss", "a test table");
+    ADD_FAILURE() << "a misspelled op type was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'Softpluss'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a test table"), std::string::npos) << e.what();
+  }
+}
+
+// Every binding's tables check their keys when they are built (the first supports()); building
+// them here makes a misspelled key fail this test.
+TEST(Registry, EveryBindingsKernelsNameRegisteredOps) {
+  for (const auto& name : binding_names()) {
+    auto b = make_binding(name);
+    int supported = 0;
+    for (const auto& op : OpRegistry::instance().types()) {
+      EXPECT_NO_THROW(supported += b->supports(op).forward ? 1 : 0) << name << " " << op;
+      EXPECT_NO_THROW((void)b->where(op)) << name << " " << op;
+    }
+    EXPECT_GT(supported, 0) << name;
+  }
+}
+
+TEST(Registry, TheFaultCatalogNamesRegisteredOps) {
+  for (const auto& f : fault_catalog())
+    for (const auto& op : f.op_types)
+      EXPECT_NE(OpRegistry::instance().find(op), nullptr) << "fault " << f.name << ": " << op;
+}
+
+// The known-findings lists name an op in their second column (probe's optimizer findings:
+// update:RULE[/DTYPE]).
+TEST(Registry, TheKnownFindingsNameRegisteredOps) {
+  for (const char* file : {"tests/known_findings.txt", "tests/known_probe_findings.txt"}) {
+    std::ifstream in(std::string(METAOP_SOURCE_DIR) + "/" + file);
+    ASSERT_TRUE(in) << file;
+    std::string line;
+    int n = 0, entries = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      std::istringstream words(line);
+      std::string binding, op;
+      if (!(words >> binding >> op) || binding[0] == '#') continue;
+      ++entries;
+      EXPECT_NO_THROW((void)make_binding(binding)) << file << ":" << n;
+      if (op.rfind("update:", 0) == 0) continue;
+      EXPECT_NE(OpRegistry::instance().find(op), nullptr) << file << ":" << n << ": " << op;
+    }
+    EXPECT_GT(entries, 10) << file;
+  }
+}
