@@ -1,0 +1,97 @@
+#pragma once
+// The messages between MetaOp and the workers that run bindings isolated (isolate.h), both ends:
+// frames on the socket carrying a node and small headers, the tensors themselves in a shared
+// memory region. The caller's side is in isolate.cpp, the worker's loop in isolate_worker.cpp.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bindings/binding.h"
+#include "bindings/worker_io.h"
+
+namespace metaop::isolate {
+
+// --- frames: small headers, host byte order (both ends are this binary on this machine)
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(const std::string& s) {
+    put(static_cast<std::uint32_t>(s.size()));
+    buf_ += s;
+  }
+  void bytes(const void* p, std::size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string& buffer() { return buf_; }
+
+ private:
+  std::string buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& b) : buf_(b) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, buf_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    auto n = get<std::uint32_t>();
+    need(n);
+    std::string s = buf_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  const char* take(std::size_t n) {
+    need(n);
+    const char* p = buf_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+
+ private:
+  void need(std::size_t n) const {
+    if (n > buf_.size() - pos_) throw Error("isolated kernel: malformed message (truncated)");
+  }
+  const std::string& buf_;
+  std::size_t pos_ = 0;
+};
+
+// A node: its names, inputs, outputs and attributes (attribute tensors inline).
+void put_node(Writer& w, const Node& n);
+Node get_node(Reader& r);
+
+// --- the shared region: a memfd mapped by both processes; either side may grow it (the other
+// remaps when a message carries a larger size).
+
+struct Region {
+  int fd = -1;
+  char* base = nullptr;
+  std::size_t size = 0;
+
+  void map(std::size_t new_size);
+  void grow(std::size_t need);
+};
+
+// Tensors laid out in the region from offset 0; their headers go into the frame.
+void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists);
+std::vector<Tensors> get_tensors(Reader& rd, Region& r);
+
+// A frame: its length, then its body; false (and `io` says why) when it did not come whole.
+bool read_frame(int fd, std::string& body, WorkerClock::time_point deadline, Io& io);
+Io send_frame(int fd, std::string& body, WorkerClock::time_point deadline);
+
+// The fault a request plants where the kernel would run (IsolatedBinding::forward_with_fault).
+enum : std::uint8_t { kNoFault = 0, kSegv = 1, kAbort = 2, kHang = 3 };
+
+std::uint8_t fault_code(const std::string& fault);
+
+}  // namespace metaop::isolate

@@ -1,0 +1,532 @@
+#include "bindings/onednn/onednn_forward.h"
+
+#include <functional>
+#include <map>
+#include <numeric>
+#include <source_location>
+
+#include "ops/kernel_util.h"
+#include "ops/params.h"
+#include "ops/window.h"
+
+namespace metaop::onednn {
+
+namespace {
+
+dnnl::stream& strm() {
+  static dnnl::stream s(eng());
+  return s;
+}
+
+dims to_dims(const Shape& s) {
+  return dims(s.begin(), s.end());
+}
+
+Shape with_rank(const Shape& s, std::size_t r) {
+  Shape o(r - std::min(r, s.size()), 1);
+  o.insert(o.end(), s.begin(), s.end());
+  return o;
+}
+
+}  // namespace
+
+dnnl::engine& eng() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Plain row-major layout for any rank (oneDNN wants at least 1 dim).
+dnnl::memory::desc md(const Shape& s, dt t) {
+  Shape sh = s.empty() ? Shape{1} : s;
+  auto st = strides_of(sh);
+  return dnnl::memory::desc(to_dims(sh), t, dims(st.begin(), st.end()));
+}
+
+dnnl::memory mem(const dnnl::memory::desc& d, const Tensor& t) {
+  return dnnl::memory(d, eng(), const_cast<std::byte*>(t.raw()));
+}
+
+void run(dnnl::primitive p, const std::unordered_map<int, dnnl::memory>& args) {
+  p.execute(strm(), args);
+  strm().wait();
+}
+
+// ---- element-wise (one input)
+namespace {
+
+std::map<std::string, EltwiseOp> eltwise_table() {
+  std::map<std::string, EltwiseOp> m;
+  auto add = [&m](const char* op, std::function<Eltwise(const Ctx&)> f,
+                  std::source_location loc = std::source_location::current()) {
+    m[op] = {std::move(f), loc};
+  };
+  auto fixed = [](algo a, float al = 0, float be = 0) {
+    return [a, al, be](const Ctx&) { return Eltwise{a, al, be}; };
+  };
+  add("Relu", fixed(algo::eltwise_relu));
+  add("Tanh", fixed(algo::eltwise_tanh));
+  add("Sigmoid", fixed(algo::eltwise_logistic));
+  add("Exp", fixed(algo::eltwise_exp));
+  add("Log", fixed(algo::eltwise_log));
+  add("Sqrt", fixed(algo::eltwise_sqrt));
+  add("Abs", fixed(algo::eltwise_abs));
+  add("HardSwish", fixed(algo::eltwise_hardswish));
+  add("Round", fixed(algo::eltwise_round));
+  add("Neg", fixed(algo::eltwise_linear, -1.f, 0.f));
+  add("Reciprocal", fixed(algo::eltwise_pow, 1.f, -1.f));
+  add("Softplus", fixed(algo::eltwise_soft_relu));
+  add("LeakyRelu", [](const Ctx& c) {
+    return Eltwise{algo::eltwise_relu, static_cast<float>(c.node().attr_f("alpha", 0.01)), 0.f};
+  });
+  add("Elu", [](const Ctx& c) {
+    return Eltwise{algo::eltwise_elu, static_cast<float>(c.node().attr_f("alpha", 1.0)), 0.f};
+  });
+  add("Clip", [](const Ctx& c) {
+    auto [lo, hi] = clip_bounds(c.k, c.in);
+    return Eltwise{algo::eltwise_clip_v2, static_cast<float>(lo), static_cast<float>(hi)};
+  });
+  return m;
+}
+
+}  // namespace
+
+const std::map<std::string, EltwiseOp>& eltwise_ops() {
+  static const auto t = eltwise_table();
+  return t;
+}
+
+Tensors eltwise_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  Eltwise e = eltwise_ops().at(c.node().op_type).params(c);
+  auto d = md(x.shape());
+  dnnl::eltwise_forward::primitive_desc pd({prop::forward_inference, e.a, d, e.alpha, e.beta},
+                                           eng());
+  Tensor y(DType::Float32, x.shape());
+  run(dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, mem(d, x)}, {DNNL_ARG_DST, mem(d, y)}});
+  return {y};
+}
+
+// ---- binary: numpy broadcasting where src1 broadcasts to src0's shape.
+const std::map<std::string, algo>& binary_ops() {
+  static const std::map<std::string, algo> m = {
+      {"Add", algo::binary_add},           {"Sub", algo::binary_sub},
+      {"Mul", algo::binary_mul},           {"Div", algo::binary_div},
+      {"Max", algo::binary_max},           {"Min", algo::binary_min},
+      {"Equal", algo::binary_eq},          {"Greater", algo::binary_gt},
+      {"GreaterOrEqual", algo::binary_ge}, {"Less", algo::binary_lt},
+      {"LessOrEqual", algo::binary_le}};
+  return m;
+}
+
+Tensors binary_fwd(const Ctx& c) {
+  const std::string& op = c.node().op_type;
+  if (c.k.opset < 7) c.unsupported("legacy broadcast semantics (opset < 7)");
+  if (c.in.size() != 2) c.unsupported("variadic form with other than two inputs");
+  const Tensor* a = &c.x(0);
+  const Tensor* b = &c.x(1);
+  Shape out = broadcast_shapes(c.k, {a->shape(), b->shape()});
+  bool commutative = op == "Add" || op == "Mul" || op == "Max" || op == "Min" || op == "Equal";
+  if (a->shape() != out) {
+    if (!commutative || b->shape() != out) c.unsupported("broadcasting of the first input");
+    std::swap(a, b);
+  }
+  bool compare = op == "Equal" || op == "Greater" || op == "GreaterOrEqual" || op == "Less" ||
+                 op == "LessOrEqual";
+  auto d0 = md(out), d1 = md(with_rank(b->shape(), out.size())),
+       dd = md(out, compare ? dt::u8 : dt::f32);
+  dnnl::binary::primitive_desc pd({binary_ops().at(op), d0, d1, dd}, eng());
+  Tensor y(compare ? DType::Bool : DType::Float32, out);
+  run(dnnl::binary(pd),
+      {{DNNL_ARG_SRC_0, mem(d0, *a)}, {DNNL_ARG_SRC_1, mem(d1, *b)}, {DNNL_ARG_DST, mem(dd, y)}});
+  return {y};
+}
+
+// ---- convolution and deconvolution
+dims tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus) {
+  dims d;
+  for (int i = 3 - nsp; i < 3; ++i) d.push_back(a[i] - minus);
+  return d;
+}
+
+ConvSetup conv_setup(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& w = c.x(1);
+  Shape ks(w.shape().begin() + 2, w.shape().end());
+  ConvSetup s;
+  s.g = window_geometry(c.k, x.shape(), c.node().attr_ints("kernel_shape", ks), false);
+  std::int64_t G = c.node().attr_i("group", 1);
+  s.M = w.dim(0);
+  s.ws = w.shape();
+  if (G > 1) {
+    s.ws[0] = s.M / G;
+    s.ws.insert(s.ws.begin(), G);
+  }
+  s.ys = s.g.out_shape(x.dim(0), s.M);
+  s.strides = tail(s.g.s, s.g.nsp);
+  s.dilates = tail(s.g.d, s.g.nsp, 1);  // oneDNN counts dilation from 0
+  s.pad_l = tail(s.g.pb, s.g.nsp);
+  s.pad_r = tail(s.g.pe, s.g.nsp);
+  return s;
+}
+
+Tensors conv_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& w = c.x(1);
+  ConvSetup cs = conv_setup(c);
+  std::int64_t M = cs.M;
+  const Shape& ws = cs.ws;
+  const Shape& ys = cs.ys;
+  auto xd = md(x.shape()), wd = md(ws), yd = md(ys);
+  Tensor y(DType::Float32, ys);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_WEIGHTS, mem(wd, w)}, {DNNL_ARG_DST, mem(yd, y)}};
+  dnnl::memory::desc bd;
+  if (c.has(2)) {
+    bd = md({M});
+    args[DNNL_ARG_BIAS] = mem(bd, c.x(2));
+  }
+  dnnl::convolution_forward::desc desc(prop::forward_inference, algo::convolution_direct, xd, wd,
+                                       bd, yd, cs.strides, cs.dilates, cs.pad_l, cs.pad_r);
+  run(dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(desc, eng())), args);
+  return {y};
+}
+
+Tensors deconv_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& w = c.x(1);
+  Window g = conv_transpose_geometry(c.k, x.shape(), w.shape());
+  std::int64_t G = c.node().attr_i("group", 1), C = x.dim(1), Mg = w.dim(1), Cg = C / G;
+  std::int64_t K = 1;
+  for (std::size_t d = 2; d < w.shape().size(); ++d) K *= w.shape()[d];
+  // ONNX weights are [C, M/G, k...]; oneDNN's logical order is [G,] O, I, k...
+  dims wdims{G, Mg, Cg}, wstr{Cg * Mg * K, K, Mg * K};
+  for (std::size_t d = 2; d < w.shape().size(); ++d) wdims.push_back(w.shape()[d]);
+  auto kst = strides_of(Shape(w.shape().begin() + 2, w.shape().end()));
+  wstr.insert(wstr.end(), kst.begin(), kst.end());
+  if (G == 1) {
+    wdims.erase(wdims.begin());
+    wstr.erase(wstr.begin());
+  }
+  dnnl::memory::desc wd(wdims, dt::f32, wstr);
+  Shape ys = g.out_shape(x.dim(0), Mg * G);
+  // oneDNN derives the output size from the pads; fold output_padding into the end pad.
+  dims pr;
+  for (int i = 3 - g.nsp; i < 3; ++i) {
+    std::int64_t ext = (g.k[i] - 1) * g.d[i] + 1;
+    std::int64_t r = (g.in[i] - 1) * g.s[i] + ext - g.pb[i] - g.out[i];
+    if (r < 0) c.unsupported("output_padding beyond the end pad");
+    pr.push_back(r);
+  }
+  auto xd = md(x.shape()), yd = md(ys);
+  Tensor y(DType::Float32, ys);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_WEIGHTS, mem(wd, w)}, {DNNL_ARG_DST, mem(yd, y)}};
+  dnnl::memory::desc bd;
+  if (c.has(2)) {
+    bd = md({Mg * G});
+    args[DNNL_ARG_BIAS] = mem(bd, c.x(2));
+  }
+  dnnl::deconvolution_forward::desc desc(prop::forward_inference, algo::deconvolution_direct, xd,
+                                         wd, bd, yd, tail(g.s, g.nsp), tail(g.d, g.nsp, 1),
+                                         tail(g.pb, g.nsp), pr);
+  run(dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(desc, eng())), args);
+  return {y};
+}
+
+// ---- matmul
+Tensors matmul_fwd(const Ctx& c) {
+  Shape sa = c.x(0).shape(), sb = c.x(1).shape();
+  if (sa.empty() || sb.empty()) c.unsupported("scalar operands");
+  bool av = sa.size() == 1, bv = sb.size() == 1;
+  if (av) sa.insert(sa.begin(), 1);
+  if (bv) sb.push_back(1);
+  std::size_t r = std::max(sa.size(), sb.size());
+  sa = with_rank(sa, r);
+  sb = with_rank(sb, r);
+  Shape batch =
+      broadcast_shapes(c.k, {Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2)});
+  Shape ys = batch;
+  ys.push_back(sa[r - 2]);
+  ys.push_back(sb[r - 1]);
+  auto ad = md(sa), bd = md(sb), yd = md(ys);
+  Tensor y(DType::Float32, ys);
+  dnnl::matmul::primitive_desc pd({ad, bd, yd}, eng());
+  run(dnnl::matmul(pd), {{DNNL_ARG_SRC, mem(ad, c.x(0))},
+                         {DNNL_ARG_WEIGHTS, mem(bd, c.x(1))},
+                         {DNNL_ARG_DST, mem(yd, y)}});
+  Shape os = batch;
+  if (!av) os.push_back(ys[r - 2]);
+  if (!bv) os.push_back(ys[r - 1]);
+  return {y.reshaped(os)};
+}
+
+Tensors gemm_fwd(const Ctx& c) {
+  const Node& n = c.node();
+  const Tensor& a = c.x(0);
+  const Tensor& b = c.x(1);
+  if (a.rank() != 2 || b.rank() != 2) c.unsupported("Gemm needs 2-D A and B");
+  bool ta = n.attr_i("transA", 0), tb = n.attr_i("transB", 0);
+  double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
+  std::int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1),
+               N = tb ? b.dim(0) : b.dim(1);
+  // Transposes as strides of the same buffers.
+  dnnl::memory::desc ad({M, K}, dt::f32, ta ? dims{1, M} : dims{K, 1});
+  dnnl::memory::desc bd({K, N}, dt::f32, tb ? dims{1, K} : dims{N, 1});
+  auto yd = md({M, N});
+  Tensor y(DType::Float32, {M, N});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, mem(ad, a)}, {DNNL_ARG_WEIGHTS, mem(bd, b)}, {DNNL_ARG_DST, mem(yd, y)}};
+  dnnl::memory::desc cd;
+  if (c.has(2)) {
+    if (beta != 1.0) c.unsupported("beta != 1 with C");
+    Shape cs = with_rank(c.x(2).shape(), 2);
+    if ((cs[0] != 1 && cs[0] != M) || (cs[1] != 1 && cs[1] != N)) c.unsupported("C shape");
+    cd = md(cs);
+    args[DNNL_ARG_BIAS] = mem(cd, c.x(2));
+  }
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0) {
+    if (c.has(2)) c.unsupported("alpha != 1 with C (oneDNN scales the bias too)");
+    attr.set_output_scales(0, {static_cast<float>(alpha)});
+  }
+  dnnl::matmul::primitive_desc pd({ad, bd, cd, yd}, attr, eng());
+  run(dnnl::matmul(pd), args);
+  return {y};
+}
+
+// ---- pooling
+PoolSetup pool_setup(const Ctx& c) {
+  const Node& n = c.node();
+  bool is_max = n.op_type == "MaxPool", ceil_mode = n.attr_i("ceil_mode", 0) != 0;
+  if (is_max && n.attr_i("storage_order", 0)) c.unsupported("storage_order=1");
+  PoolSetup p;
+  p.g = window_geometry(c.k, c.x(0).shape(), n.attr_ints("kernel_shape"), ceil_mode);
+  bool include = n.attr_i("count_include_pad", 0) != 0;
+  p.a = is_max    ? algo::pooling_max
+        : include ? algo::pooling_avg_include_padding
+                  : algo::pooling_avg_exclude_padding;
+  for (int i = 3 - p.g.nsp; i < 3; ++i) {
+    std::int64_t ext = (p.g.k[i] - 1) * p.g.d[i] + 1;
+    std::int64_t r = (p.g.out[i] - 1) * p.g.s[i] + ext - p.g.in[i] - p.g.pb[i];
+    // With ceil_mode the last window may reach past the end pad; oneDNN would count the extra
+    // positions as padding when averaging with count_include_pad, ONNX does not.
+    if (r != p.g.pe[i] && !is_max && include) c.unsupported("ceil_mode with count_include_pad");
+    p.pr.push_back(r);
+  }
+  return p;
+}
+
+Tensors pool_fwd(const Ctx& c) {
+  if (c.node().outputs.size() > 1 && !c.node().outputs[1].empty())
+    c.unsupported("the Indices output");
+  const Tensor& x = c.x(0);
+  PoolSetup p = pool_setup(c);
+  Shape ys = p.g.out_shape(x.dim(0), x.dim(1));
+  auto xd = md(x.shape()), yd = md(ys);
+  Tensor y(DType::Float32, ys);
+  dnnl::pooling_v2_forward::desc desc(prop::forward_inference, p.a, xd, yd, tail(p.g.s, p.g.nsp),
+                                      tail(p.g.k, p.g.nsp), tail(p.g.d, p.g.nsp, 1),
+                                      tail(p.g.pb, p.g.nsp), p.pr);
+  run(dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(desc, eng())),
+      {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
+  return {y};
+}
+
+// ---- reductions (and global pools as reductions over the spatial dims)
+namespace {
+
+Tensors reduce_with(const Ctx& c, algo a, float p, const std::vector<std::int64_t>& axes,
+                    bool keepdims) {
+  const Tensor& x = c.x(0);
+  Shape kept = x.shape();
+  for (auto ax : axes) kept[ax] = 1;
+  auto xd = md(x.shape()), yd = md(kept);
+  Tensor y(DType::Float32, kept);
+  dnnl::reduction::primitive_desc pd({a, xd, yd, p, 0.f}, eng());
+  run(dnnl::reduction(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
+  if (keepdims) return {y};
+  Shape os;
+  for (std::int64_t d = 0; d < x.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) os.push_back(kept[d]);
+  return {y.reshaped(os)};
+}
+
+}  // namespace
+
+Tensors reduce_fwd(const Ctx& c) {
+  static const std::map<std::string, std::pair<algo, float>> m = {
+      {"ReduceSum", {algo::reduction_sum, 0.f}},
+      {"ReduceMean", {algo::reduction_mean, 0.f}},
+      {"ReduceMax", {algo::reduction_max, 0.f}},
+      {"ReduceMin", {algo::reduction_min, 0.f}},
+      {"ReduceProd", {algo::reduction_mul, 0.f}},
+      {"ReduceL1", {algo::reduction_norm_lp_sum, 1.f}},
+      {"ReduceL2", {algo::reduction_norm_lp_sum, 2.f}},
+      {"ReduceSumSquare", {algo::reduction_norm_lp_power_p_sum, 2.f}}};
+  auto r = reduce_axes(c.k, c.in, c.x(0).rank());
+  if (r.noop) return {c.x(0)};
+  auto [a, p] = m.at(c.node().op_type);
+  return reduce_with(c, a, p, r.axes, r.keepdims);
+}
+
+Tensors global_pool_fwd(const Ctx& c) {
+  std::vector<std::int64_t> axes(static_cast<std::size_t>(c.x(0).rank() - 2));
+  std::iota(axes.begin(), axes.end(), 2);
+  return reduce_with(
+      c, c.node().op_type == "GlobalMaxPool" ? algo::reduction_max : algo::reduction_mean, 0.f,
+      axes, true);
+}
+
+// ---- normalization
+// Inference-mode batch normalization: given statistics, scale and shift.
+const dnnl::normalization_flags kBatchNormFlags = dnnl::normalization_flags::use_global_stats |
+                                                  dnnl::normalization_flags::use_scale |
+                                                  dnnl::normalization_flags::use_shift;
+
+Tensors batchnorm_fwd(const Ctx& c) {
+  const Node& n = c.node();
+  if (batch_norm_training(c.k)) c.unsupported("training mode");
+  const Tensor& x = c.x(0);
+  auto xd = md(x.shape()), cd = md({x.dim(1)});
+  Tensor y(DType::Float32, x.shape());
+  dnnl::batch_normalization_forward::primitive_desc pd(
+      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), kBatchNormFlags},
+      eng());
+  run(dnnl::batch_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
+                                              {DNNL_ARG_SCALE, mem(cd, c.x(1))},
+                                              {DNNL_ARG_SHIFT, mem(cd, c.x(2))},
+                                              {DNNL_ARG_MEAN, mem(cd, c.x(3))},
+                                              {DNNL_ARG_VARIANCE, mem(cd, c.x(4))},
+                                              {DNNL_ARG_DST, mem(xd, y)}});
+  return {y};
+}
+
+Tensors layernorm_fwd(const Ctx& c) {
+  const Node& n = c.node();
+  for (std::size_t o = 1; o < n.outputs.size(); ++o)
+    if (!n.outputs[o].empty()) c.unsupported("the Mean and InvStdDev outputs");
+  const Tensor& x = c.x(0);
+  std::int64_t axis = norm_axis(c.k, n.attr_i("axis", -1), x.rank()), outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
+  Shape norm(x.shape().begin() + axis, x.shape().end());
+  // Scale and bias broadcast to the normalized shape, flattened to oneDNN's 1-D [inner].
+  Tensor scale = take(c.x(1), norm, broadcast_map(c.x(1).shape(), norm)).reshaped({inner});
+  Tensor bias = c.has(2) ? take(c.x(2), norm, broadcast_map(c.x(2).shape(), norm)).reshaped({inner})
+                         : Tensor(DType::Float32, {inner});
+  auto xd = md({outer, inner}), cd = md({inner});
+  Tensor y(DType::Float32, x.shape());
+  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  dnnl::layer_normalization_forward::primitive_desc pd(
+      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), flags}, eng());
+  run(dnnl::layer_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
+                                              {DNNL_ARG_SCALE, mem(cd, scale)},
+                                              {DNNL_ARG_SHIFT, mem(cd, bias)},
+                                              {DNNL_ARG_DST, mem(xd, y)}});
+  return {y};
+}
+
+// ---- softmax family: the input viewed as [outer, n, inner], softmax over n.
+Tensors softmax_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  AxisSplit v = softmax_split(c.k, x.shape());
+  auto d = md({v.outer, v.n, v.inner});
+  Tensor y(DType::Float32, x.shape());
+  algo a = c.node().op_type == "LogSoftmax" ? algo::softmax_log : algo::softmax_accurate;
+  dnnl::softmax_v2_forward::primitive_desc pd({prop::forward_inference, a, d, d, 1}, eng());
+  run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(d, x)}, {DNNL_ARG_DST, mem(d, y)}});
+  return {y};
+}
+
+// ---- data movement
+Tensors concat_fwd(const Ctx& c) {
+  std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis"), c.x(0).rank());
+  std::vector<dnnl::memory::desc> mds;
+  std::unordered_map<int, dnnl::memory> args;
+  Shape os = c.x(0).shape();
+  os[axis] = 0;
+  for (std::size_t i = 0; i < c.in.size(); ++i) {
+    mds.push_back(md(c.x(i).shape()));
+    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(mds.back(), c.x(i));
+    os[axis] += c.x(i).shape()[axis];
+  }
+  auto yd = md(os);
+  Tensor y(DType::Float32, os);
+  args[DNNL_ARG_DST] = mem(yd, y);
+  dnnl::concat::primitive_desc pd(yd, static_cast<int>(axis), mds, eng());
+  run(dnnl::concat(pd), args);
+  return {y};
+}
+
+Tensors transpose_fwd(const Ctx& c) {
+  const Tensor& x = c.x(0);
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(x.rank()));
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  perm = norm_axes(c.k, c.node().attr_ints("perm", perm), x.rank());
+  Shape os(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) os[d] = x.shape()[perm[d]];
+  // The output buffer described in the input's dimension order: a reorder permutes.
+  auto ost = strides_of(os);
+  dims st(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) st[perm[d]] = ost[d];
+  auto xd = md(x.shape());
+  dnnl::memory::desc yd(to_dims(x.shape()), dt::f32, st);
+  Tensor y(DType::Float32, os);
+  auto src = mem(xd, x), dst = mem(yd, y);
+  dnnl::reorder(src, dst).execute(strm(), src, dst);
+  strm().wait();
+  return {y};
+}
+
+Tensors prelu_fwd(const Ctx& c) {
+  if (c.k.opset < 7) c.unsupported("legacy broadcast semantics (opset < 7)");
+  const Tensor& x = c.x(0);
+  Shape out = broadcast_shapes(c.k, {x.shape(), c.x(1).shape()});
+  if (out != x.shape()) c.unsupported("slope larger than the input");
+  auto xd = md(x.shape()), wd = md(with_rank(c.x(1).shape(), x.shape().size()));
+  Tensor y(DType::Float32, x.shape());
+  dnnl::prelu_forward::primitive_desc pd({prop::forward_inference, xd, wd}, eng());
+  run(dnnl::prelu_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
+                                {DNNL_ARG_WEIGHTS, mem(wd, c.x(1))},
+                                {DNNL_ARG_DST, mem(xd, y)}});
+  return {y};
+}
+
+Tensors resize_fwd(const Ctx& c) {
+  const Node& n = c.node();
+  if (c.k.opset < 11) c.unsupported("Resize-10");
+  const Tensor& x = c.x(0);
+  std::string mode = n.attr_s("mode", "nearest"),
+              coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+  Shape os = x.shape();
+  if (c.has(3) && c.in[3].numel()) {
+    os = c.in[3].to_i64();
+  } else {
+    auto sc = c.x(2).to_f64();
+    for (std::size_t d = 0; d < os.size(); ++d) {
+      os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * sc[d]));
+      // oneDNN maps coordinates with out/in; ONNX with the given scale: equal only if exact.
+      if (static_cast<double>(x.shape()[d]) * sc[d] != static_cast<double>(os[d]))
+        c.unsupported("a scale that does not give a whole size");
+    }
+  }
+  if (os.size() < 3 || os[0] != x.dim(0) || os[1] != x.dim(1))
+    c.unsupported("resizing the batch or channel dims");
+  algo a;
+  if (mode == "linear" && (coord == "half_pixel" || coord == "pytorch_half_pixel")) {
+    a = algo::resampling_linear;
+    for (std::size_t d = 2; d < os.size(); ++d)
+      if (os[d] == 1) c.unsupported("an output size of 1");
+  } else if (mode == "nearest" && coord == "half_pixel" &&
+             n.attr_s("nearest_mode", "round_prefer_floor") == "round_prefer_ceil") {
+    a = algo::resampling_nearest;
+  } else {
+    c.unsupported("mode " + mode + " with " + coord + " (oneDNN samples at half-pixel centres)");
+  }
+  auto xd = md(x.shape()), yd = md(os);
+  Tensor y(DType::Float32, os);
+  dnnl::resampling_forward::primitive_desc pd({prop::forward_inference, a, xd, yd}, eng());
+  run(dnnl::resampling_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
+  return {y};
+}
+
+}  // namespace metaop::onednn

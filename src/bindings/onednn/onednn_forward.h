@@ -1,0 +1,111 @@
+#pragma once
+// The oneDNN binding's forward kernels, by family (onednn_forward.cpp), and what the backward
+// kernels and the kernel table (onednn_binding.cpp) share with them: the engine, plain-layout
+// memory, the element-wise and binary op tables, convolution and pooling geometry. Only the
+// oneDNN binding's own files include this (it pulls in oneDNN).
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <source_location>
+#include <string>
+#include <unordered_map>
+
+#include "ops/kernel_util.h"
+#include "ops/window.h"
+
+namespace metaop::onednn {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+using algo = dnnl::algorithm;
+using prop = dnnl::prop_kind;
+
+dnnl::engine& eng();
+// Plain row-major layout for any rank (oneDNN wants at least 1 dim).
+dnnl::memory::desc md(const Shape& s, dt t = dt::f32);
+dnnl::memory mem(const dnnl::memory::desc& d, const Tensor& t);
+void run(dnnl::primitive p, const std::unordered_map<int, dnnl::memory>& args);
+
+struct Ctx {
+  const KernelContext& k;
+  const Tensors& in;
+  const Node& node() const { return k.node; }
+  const Tensor& x(std::size_t i) const { return input(k, in, i); }
+  bool has(std::size_t i) const { return has_input(in, i); }
+  [[noreturn]] void unsupported(const std::string& why) const {
+    throw Unsupported(fmt::format("{}: oneDNN binding: {}", k.node.label(), why));
+  }
+};
+
+// ---- element-wise (one input): algorithm with alpha, beta.
+struct Eltwise {
+  algo a;
+  float alpha, beta;
+};
+
+// Each op's eltwise algorithm and its parameters, and where it is declared.
+struct EltwiseOp {
+  std::function<Eltwise(const Ctx&)> params;
+  std::source_location where;
+};
+
+const std::map<std::string, EltwiseOp>& eltwise_ops();
+Tensors eltwise_fwd(const Ctx& c);
+
+// ---- binary
+const std::map<std::string, algo>& binary_ops();
+Tensors binary_fwd(const Ctx& c);
+
+// ---- convolution and deconvolution
+dims tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus = 0);
+
+// Convolution geometry and oneDNN's view of the weights: [G, M/G, C/G, k...] when grouped.
+struct ConvSetup {
+  Window g;
+  std::int64_t M;
+  Shape ws, ys;
+  dims strides, dilates, pad_l, pad_r;
+};
+
+ConvSetup conv_setup(const Ctx& c);
+Tensors conv_fwd(const Ctx& c);
+Tensors deconv_fwd(const Ctx& c);
+
+// ---- matmul
+Tensors matmul_fwd(const Ctx& c);
+Tensors gemm_fwd(const Ctx& c);
+
+// ---- pooling
+struct PoolSetup {
+  Window g;
+  algo a;
+  dims pr;
+};
+
+PoolSetup pool_setup(const Ctx& c);
+Tensors pool_fwd(const Ctx& c);
+
+// ---- reductions
+Tensors reduce_fwd(const Ctx& c);
+Tensors global_pool_fwd(const Ctx& c);
+
+// ---- normalization
+// Inference-mode batch normalization: given statistics, scale and shift.
+extern const dnnl::normalization_flags kBatchNormFlags;
+Tensors batchnorm_fwd(const Ctx& c);
+Tensors layernorm_fwd(const Ctx& c);
+
+// ---- softmax family
+Tensors softmax_fwd(const Ctx& c);
+
+// ---- data movement
+Tensors concat_fwd(const Ctx& c);
+Tensors transpose_fwd(const Ctx& c);
+Tensors prelu_fwd(const Ctx& c);
+Tensors resize_fwd(const Ctx& c);
+
+}  // namespace metaop::onednn
