@@ -19,6 +19,7 @@ using BinaryFn = std::function<double(double, double)>;
 using BinaryDeriv = std::pair<double, double> (*)(double a, double b, double y);
 
 struct BinaryRow {
+  std::source_location where;  // the row (ops --where): here()
   const char* name;
   // The function for this node and input dtype (attributes, integer semantics).
   BinaryFn (*make)(const KernelContext& c, DType t);
@@ -29,7 +30,6 @@ struct BinaryRow {
   const char* doc = "exact (no rounding beyond the result's)";
   std::vector<double> critical = {0};             // probe edge points of both inputs
   std::vector<DangerZone> (*danger)() = nullptr;  // where finite inputs give NaN or infinity
-  std::source_location where = std::source_location::current();
 };
 
 // Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
@@ -163,15 +163,15 @@ double lxor(double a, double b) {
 const std::vector<BinaryRow>& binary_rows() {
   static const std::vector<BinaryRow> rows = {
       // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
-      {.name = "Add", .make = plain<add>,
+      {.where = here(), .name = "Add", .make = plain<add>,
        .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
-      {.name = "Sub", .make = plain<sub>,
+      {.where = here(), .name = "Sub", .make = plain<sub>,
        .deriv = [](double, double, double) { return std::pair{1.0, -1.0}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
-      {.name = "Mul", .make = plain<mul>,
+      {.where = here(), .name = "Mul", .make = plain<mul>,
        .deriv = [](double a, double b, double) { return std::pair{b, a}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] {
@@ -180,7 +180,7 @@ const std::vector<BinaryRow>& binary_rows() {
              danger::output_underflow("product of nonzero factors rounds to 0", zero_operand())};
        }},
       // Integer division truncates toward zero (the conversion to int does the truncation).
-      {.name = "Div",
+      {.where = here(), .name = "Div",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return a / b; }); },
        .deriv = [](double a, double b, double) { return std::pair{1 / b, -a / (b * b)}; },
        .ulps = 2, .doc = "2 ulp (correctly rounded, or x * (1/y))", .critical = {0, 1, -1},
@@ -188,7 +188,7 @@ const std::vector<BinaryRow>& binary_rows() {
          return std::vector<DangerZone>{danger::divisor(
              1, 0, "divisor reaches 0, or gets small enough for the quotient to overflow")};
        }},
-      {.name = "Pow",
+      {.where = here(), .name = "Pow",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return std::pow(a, b); }); },
        .same_dtype = false,
        .deriv = [](double a, double b, double y) {
@@ -200,7 +200,7 @@ const std::vector<BinaryRow>& binary_rows() {
              pow_domain(), danger::output_overflow(),
              danger::output_underflow("nonzero power rounds to 0", zero_operand())};
        }},
-      {.name = "Mod",
+      {.where = here(), .name = "Mod",
        .make = [](const KernelContext& c, DType t) {
          bool fmod = c.node.attr_i("fmod", 0) != 0;
          if (!fmod && is_floating(t))
@@ -216,14 +216,14 @@ const std::vector<BinaryRow>& binary_rows() {
        .danger = [] {
          return std::vector<DangerZone>{danger::divisor(1, -2, "divisor reaches 0 (NaN)")};
        }},
-      {.name = "Equal", .make = plain<eq>, .bool_output = true},
-      {.name = "Less", .make = plain<lt>, .bool_output = true},
-      {.name = "LessOrEqual", .make = plain<le>, .bool_output = true},
-      {.name = "Greater", .make = plain<gt>, .bool_output = true},
-      {.name = "GreaterOrEqual", .make = plain<ge>, .bool_output = true},
-      {.name = "And", .make = plain<land>, .bool_output = true, .critical = {}},
-      {.name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}},
-      {.name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}},
+      {.where = here(), .name = "Equal", .make = plain<eq>, .bool_output = true},
+      {.where = here(), .name = "Less", .make = plain<lt>, .bool_output = true},
+      {.where = here(), .name = "LessOrEqual", .make = plain<le>, .bool_output = true},
+      {.where = here(), .name = "Greater", .make = plain<gt>, .bool_output = true},
+      {.where = here(), .name = "GreaterOrEqual", .make = plain<ge>, .bool_output = true},
+      {.where = here(), .name = "And", .make = plain<land>, .bool_output = true, .critical = {}},
+      {.where = here(), .name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}},
+      {.where = here(), .name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}},
   };
   return rows;
 }

@@ -22,6 +22,7 @@ namespace {
 using Attrs = const double*;  // the row's attribute values, in the order of UnaryRow::attrs
 
 struct UnaryRow {
+  std::source_location where;  // the row (ops --where): here()
   const char* name;
   std::vector<std::pair<const char*, double>> attrs = {};  // attribute and its ONNX default
   double (*f)(double x, Attrs a) = nullptr;
@@ -42,7 +43,6 @@ struct UnaryRow {
   // Where finite inputs give NaN/INF or the zeros that do it one op later (for `metaop
   // expose`); nullptr: nowhere.
   DangerZones (*danger)() = nullptr;
-  std::source_location where = std::source_location::current();  // the row (ops --where)
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -116,47 +116,47 @@ DangerZones softplus_zones() {
 const std::vector<UnaryRow>& unary_rows() {
   static const std::vector<UnaryRow> rows = {
       // --- exact
-      {.name = "Neg", .f = [](double x, Attrs) { return -x; },
+      {.where = here(), .name = "Neg", .f = [](double x, Attrs) { return -x; },
        .df = [](double, double, Attrs) { return -1.0; }, .critical = signs, .float_only = false},
-      {.name = "Abs", .f = [](double x, Attrs) { return std::fabs(x); },
+      {.where = here(), .name = "Abs", .f = [](double x, Attrs) { return std::fabs(x); },
        .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); },
        .critical = signs, .kinks = at_zero, .float_only = false},
-      {.name = "Sign", .f = [](double x, Attrs) { return double((x > 0) - (x < 0)); },
+      {.where = here(), .name = "Sign", .f = [](double x, Attrs) { return double((x > 0) - (x < 0)); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs, .float_only = false},
-      {.name = "Floor", .f = [](double x, Attrs) { return std::floor(x); },
+      {.where = here(), .name = "Floor", .f = [](double x, Attrs) { return std::floor(x); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
-      {.name = "Ceil", .f = [](double x, Attrs) { return std::ceil(x); },
+      {.where = here(), .name = "Ceil", .f = [](double x, Attrs) { return std::ceil(x); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
       // Round half to even, as ONNX specifies (the default rounding mode of nearbyint).
-      {.name = "Round", .f = [](double x, Attrs) { return std::nearbyint(x); },
+      {.where = here(), .name = "Round", .f = [](double x, Attrs) { return std::nearbyint(x); },
        .df = [](double, double, Attrs) { return 0.0; },
        .critical = [](Attrs) { return std::vector<double>{0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5}; }},
-      {.name = "Identity", .f = [](double x, Attrs) { return x; },
+      {.where = here(), .name = "Identity", .f = [](double x, Attrs) { return x; },
        .df = [](double, double, Attrs) { return 1.0; }, .float_only = false},
-      {.name = "Not", .f = [](double x, Attrs) { return x == 0 ? 1.0 : 0.0; }, .float_only = false},
-      {.name = "Relu", .f = [](double x, Attrs) { return x > 0 ? x : 0.0; },
+      {.where = here(), .name = "Not", .f = [](double x, Attrs) { return x == 0 ? 1.0 : 0.0; }, .float_only = false},
+      {.where = here(), .name = "Relu", .f = [](double x, Attrs) { return x > 0 ? x : 0.0; },
        .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : 0.0; }, .critical = signs,
        .kinks = at_zero, .float_only = false},
-      {.name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) { return x > a[0] ? x : 0.0; },
        .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
        .critical = [](Attrs a) { return std::vector<double>{a[0]}; },
        .kinks = [](Attrs a) { return std::vector<double>{a[0]}; }},
 
       // --- correctly rounded
-      {.name = "Sqrt", .f = [](double x, Attrs) { return std::sqrt(x); },
+      {.where = here(), .name = "Sqrt", .f = [](double x, Attrs) { return std::sqrt(x); },
        .df = [](double, double y, Attrs) { return 0.5 / y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 1 / std::fabs(y); },
        .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero,
        .danger = sqrt_zones},
-      {.name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
+      {.where = here(), .name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
        .df = [](double, double y, Attrs) { return -y * y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 5 * y * y; },
        .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
        .danger = reciprocal_zones},
-      {.name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
+      {.where = here(), .name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
@@ -164,80 +164,80 @@ const std::vector<UnaryRow>& unary_rows() {
 
       // --- elementary functions: libm and vectorized versions (SLEEF, oneDNN) are within a few
       // ULPs; 4 covers the 3.5-ulp variants.
-      {.name = "Exp", .f = [](double x, Attrs) { return std::exp(x); },
+      {.where = here(), .name = "Exp", .f = [](double x, Attrs) { return std::exp(x); },
        .df = [](double, double y, Attrs) { return y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return 5 * std::fabs(y); },
        .ddoc = "|g| (|f'| + 5|y|): y or exp(x), 4 ulp apart",
        // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
        .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; },
        .danger = exp_zones},
-      {.name = "Log", .f = [](double x, Attrs) { return std::log(x); },
+      {.where = here(), .name = "Log", .f = [](double x, Attrs) { return std::log(x); },
        .df = [](double x, double, Attrs) { return 1 / x; }, .ulps = 4,
        .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones},
-      {.name = "Erf", .f = [](double x, Attrs) { return std::erf(x); },
+      {.where = here(), .name = "Erf", .f = [](double x, Attrs) { return std::erf(x); },
        .df = [](double x, double, Attrs) { return kTwoOverSqrtPi * std::exp(-x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return kTwoOverSqrtPi * std::exp(-x * x) * (x * x + 6);
        },
        .ddoc = "|g| |f'| (x^2 + 7): exp(-x^2) of a rounded x^2", .critical = saturating},
-      {.name = "Sin", .f = [](double x, Attrs) { return std::sin(x); },
+      {.where = here(), .name = "Sin", .f = [](double x, Attrs) { return std::sin(x); },
        .df = [](double x, double, Attrs) { return std::cos(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::cos(x)); },
        .ddoc = "|g| 5|cos x|",
        .critical = [](Attrs) { return std::vector<double>{kPi, 0, 1e5}; }},
-      {.name = "Cos", .f = [](double x, Attrs) { return std::cos(x); },
+      {.where = here(), .name = "Cos", .f = [](double x, Attrs) { return std::cos(x); },
        .df = [](double x, double, Attrs) { return -std::sin(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sin(x)); },
        .ddoc = "|g| 5|sin x|",
        .critical = [](Attrs) { return std::vector<double>{kPi / 2, 0, 1e5}; }},
       // Tan has no danger zone: no float32 or float64 value is close enough to an odd multiple
       // of pi/2 for tan to overflow (|tan(float(pi/2))| is about 2.3e7).
-      {.name = "Tan", .f = [](double x, Attrs) { return std::tan(x); },
+      {.where = here(), .name = "Tan", .f = [](double x, Attrs) { return std::tan(x); },
        .df = [](double, double y, Attrs) { return 1 + y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return 1 + 12 * y * y; },
        .ddoc = "|g| (|f'| + 1 + 12 y^2): 1 + y*y, and y's rounding",
        .critical = [](Attrs) { return std::vector<double>{kPi / 2, -kPi / 2, 0}; }},
-      {.name = "Asin", .f = [](double x, Attrs) { return std::asin(x); },
+      {.where = here(), .name = "Asin", .f = [](double x, Attrs) { return std::asin(x); },
        .df = [](double x, double, Attrs) { return 1 / std::sqrt(1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
        .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
-      {.name = "Acos", .f = [](double x, Attrs) { return std::acos(x); },
+      {.where = here(), .name = "Acos", .f = [](double x, Attrs) { return std::acos(x); },
        .df = [](double x, double, Attrs) { return -1 / std::sqrt(1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(1 - x * x);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |1 - x^2|) / (2|1 - x^2|)): 1 - x*x cancels",
        .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = asin_acos_zones},
-      {.name = "Atan", .f = [](double x, Attrs) { return std::atan(x); },
+      {.where = here(), .name = "Atan", .f = [](double x, Attrs) { return std::atan(x); },
        .df = [](double x, double, Attrs) { return 1 / (1 + x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 3 / (1 + x * x); },
        .ddoc = "|g| 4|f'|: 1/(1 + x*x)", .critical = saturating},
-      {.name = "Sinh", .f = [](double x, Attrs) { return std::sinh(x); },
+      {.where = here(), .name = "Sinh", .f = [](double x, Attrs) { return std::sinh(x); },
        .df = [](double x, double, Attrs) { return std::cosh(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::cosh(x); }, .ddoc = "|g| 5|f'|",
        .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
        .danger = overflows},
-      {.name = "Cosh", .f = [](double x, Attrs) { return std::cosh(x); },
+      {.where = here(), .name = "Cosh", .f = [](double x, Attrs) { return std::cosh(x); },
        .df = [](double x, double, Attrs) { return std::sinh(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sinh(x)); },
        .ddoc = "|g| 5|f'|",
        .critical = [](Attrs) { return std::vector<double>{0, 89.4159, -89.4159}; },
        .danger = overflows},
-      {.name = "Asinh", .f = [](double x, Attrs) { return std::asinh(x); },
+      {.where = here(), .name = "Asinh", .f = [](double x, Attrs) { return std::asinh(x); },
        .df = [](double x, double, Attrs) { return 1 / std::sqrt(x * x + 1); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 3 / std::sqrt(x * x + 1); },
        .ddoc = "|g| 4|f'|: 1/sqrt(x*x + 1)", .critical = saturating},
-      {.name = "Acosh", .f = [](double x, Attrs) { return std::acosh(x); },
+      {.where = here(), .name = "Acosh", .f = [](double x, Attrs) { return std::acosh(x); },
        .df = [](double x, double, Attrs) { return 1 / std::sqrt(x * x - 1); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (0.5 * one_minus_square_rel(x) + 2) / std::sqrt(x * x - 1);
        },
        .ddoc = "|g| |f'| (3 + (x^2 + |x^2 - 1|) / (2|x^2 - 1|)): x*x - 1 cancels",
        .critical = [](Attrs) { return std::vector<double>{1}; }, .danger = acosh_zones},
-      {.name = "Atanh", .f = [](double x, Attrs) { return std::atanh(x); },
+      {.where = here(), .name = "Atanh", .f = [](double x, Attrs) { return std::atanh(x); },
        .df = [](double x, double, Attrs) { return 1 / (1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return (one_minus_square_rel(x) + 1) / std::fabs(1 - x * x);
@@ -246,31 +246,31 @@ const std::vector<UnaryRow>& unary_rows() {
        .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = atanh_zones},
 
       // --- activations
-      {.name = "Sigmoid", .f = [](double x, Attrs) { return sigmoid(x); },
+      {.where = here(), .name = "Sigmoid", .f = [](double x, Attrs) { return sigmoid(x); },
        .df = [](double, double y, Attrs) { return y * (1 - y); }, .ulps = 4,
        .dmag = [](double, double y, Attrs) {
          return 2 * std::fabs(y * (1 - y)) + 5 * std::fabs(y * (1 - 2 * y));
        },
        .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating,
        .danger = sigmoid_zones},
-      {.name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
+      {.where = here(), .name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
        .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
        .ddoc = "|g| (2|f'| + 11 y^2): 1 - y*y, and y's rounding", .critical = saturating},
-      {.name = "Softplus", .f = [](double x, Attrs) { return softplus(x); },
+      {.where = here(), .name = "Softplus", .f = [](double x, Attrs) { return softplus(x); },
        .df = [](double x, double, Attrs) { return sigmoid(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 6 * sigmoid(x); },
        .ddoc = "|g| 7|f'|: exp(x) / (exp(x) + 1)",
        .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; },
        .danger = softplus_zones},
-      {.name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
+      {.where = here(), .name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
        .df = [](double x, double, Attrs) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); },
        .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return 3 / ((1 + std::fabs(x)) * (1 + std::fabs(x)));
        },
        .ddoc = "|g| 4|f'|: 1/(1 + |x|)^2", .critical = saturating},
-      {.name = "Elu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "Elu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * std::expm1(x); },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] * std::exp(x) : 1.0; },
        .ulps = 4,
@@ -279,7 +279,7 @@ const std::vector<UnaryRow>& unary_rows() {
        },
        .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x < 0): alpha exp(x) or y + alpha",
        .critical = signs, .kinks = at_zero},
-      {.name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
+      {.where = here(), .name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
                                  {"gamma", 1.05070102214813232421875}},
        .f = [](double x, Attrs a) { return x > 0 ? a[1] * x : a[1] * a[0] * std::expm1(x); },
        .df = [](double x, double, Attrs a) { return x <= 0 ? a[1] * a[0] * std::exp(x) : a[1]; },
@@ -291,7 +291,7 @@ const std::vector<UnaryRow>& unary_rows() {
                "gamma alpha",
        .critical = signs, .kinks = at_zero, .danger = overflows},
       // Continuously differentiable: both one-sided derivatives at 0 are 1.
-      {.name = "Celu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "Celu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) {
          return std::max(0.0, x) + std::min(0.0, a[0] * std::expm1(x / a[0]));
        },
@@ -306,7 +306,7 @@ const std::vector<UnaryRow>& unary_rows() {
        .critical = signs},
       // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed, and
       // the rounded sum may decide which side of a kink x is on.
-      {.name = "HardSigmoid", .attrs = {{"alpha", 0.2}, {"beta", 0.5}},
+      {.where = here(), .name = "HardSigmoid", .attrs = {{"alpha", 0.2}, {"beta", 0.5}},
        .f = [](double x, Attrs a) { return std::max(0.0, std::min(1.0, a[0] * x + a[1])); },
        .df = [](double x, double, Attrs a) {
          double t = a[0] * x + a[1];
@@ -326,7 +326,7 @@ const std::vector<UnaryRow>& unary_rows() {
        .kink_width = [](double x, Attrs a) {
          return 2 * (std::fabs(a[0] * x) + std::fabs(a[1])) / std::fabs(a[0]);
        }},
-      {.name = "HardSwish",
+      {.where = here(), .name = "HardSwish",
        .f = [](double x, Attrs) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
        .df = [](double x, double, Attrs) { return x < -3 ? 0.0 : (x > 3 ? 1.0 : (2 * x + 3) / 6); },
        .ulps = 2,
@@ -339,7 +339,7 @@ const std::vector<UnaryRow>& unary_rows() {
        .critical = [](Attrs) { return std::vector<double>{-3, 3, 0}; },
        .kinks = [](Attrs) { return std::vector<double>{-3, 3}; },
        .kink_width = [](double x, Attrs) { return 12 * (std::fabs(x) / 6 + 0.5); }},
-      {.name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
+      {.where = here(), .name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
        .f = [](double x, Attrs a) { return x < -a[0] ? x + a[1] : (x > a[0] ? x - a[1] : 0.0); },
        .df = [](double x, double, Attrs a) { return x < -a[0] || x > a[0] ? 1.0 : 0.0; },
        .ulps = 1, .fmag = [](double x, Attrs a) { return std::fabs(x) + std::fabs(a[1]); },

@@ -140,62 +140,71 @@ Tensors scatter_nd(const KernelContext& c, const Tensors& in) {
   return {Tensor::from_f64(out, x.shape(), x.dtype())};
 }
 
+// Scatter with reduction add or mul computes: each position takes its k updates one after
+// another, a (k+1)-term sum (kappa(k+1) sum|terms|, the scatter run on absolute values) or
+// product (k+1 roundings of |y|); none, max and min move elements only.
+Magnitudes scatter_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                             const AccumulationBound& bound) {
+  std::string red = c.node.attr_s("reduction", "none");
+  if (red != "add" && red != "mul") return {{}};
+  const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
+  // Updates per position: add-scatter ones onto zeros.
+  Tensors ones = in;
+  Node add = c.node;
+  add.attrs["reduction"].s = "add";
+  ones[0] = Tensor(DType::Float64, in[0].shape());
+  ones[2] = Tensor::from_f64(std::vector<double>(static_cast<std::size_t>(in[2].numel()), 1.0),
+                             in[2].shape(), DType::Float64);
+  auto count = op->reference(KernelContext{add, c.opset}, ones)[0].to_f64();
+  auto abs = red == "add" ? op->reference(c, absolute_f64(in))[0].to_f64() : ref[0].to_f64();
+  std::vector<double> mag(count.size(), 0.0);
+  for (std::size_t i = 0; i < mag.size(); ++i)
+    if (count[i] > 0)
+      mag[i] = (red == "add" ? bound.kappa(count[i] + 1) : count[i] + 1) * std::fabs(abs[i]);
+  return {mag};
+}
+
+ErrorModel scatter_error_model() {
+  ErrorModel m = error_models::condition(
+      scatter_magnitude,
+      "data movement; reduction add: kappa(k+1) * scatter(|data|, |updates|), mul: (k+1)|y| "
+      "at positions with k updates",
+      0);
+  m.flush_ok = false;
+  return m;
+}
+
+// Data and updates: positions overwritten by an update pass their gradient to the update.
+ReferenceVjp scatter_vjp() {
+  return [movement = data_movement_vjp({0, 2})](const KernelContext& c, const Tensors& in,
+                                                const Tensors& out, const Tensors& g) {
+    if (c.node.attr_s("reduction", "none") != "none")
+      throw Unsupported(c.node.label() + ": no reference VJP for scatter with reduction");
+    return movement(c, in, out, g);
+  };
+}
+
 }  // namespace
 
 void register_index_ops(OpRegistry& r) {
-  r.add({"Gather", "index", gather});
-  r.add({"GatherElements", "index", gather_elements});
-  r.add({"GatherND", "index", gather_nd});
-  r.add({"ScatterElements", "index", scatter_elements});
-  r.add({"Scatter", "index", scatter_elements});
-  r.add({"ScatterND", "index", scatter_nd});
+  using error_models::data_movement;
 
-  for (const char* t : {"Gather", "GatherElements", "GatherND", "Scatter"})
-    r.set_error_model(t, error_models::data_movement());
-  // Scatter with reduction add or mul computes: each position takes its k updates one after
-  // another, a (k+1)-term sum (kappa(k+1) sum|terms|, the scatter run on absolute values) or
-  // product (k+1 roundings of |y|); none, max and min move elements only.
-  for (const char* t : {"ScatterElements", "ScatterND"}) {
-    ErrorModel m = error_models::condition(
-        [](const KernelContext& c, const Tensors& in, const Tensors& ref,
-           const AccumulationBound& bound) -> Magnitudes {
-          std::string red = c.node.attr_s("reduction", "none");
-          if (red != "add" && red != "mul") return {{}};
-          const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
-          // Updates per position: add-scatter ones onto zeros.
-          Tensors ones = in;
-          Node add = c.node;
-          add.attrs["reduction"].s = "add";
-          ones[0] = Tensor(DType::Float64, in[0].shape());
-          ones[2] =
-              Tensor::from_f64(std::vector<double>(static_cast<std::size_t>(in[2].numel()), 1.0),
-                               in[2].shape(), DType::Float64);
-          auto count = op->reference(KernelContext{add, c.opset}, ones)[0].to_f64();
-          auto abs =
-              red == "add" ? op->reference(c, absolute_f64(in))[0].to_f64() : ref[0].to_f64();
-          std::vector<double> mag(count.size(), 0.0);
-          for (std::size_t i = 0; i < mag.size(); ++i)
-            if (count[i] > 0)
-              mag[i] =
-                  (red == "add" ? bound.kappa(count[i] + 1) : count[i] + 1) * std::fabs(abs[i]);
-          return {mag};
-        },
-        "data movement; reduction add: kappa(k+1) * scatter(|data|, |updates|), mul: (k+1)|y| "
-        "at positions with k updates",
-        0);
-    m.flush_ok = false;
-    r.set_error_model(t, m);
-  }
-  for (const char* t : {"Gather", "GatherElements", "GatherND"})
-    r.set_vjp(t, data_movement_vjp({0}));
-  // Data and updates: positions overwritten by an update pass their gradient to the update.
-  for (const char* t : {"ScatterElements", "Scatter", "ScatterND"})
-    r.set_vjp(t, [movement = data_movement_vjp({0, 2})](const KernelContext& c, const Tensors& in,
-                                                        const Tensors& out, const Tensors& g) {
-      if (c.node.attr_s("reduction", "none") != "none")
-        throw Unsupported(c.node.label() + ": no reference VJP for scatter with reduction");
-      return movement(c, in, out, g);
-    });
+  r.op("Gather", "index", gather).vjp(data_movement_vjp({0})).error(data_movement());
+
+  r.op("GatherElements", "index", gather_elements)
+      .vjp(data_movement_vjp({0}))
+      .error(data_movement());
+
+  r.op("GatherND", "index", gather_nd).vjp(data_movement_vjp({0})).error(data_movement());
+
+  r.op("ScatterElements", "index", scatter_elements)
+      .vjp(scatter_vjp())
+      .error(scatter_error_model());
+
+  // The older Scatter (opsets 9 and 10) has no reduction: data movement.
+  r.op("Scatter", "index", scatter_elements).vjp(scatter_vjp()).error(data_movement());
+
+  r.op("ScatterND", "index", scatter_nd).vjp(scatter_vjp()).error(scatter_error_model());
 }
 
 }  // namespace metaop

@@ -204,79 +204,77 @@ Magnitudes softmax_ce_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   return m;
 }
 
+double nll_samples(const KernelContext&, const Tensors& in) {
+  return static_cast<double>(std::max<std::int64_t>(1, in[1].numel()));
+}
+
+// SoftmaxCrossEntropyLoss = NLL of log-softmax over C: each sample's term -w lp carries the
+// log-softmax's own bound E at its target (units of u) times |w|, and its product |w lp|;
+// "sum" adds the N-term sum's kappa(N) sum|w lp|, "mean" divides by W = sum w, whose own
+// kappa(N) sum|w| relative error scales the loss. The log_prob output: E per element.
+Magnitudes softmax_ce_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                                const AccumulationBound& bound) {
+  const Tensor& x = in[0];
+  std::int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<std::int64_t>(N * C, 1);
+  auto vx = x.to_f64();
+  auto E = softmax_magnitude(vx, AxisSplit{1, N, C, D}, bound.kappa(static_cast<double>(C)), true);
+  auto t = in[1].to_i64();
+  std::vector<double> w(static_cast<std::size_t>(C), 1.0);
+  if (has_input(in, 2)) w = in[2].to_f64();
+  bool has_ignore = c.node.has_attr("ignore_index");
+  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+  std::string red = c.node.attr_s("reduction", "mean");
+  std::vector<double> per(static_cast<std::size_t>(N * D), 0.0);
+  double err = 0, abs_terms = 0, abs_w = 0, wsum = 0;
+  for (std::int64_t i = 0; i < N * D; ++i) {
+    std::int64_t cls = t[i];
+    if ((has_ignore && cls == ignore) || cls < 0 || cls >= C) continue;
+    std::int64_t n = i / D, d = i % D, at = (n * C + cls) * D + d;
+    // |lp| at the target: the loss term over the weight, from the reference.
+    double m = -INFINITY, s = 0;
+    for (std::int64_t k = 0; k < C; ++k) m = std::max(m, vx[(n * C + k) * D + d]);
+    for (std::int64_t k = 0; k < C; ++k) s += std::exp(vx[(n * C + k) * D + d] - m);
+    double lp = std::fabs(vx[at] - m - std::log(s));
+    per[i] = std::fabs(w[cls]) * (E[at] + lp);
+    err += std::fabs(w[cls]) * E[at];
+    abs_terms += std::fabs(w[cls]) * lp;
+    abs_w += std::fabs(w[cls]);
+    wsum += w[cls];
+  }
+  double kn = bound.kappa(static_cast<double>(N * D));
+  Magnitudes mag;
+  if (red == "none") {
+    mag.push_back(per);
+  } else {
+    double loss = ref[0].defined() ? std::fabs(ref[0].f64_at(0)) : 0;
+    double v = err + kn * abs_terms;
+    if (red == "mean") v = v / std::fabs(wsum) + kn * abs_w / std::fabs(wsum) * loss;
+    mag.push_back({v});
+  }
+  if (ref.size() > 1) mag.push_back(E);
+  return mag;
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
-  r.add({"NegativeLogLikelihoodLoss", "loss", nll_loss});
-  r.add({"SoftmaxCrossEntropyLoss", "loss", softmax_ce});
-  r.set_vjp("NegativeLogLikelihoodLoss", nll_vjp);
-  r.set_vjp("SoftmaxCrossEntropyLoss", softmax_ce_vjp);
+  using namespace error_models;
 
-  auto samples = [](const KernelContext&, const Tensors& in) {
-    return static_cast<double>(std::max<std::int64_t>(1, in[1].numel()));
-  };
-  r.set_error_model(
-      "NegativeLogLikelihoodLoss",
-      error_models::accumulation(samples, "kappa(#samples) * nll(|x|, |w|), 4 ulp", 4));
-  // SoftmaxCrossEntropyLoss = NLL of log-softmax over C: each sample's term -w lp carries the
-  // log-softmax's own bound E at its target (units of u) times |w|, and its product |w lp|;
-  // "sum" adds the N-term sum's kappa(N) sum|w lp|, "mean" divides by W = sum w, whose own
-  // kappa(N) sum|w| relative error scales the loss. The log_prob output: E per element.
-  r.set_error_model(
-      "SoftmaxCrossEntropyLoss",
-      error_models::condition(
-          [](const KernelContext& c, const Tensors& in, const Tensors& ref,
-             const AccumulationBound& bound) {
-            const Tensor& x = in[0];
-            std::int64_t N = x.dim(0), C = x.dim(1),
-                         D = x.numel() / std::max<std::int64_t>(N * C, 1);
-            auto vx = x.to_f64();
-            auto E = softmax_magnitude(vx, AxisSplit{1, N, C, D},
-                                       bound.kappa(static_cast<double>(C)), true);
-            auto t = in[1].to_i64();
-            std::vector<double> w(static_cast<std::size_t>(C), 1.0);
-            if (has_input(in, 2)) w = in[2].to_f64();
-            bool has_ignore = c.node.has_attr("ignore_index");
-            std::int64_t ignore = c.node.attr_i("ignore_index", 0);
-            std::string red = c.node.attr_s("reduction", "mean");
-            std::vector<double> per(static_cast<std::size_t>(N * D), 0.0);
-            double err = 0, abs_terms = 0, abs_w = 0, wsum = 0;
-            for (std::int64_t i = 0; i < N * D; ++i) {
-              std::int64_t cls = t[i];
-              if ((has_ignore && cls == ignore) || cls < 0 || cls >= C) continue;
-              std::int64_t n = i / D, d = i % D, at = (n * C + cls) * D + d;
-              // |lp| at the target: the loss term over the weight, from the reference.
-              double m = -INFINITY, s = 0;
-              for (std::int64_t k = 0; k < C; ++k) m = std::max(m, vx[(n * C + k) * D + d]);
-              for (std::int64_t k = 0; k < C; ++k) s += std::exp(vx[(n * C + k) * D + d] - m);
-              double lp = std::fabs(vx[at] - m - std::log(s));
-              per[i] = std::fabs(w[cls]) * (E[at] + lp);
-              err += std::fabs(w[cls]) * E[at];
-              abs_terms += std::fabs(w[cls]) * lp;
-              abs_w += std::fabs(w[cls]);
-              wsum += w[cls];
-            }
-            double kn = bound.kappa(static_cast<double>(N * D));
-            Magnitudes mag;
-            if (red == "none") {
-              mag.push_back(per);
-            } else {
-              double loss = ref[0].defined() ? std::fabs(ref[0].f64_at(0)) : 0;
-              double v = err + kn * abs_terms;
-              if (red == "mean") v = v / std::fabs(wsum) + kn * abs_w / std::fabs(wsum) * loss;
-              mag.push_back({v});
-            }
-            if (ref.size() > 1) mag.push_back(E);
-            return mag;
-          },
+  r.op("NegativeLogLikelihoodLoss", "loss", nll_loss)
+      .vjp(nll_vjp)
+      .error(accumulation(nll_samples, "kappa(#samples) * nll(|x|, |w|), 4 ulp", 4))
+      .backward_error(nll_vjp_magnitude, "|dlp| (3 + kappa(N) sum|w| / |W| for mean), 4 ulp");
+
+  r.op("SoftmaxCrossEntropyLoss", "loss", softmax_ce)
+      .vjp(softmax_ce_vjp)
+      .error(condition(
+          softmax_ce_magnitude,
           "|w| E_t + |w lp_t| per sample (E: LogSoftmax's bound at the target); sum: + "
-          "kappa(N) sum|w lp|; mean: / |W|, + kappa(N) sum|w| / |W| |loss|; log_prob: E, 4 ulp"));
-  r.set_backward_error_model("NegativeLogLikelihoodLoss", nll_vjp_magnitude,
-                             "|dlp| (3 + kappa(N) sum|w| / |W| for mean), 4 ulp");
-  r.set_backward_error_model(
-      "SoftmaxCrossEntropyLoss", softmax_ce_vjp_magnitude,
-      "p kappa(C) sum|dlp| + |sd| P + |p sd| + |dx| + 2|dlp| (+ 1/W's kappa(N) sum|w|/|W| "
-      "(|dlp| + p|sd|) for mean), sd = sum dlp, P softmax's forward bound, 4 ulp");
+          "kappa(N) sum|w lp|; mean: / |W|, + kappa(N) sum|w| / |W| |loss|; log_prob: E, 4 ulp"))
+      .backward_error(
+          softmax_ce_vjp_magnitude,
+          "p kappa(C) sum|dlp| + |sd| P + |p sd| + |dx| + 2|dlp| (+ 1/W's kappa(N) sum|w|/|W| "
+          "(|dlp| + p|sd|) for mean), sd = sum dlp, P softmax's forward bound, 4 ulp");
 }
 
 }  // namespace metaop

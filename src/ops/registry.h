@@ -53,6 +53,12 @@ class OpRegistry;
 
 // One op's concerns declared in one block, each recording where:
 //   r.op("Softmax", "reduce", softmax).error(...).vjp(...).backward_error(...).domain(...);
+// The caller's file and line, for rows of op tables: `{.where = here(), .name = ...}` (a default
+// member initializer would record the end of the table instead, with GCC 12).
+inline std::source_location here(std::source_location l = std::source_location::current()) {
+  return l;
+}
+
 class OpBuilder {
  public:
   using Where = std::source_location;

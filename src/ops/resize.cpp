@@ -221,66 +221,76 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
   return {Tensor::from_f64(y, os, x.dtype())};
 }
 
+Tensors resize_reference(const KernelContext& c, const Tensors& in) {
+  return resize(c, in);
+}
+
+Tensors resize_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  auto gout = grad_of(grads, out, 0);
+  std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+  resize(c, in, &gout, &gin);
+  Tensors r(in.size());
+  r[0] = grad_like(gin, in[0]);
+  return r;
+}
+
+// Interpolation sums T taps per output element (2^d linear, 4^d cubic): kappa(T) sum|w x|;
+// coordinates computed in the output precision move each weight by at most slope * e u
+// (slope = max |dw/dr|: 1 linear, 1.35 cubic with a = -0.75, bounded by 1.5 here; e the
+// coordinate's error, ~4(|x_orig| + 1) per resized axis), so slope * sum e |x|. The backward
+// sends each output gradient along the same taps: kappa(terms) sum|w g| + slope * sum e |g|.
+double weight_slope(const KernelContext& c) {
+  return c.node.attr_s("mode", "nearest") == "cubic" ? 1.5 : 1.0;
+}
+
+Magnitudes resize_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                            const AccumulationBound& bound) {
+  std::string mode = c.node.attr_s("mode", "nearest");
+  if (mode == "nearest" || !ref[0].defined()) return {{}};
+  ResizeMagnitudes m;
+  resize(c, in, nullptr, nullptr, &m);
+  std::vector<double> out(m.abs.size());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = bound.kappa(m.terms[i]) * m.abs[i] + weight_slope(c) * m.coord[i];
+  return {out};
+}
+
+Magnitudes resize_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                const Tensors& grads, const AccumulationBound& bound) {
+  Magnitudes m(in.size());
+  auto gout = grad_of(grads, out, 0);
+  std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+  ResizeMagnitudes rm;
+  resize(c, in, &gout, &gin, &rm);
+  bool nearest = c.node.attr_s("mode", "nearest") == "nearest";
+  m[0].resize(gin.size());
+  for (std::size_t j = 0; j < gin.size(); ++j)
+    m[0][j] = bound.kappa(rm.terms[j]) * rm.abs[j] + (nearest ? 0 : weight_slope(c) * rm.coord[j]);
+  return m;
+}
+
+constexpr const char* kResizeDoc =
+    "nearest: exact; linear/cubic: kappa(taps) sum|w x| + slope sum e|x| (e: the taps' "
+    "coordinate errors, 4(|x_orig| + 1) per resized axis; slope 1 linear, 1.5 cubic), 4 ulp";
+constexpr const char* kResizeBackwardDoc =
+    "kappa(terms) sum|w g| + slope sum e|g| over the output elements each input feeds, 4 ulp";
+
 }  // namespace
 
 void register_resize_ops(OpRegistry& r) {
-  r.add(
-      {"Resize", "shape", [](const KernelContext& c, const Tensors& in) { return resize(c, in); }});
-  r.add({"Upsample", "shape",
-         [](const KernelContext& c, const Tensors& in) { return resize(c, in); }});
-  for (const char* t : {"Resize", "Upsample"})
-    r.set_vjp(
-        t, [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-          auto gout = grad_of(grads, out, 0);
-          std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
-          resize(c, in, &gout, &gin);
-          Tensors r(in.size());
-          r[0] = grad_like(gin, in[0]);
-          return r;
-        });
+  using error_models::condition;
 
-  // Interpolation sums T taps per output element (2^d linear, 4^d cubic): kappa(T) sum|w x|;
-  // coordinates computed in the output precision move each weight by at most slope * e u
-  // (slope = max |dw/dr|: 1 linear, 1.35 cubic with a = -0.75, bounded by 1.5 here; e the
-  // coordinate's error, ~4(|x_orig| + 1) per resized axis), so slope * sum e |x|. The backward
-  // sends each output gradient along the same taps: kappa(terms) sum|w g| + slope * sum e |g|.
-  auto slope = [](const KernelContext& c) {
-    return c.node.attr_s("mode", "nearest") == "cubic" ? 1.5 : 1.0;
-  };
-  auto model = error_models::condition(
-      [slope](const KernelContext& c, const Tensors& in, const Tensors& ref,
-              const AccumulationBound& bound) -> Magnitudes {
-        std::string mode = c.node.attr_s("mode", "nearest");
-        if (mode == "nearest" || !ref[0].defined()) return {{}};
-        ResizeMagnitudes m;
-        resize(c, in, nullptr, nullptr, &m);
-        std::vector<double> out(m.abs.size());
-        for (std::size_t i = 0; i < out.size(); ++i)
-          out[i] = bound.kappa(m.terms[i]) * m.abs[i] + slope(c) * m.coord[i];
-        return {out};
-      },
-      "nearest: exact; linear/cubic: kappa(taps) sum|w x| + slope sum e|x| (e: the taps' "
-      "coordinate errors, 4(|x_orig| + 1) per resized axis; slope 1 linear, 1.5 cubic), 4 ulp");
-  for (const char* t : {"Resize", "Upsample"}) {
-    r.set_error_model(t, model);
-    r.set_backward_error_model(
-        t,
-        [slope](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-                const AccumulationBound& bound) {
-          Magnitudes m(in.size());
-          auto gout = grad_of(grads, out, 0);
-          std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
-          ResizeMagnitudes rm;
-          resize(c, in, &gout, &gin, &rm);
-          bool nearest = c.node.attr_s("mode", "nearest") == "nearest";
-          m[0].resize(gin.size());
-          for (std::size_t j = 0; j < gin.size(); ++j)
-            m[0][j] = bound.kappa(rm.terms[j]) * rm.abs[j] + (nearest ? 0 : slope(c) * rm.coord[j]);
-          return m;
-        },
-        "kappa(terms) sum|w g| + slope sum e|g| over the output elements each input feeds, "
-        "4 ulp");
-  }
+  r.op("Resize", "shape", resize_reference)
+      .vjp(resize_vjp)
+      .error(condition(resize_magnitude, kResizeDoc))
+      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc);
+
+  // The older Upsample: Resize with scales only, asymmetric coordinates (see resize()).
+  r.op("Upsample", "shape", resize_reference)
+      .vjp(resize_vjp)
+      .error(condition(resize_magnitude, kResizeDoc))
+      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc);
 }
 
 }  // namespace metaop

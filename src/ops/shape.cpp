@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <source_location>
+#include <utility>
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
@@ -472,66 +474,107 @@ Tensors trilu(const KernelContext& c, const Tensors& in) {
   return {take(x, x.shape(), idx, &zero)};
 }
 
+Tensors depth_to_space(const KernelContext& c, const Tensors& in) {
+  return depth_space(c, in, true);
+}
+
+Tensors space_to_depth(const KernelContext& c, const Tensors& in) {
+  return depth_space(c, in, false);
+}
+
+Tensors size_op(const KernelContext& c, const Tensors& in) {
+  return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};
+}
+
+// start + i * delta: implementations that accumulate delta may drift by i roundings.
+Magnitudes range_magnitude(const KernelContext&, const Tensors& in, const Tensors& ref,
+                           const AccumulationBound&) {
+  double start = std::fabs(in[0].to_f64().at(0));
+  double delta = std::fabs(in[2].to_f64().at(0));
+  std::vector<double> m(static_cast<std::size_t>(ref[0].numel()));
+  for (std::size_t i = 0; i < m.size(); ++i)
+    m[i] = 2 * (start + static_cast<double>(i) * delta) * static_cast<double>(i + 1);
+  return Magnitudes{m};
+}
+
+// One row per shape op but Range, everything about the op in it. All are exact (they copy
+// elements bit for bit); the VJP sends each output element's gradient back to the input element
+// it came from.
+struct ShapeRow {
+  const char* name;
+  ReferenceForward reference;
+  std::vector<int> grad;       // inputs the gradient flows back to; empty: not differentiable
+  std::vector<int> probe;      // the data inputs the probe perturbs; empty: none
+  std::vector<int> zero_fill;  // inputs that hold a fill constant, set to 0 for the probe
+  std::source_location where;  // the row (ops --where)
+};
+
+// A function rather than a braced row so that `where` is the row's line (GCC 12 gives a braced
+// row's default source_location the end of the table).
+ShapeRow row(const char* name, ReferenceForward reference, std::vector<int> grad,
+             std::vector<int> probe = {0}, std::vector<int> zero_fill = {},
+             std::source_location where = std::source_location::current()) {
+  return {name, std::move(reference), std::move(grad), std::move(probe), std::move(zero_fill),
+          where};
+}
+
+// Concat: its inputs, as many as a node may have.
+std::vector<int> every_input() {
+  std::vector<int> all(64);
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+// clang-format off
+const std::vector<ShapeRow>& shape_rows() {
+  static const std::vector<ShapeRow> rows = {
+      // Shape, Size, Constant, ConstantOfShape, EyeLike, OneHot: not differentiable, and no data
+      // input to probe (their inputs are shapes, sizes or a value to repeat).
+      //  name               reference          gradient to    probed inputs  zero-filled
+      row("Reshape",         reshape,           {0}),
+      row("Flatten",         flatten,           {0}),
+      row("Transpose",       transpose,         {0}),
+      row("Squeeze",         squeeze,           {0}),
+      row("Unsqueeze",       unsqueeze,         {0}),
+      row("Concat",          concat,            every_input(), {0, 1, 2}),
+      row("Split",           split,             {0}),
+      row("Slice",           slice,             {0}),
+      row("Expand",          expand,            {0}),
+      row("Tile",            tile,              {0}),
+      // Pad's constant input fills, set to 0 for the probe.
+      row("Pad",             pad,               {0},           {0},           {2}),
+      row("DepthToSpace",    depth_to_space,    {0}),
+      row("SpaceToDepth",    space_to_depth,    {0}),
+      row("Shape",           shape_op,          {},            {}),
+      row("Size",            size_op,           {},            {}),
+      row("Constant",        constant,          {},            {}),
+      row("ConstantOfShape", constant_of_shape, {},            {}),
+      row("EyeLike",         eye_like,          {},            {}),
+      row("OneHot",          one_hot,           {},            {}),
+      row("Trilu",           trilu,             {0}),
+  };
+  return rows;
+}
+// clang-format on
+
+void add_row(OpRegistry& r, const ShapeRow& row) {
+  OpBuilder op = r.op(row.name, "shape", row.reference, row.where);
+  op.error(error_models::data_movement(), row.where);
+  if (!row.grad.empty()) op.vjp(data_movement_vjp(row.grad, row.zero_fill), row.where);
+  // Input 0 alone is the default domain.
+  if (row.probe != std::vector<int>{0}) op.domain(Domain(row.probe), row.where);
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
-  r.add({"Reshape", "shape", reshape});
-  r.add({"Flatten", "shape", flatten});
-  r.add({"Transpose", "shape", transpose});
-  r.add({"Squeeze", "shape", squeeze});
-  r.add({"Unsqueeze", "shape", unsqueeze});
-  r.add({"Concat", "shape", concat});
-  r.add({"Split", "shape", split});
-  r.add({"Slice", "shape", slice});
-  r.add({"Expand", "shape", expand});
-  r.add({"Tile", "shape", tile});
-  r.add({"Pad", "shape", pad});
-  r.add({"DepthToSpace", "shape",
-         [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, true); }});
-  r.add({"SpaceToDepth", "shape",
-         [](const KernelContext& c, const Tensors& in) { return depth_space(c, in, false); }});
-  r.add({"Shape", "shape", shape_op});
-  r.add({"Size", "shape", [](const KernelContext& c, const Tensors& in) {
-           return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};
-         }});
-  r.add({"Constant", "shape", constant});
-  r.add({"ConstantOfShape", "shape", constant_of_shape});
-  r.add({"Range", "shape", range});
-  r.add({"EyeLike", "shape", eye_like});
-  r.add({"OneHot", "shape", one_hot});
-  r.add({"Trilu", "shape", trilu});
+  for (const auto& row : shape_rows()) add_row(r, row);
 
-  for (const char* t : {"Reshape",  "Flatten",         "Transpose",    "Squeeze", "Unsqueeze",
-                        "Concat",   "Split",           "Slice",        "Expand",  "Tile",
-                        "Pad",      "DepthToSpace",    "SpaceToDepth", "Shape",   "Size",
-                        "Constant", "ConstantOfShape", "EyeLike",      "OneHot",  "Trilu"})
-    r.set_error_model(t, error_models::data_movement());
-  // Gradients: these only move elements (Pad's constant input fills, set to 0 for the probe).
-  std::vector<int> all_inputs;
-  for (int k = 0; k < 64; ++k) all_inputs.push_back(k);
-  for (const char* t : {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice",
-                        "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu"})
-    r.set_vjp(t, data_movement_vjp({0}));
-  r.set_vjp("Concat", data_movement_vjp(all_inputs));
-  r.set_vjp("Pad", data_movement_vjp({0}, {2}));
-  // No data input to probe: their inputs are shapes, sizes or a value to repeat.
-  for (const char* t :
-       {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "OneHot"})
-    r.set_domain(t, {{}, {}});
-  r.set_domain("Concat", {{0, 1, 2}, {}});
-  // start + i * delta: implementations that accumulate delta may drift by i roundings.
-  r.set_error_model("Range", error_models::condition(
-                                 [](const KernelContext&, const Tensors& in, const Tensors& ref,
-                                    const AccumulationBound&) {
-                                   double start = std::fabs(in[0].to_f64().at(0));
-                                   double delta = std::fabs(in[2].to_f64().at(0));
-                                   std::vector<double> m(static_cast<std::size_t>(ref[0].numel()));
-                                   for (std::size_t i = 0; i < m.size(); ++i)
-                                     m[i] = 2 * (start + static_cast<double>(i) * delta) *
-                                            static_cast<double>(i + 1);
-                                   return Magnitudes{m};
-                                 },
-                                 "2(i+1)(|start| + i|delta|) for element i, 1 ulp", 1));
+  // No data input to probe: its inputs are sizes.
+  r.op("Range", "shape", range)
+      .domain({{}, {}})
+      .error(error_models::condition(range_magnitude,
+                                     "2(i+1)(|start| + i|delta|) for element i, 1 ulp", 1));
 }
 
 }  // namespace metaop
