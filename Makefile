@@ -29,9 +29,10 @@ demo: build
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j2
 
-# Everything but the model tests and the slow campaigns (training, probe): a few minutes.
+# Everything but the model tests, the slow campaigns (training, probe) and the fuzzers: about 3
+# minutes on two cores.
 test-fast: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow'
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow|fuzz'
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) and its unit and CLI
 # tests (CMakePresets.json).
@@ -42,6 +43,8 @@ test-sanitize: deps
 
 # clang-tidy (.clang-tidy) on every source file of the project.
 tidy: build
+	@command -v run-clang-tidy-16 > /dev/null || \
+	  { echo "make tidy needs clang-tidy 16 (Debian: apt-get install clang-tidy-16)"; exit 2; }
 	run-clang-tidy-16 -p $(BUILD_DIR) -j $(JOBS) -quiet '$(CURDIR)/(src|tests|bench)/.*\.cpp$$'
 
 bench: build
