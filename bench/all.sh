@@ -22,6 +22,21 @@ stamp "speed: reference and check against LibTorch (resnet50, 1 and 2 threads)"
 "$BUILD/bench/bench_reference_vs_torch" "$MODELS" resnet50 2 > "$OUT/reference_vs_torch_2.log"
 stamp "speed: the ort binding against ONNX Runtime's own run (resnet50)"
 "$BUILD/bench/bench_ort_overhead" "$MODELS" resnet50 > "$OUT/ort_overhead.log"
+stamp "speed: framework kernels in worker processes against in process (resnet50, OpenCV)"
+"$BUILD/bench/bench_isolation_overhead" "$MODELS" resnet50 > "$OUT/isolation_overhead.log"
+
+stamp "whole models: propagated tolerances, local scores, conformance"
+for a in resnet18 mobilenet_v2 vit_b_16; do
+  "$METAOP" run "$MODELS/$a/opset17.onnx" --input "$MODELS/$a/input_0.npy" --propagate 3 \
+    > "$OUT/propagate_$a.log"
+done
+"$METAOP" check "$MODELS/resnet50/opset17.onnx" --bind torch,onednn --no-verify \
+  > "$OUT/check_resnet50.log" || true
+"$METAOP" check "$MODELS/efficientnet_b0/opset17.onnx" --input \
+  "$MODELS/efficientnet_b0/input_0.npy" --bind ort --no-verify > "$OUT/check_efficientnet_ort.log" || true
+D=/usr/share/libonnx-testdata/data
+"$METAOP" conform $D/node $D/pytorch-converted $D/pytorch-operator $D/simple --quiet \
+  > "$OUT/conformance.log" || true
 
 stamp "oracle: tightness and sensitivity per op"
 "$BUILD/bench/bench_oracle" /usr/share/libonnx-testdata/data/node --json "$OUT/oracle.json" \
@@ -55,9 +70,13 @@ $PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$O
   2> "$OUT/expose.log"
 
 stamp "done; headline figures:"
-for f in reference_vs_torch_1 reference_vs_torch_2 ort_overhead; do
+for f in reference_vs_torch_1 reference_vs_torch_2 ort_overhead isolation_overhead; do
   echo "== $f"; tail -8 "$OUT/$f.log"
 done
+for a in resnet18 mobilenet_v2 vit_b_16; do echo "== propagate $a"; tail -1 "$OUT/propagate_$a.log"; done
+echo "== check resnet50"; sed -n 3,6p "$OUT/check_resnet50.log"
+echo "== check efficientnet_b0 --bind ort"; sed -n 3,5p "$OUT/check_efficientnet_ort.log"
+echo "== conformance"; tail -1 "$OUT/conformance.log"
 echo "== oracle"; tail -1 "$OUT/oracle.md"
 echo "== probe"; tail -2 "$OUT/probe.log"; cat "$OUT/probe.time"
 echo "== probe ort"; tail -2 "$OUT/probe_ort.log"; cat "$OUT/probe_ort.time"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -395,6 +396,133 @@ void probe_updates(const ProbeOptions& o, Tally& tally) {
   }
 }
 
+// A single-node conformance test worth probing: its graph, inputs and op.
+struct ProbeTest {
+  Graph g;
+  std::map<std::string, Tensor> inputs;
+  const MetaOp* op = nullptr;
+};
+
+// Select: the test's node is read, its op has data inputs to probe, and it matches --op and
+// --dtype; nullopt otherwise.
+std::optional<ProbeTest> select_test(const std::string& dir, const ProbeOptions& o) {
+  ProbeTest t;
+  try {
+    t.g = load_onnx((fs::path(dir) / "model.onnx").string());
+    if (!single_node_test(t.g)) return std::nullopt;
+    t.inputs = load_test_inputs(t.g, dir);
+  } catch (const std::exception&) {
+    return std::nullopt;  // ops MetaOp does not read, multi-node tests: not probe material
+  }
+  const Node& node = t.g.nodes[0];
+  if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), node.op_type) == o.ops.end())
+    return std::nullopt;
+  t.op = OpRegistry::instance().find(node.op_type);
+  if (!t.op || t.op->domain.data_inputs.empty()) return std::nullopt;
+  // Integer data (Pow of int64 by float, say): out-of-range float values would only probe
+  // float-to-integer conversion, which ONNX leaves undefined.
+  if (auto first = t.inputs.find(node.inputs[0]);
+      first != t.inputs.end() && !is_floating(first->second.dtype()))
+    return std::nullopt;
+  if (!o.dtypes.empty()) {
+    auto it = t.inputs.find(node.inputs[t.op->domain.data_inputs[0]]);
+    if (it == t.inputs.end() ||
+        std::find(o.dtypes.begin(), o.dtypes.end(), it->second.dtype()) == o.dtypes.end())
+      return std::nullopt;
+  }
+  return t;
+}
+
+// Fill: the node's inputs in order, its floating data inputs replaced by the pattern's values
+// (each input shifted differently); empty when no input took the pattern.
+Tensors fill_inputs(const ProbeTest& t, const std::vector<double>& values) {
+  const Node& node = t.g.nodes[0];
+  Tensors in;
+  bool any = false;
+  for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+    const std::string& name = node.inputs[k];
+    Tensor x;
+    if (!name.empty()) {
+      if (auto it = t.inputs.find(name); it != t.inputs.end())
+        x = it->second;
+      else if (auto init = t.g.initializers.find(name); init != t.g.initializers.end())
+        x = init->second;
+    }
+    auto& data = t.op->domain.data_inputs;
+    if (x.defined() && is_floating(x.dtype()) &&
+        std::find(data.begin(), data.end(), static_cast<int>(k)) != data.end()) {
+      std::vector<double> v(static_cast<std::size_t>(x.numel()));
+      std::size_t P = values.size();
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = values[(i + k * (i / P + 1)) % P];
+      x = Tensor::from_f64(v, x.shape(), x.dtype());
+      any = true;
+    }
+    in.push_back(x);
+  }
+  return any ? in : Tensors{};
+}
+
+// The worst element of a bad score, with the inputs at the same position.
+std::string worst_element(const Node& node, const Tensors& in, const Tensors& ref, const Score& s,
+                          const std::string& binding) {
+  if (!s.mismatch.empty()) return s.mismatch;
+  const std::string& out_name = node.outputs[s.worst_output];
+  std::string inputs_there;
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (in[k].defined() && in[k].numel() == ref[s.worst_output].numel())
+      inputs_there += fmt::format("{}{} = {:.9g}", inputs_there.empty() ? "" : ", ", node.inputs[k],
+                                  in[k].to_f64()[static_cast<std::size_t>(s.worst_index)]);
+  return fmt::format(
+      "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} elements over "
+      "tolerance, {} non-finite mismatches{}",
+      out_name, index_str(ref[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
+      s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite,
+      inputs_there.empty() ? "" : "; inputs there: " + inputs_there);
+}
+
+// Judge: one binding on one case, into the tally (ok, unsupported, or a finding).
+void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::string& pattern,
+           const Tensors& in, const Tensors& ref, const std::vector<std::vector<double>>& tol,
+           Tally& tally) {
+  const Node& node = t.g.nodes[0];
+  if (!b.supports(node.op_type).forward) {
+    tally.unsupported(b.name());
+    return;
+  }
+  Tensors got;
+  std::string kind, detail;
+  Score s;
+  try {
+    got = b.forward(node, t.g.opset, in);
+    s = score_outputs(got, ref, tol);
+    if (s.bad()) kind = s.nonfinite ? "nonfinite" : "accuracy";
+  } catch (const Unsupported&) {
+    tally.unsupported(b.name());
+    return;
+  } catch (const Hang& e) {
+    kind = "hang";
+    detail = e.what();
+    s.score = INFINITY;
+  } catch (const Crash& e) {
+    kind = "crash";
+    detail = e.what();
+    s.score = INFINITY;
+  } catch (const std::exception& e) {
+    kind = "crash";
+    detail = fmt::format("threw: {}", e.what());
+    s.score = INFINITY;
+  }
+  if (kind.empty()) {
+    tally.ok(b.name());
+    return;
+  }
+  if (detail.empty()) detail = worst_element(node, in, ref, s, b.name());
+  ProbeFinding f =
+      probe_finding(node.op_type, b.name(), kind, test, pattern, s.score, detail, in, ref, got);
+  f.graph = t.g;
+  tally.finding(std::move(f), s);
+}
+
 }  // namespace
 
 ProbeResult probe(const ProbeOptions& o) {
@@ -406,133 +534,33 @@ ProbeResult probe(const ProbeOptions& o) {
   Tally tally(o, res);
   if (tally.resumed() && o.progress)
     o.progress(fmt::format("resuming: {} cases done already", tally.resumed()));
-  const auto& reg = OpRegistry::instance();
   std::size_t done = 0;
   for (const auto& dir : dirs) {
     ++done;
-    Graph g;
-    std::map<std::string, Tensor> test_inputs;
-    try {
-      g = load_onnx((fs::path(dir) / "model.onnx").string());
-      if (!single_node_test(g)) continue;
-      test_inputs = load_test_inputs(g, dir);
-    } catch (const std::exception&) {
-      continue;  // ops MetaOp does not read, multi-node tests: not probe material
-    }
-    const Node& node = g.nodes[0];
-    if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), node.op_type) == o.ops.end())
-      continue;
-    const MetaOp* op = reg.find(node.op_type);
-    if (!op || op->domain.data_inputs.empty()) continue;
-    // Integer data (Pow of int64 by float, say): out-of-range float values would only probe
-    // float-to-integer conversion, which ONNX leaves undefined.
-    if (auto first = test_inputs.find(node.inputs[0]);
-        first != test_inputs.end() && !is_floating(first->second.dtype()))
-      continue;
-    if (!o.dtypes.empty()) {
-      auto it = test_inputs.find(node.inputs[op->domain.data_inputs[0]]);
-      if (it == test_inputs.end() ||
-          std::find(o.dtypes.begin(), o.dtypes.end(), it->second.dtype()) == o.dtypes.end())
-        continue;
-    }
+    std::optional<ProbeTest> t = select_test(dir, o);
+    if (!t) continue;
+    const Node& node = t->g.nodes[0];
     if (o.progress)
       o.progress(fmt::format("[{}/{}] {}", done, dirs.size(), fs::path(dir).filename().string()));
     std::vector<double> critical;
-    if (op->domain.critical) critical = op->domain.critical(node);
+    if (t->op->domain.critical) critical = t->op->domain.critical(node);
     std::string test = fs::path(dir).filename().string();
     for (const auto& [pattern, values] : probe_patterns(critical)) {
       std::string key = test + "|" + pattern;
       if (tally.done(key)) continue;
-      // The node's inputs in order, data inputs replaced by the pattern.
-      Tensors in;
-      bool any = false;
-      for (std::size_t k = 0; k < node.inputs.size(); ++k) {
-        const std::string& name = node.inputs[k];
-        Tensor t;
-        if (!name.empty()) {
-          if (auto it = test_inputs.find(name); it != test_inputs.end())
-            t = it->second;
-          else if (auto init = g.initializers.find(name); init != g.initializers.end())
-            t = init->second;
-        }
-        auto& data = op->domain.data_inputs;
-        if (t.defined() && is_floating(t.dtype()) &&
-            std::find(data.begin(), data.end(), static_cast<int>(k)) != data.end()) {
-          std::vector<double> v(static_cast<std::size_t>(t.numel()));
-          std::size_t P = values.size();
-          for (std::size_t i = 0; i < v.size(); ++i) v[i] = values[(i + k * (i / P + 1)) % P];
-          t = Tensor::from_f64(v, t.shape(), t.dtype());
-          any = true;
-        }
-        in.push_back(t);
-      }
-      if (!any) break;
+      Tensors in = fill_inputs(*t, values);
+      if (in.empty()) break;
       Tensors ref;
       std::vector<std::vector<double>> tol;
       try {
-        KernelContext ctx{node, g.opset};
-        ref = op->reference(ctx, in);
-        tol = tolerances(*op, ctx, in, ref, o.bound);
+        KernelContext ctx{node, t->g.opset};
+        ref = t->op->reference(ctx, in);
+        tol = tolerances(*t->op, ctx, in, ref, o.bound);
       } catch (const std::exception&) {
         continue;  // inputs the op rejects (the reference says why); nothing to judge
       }
       tally.begin(key, node.op_type, test, pattern);
-      for (auto& b : bindings) {
-        if (!b->supports(node.op_type).forward) {
-          tally.unsupported(b->name());
-          continue;
-        }
-        Tensors got;
-        std::string kind, detail;
-        Score s;
-        try {
-          got = b->forward(node, g.opset, in);
-          s = score_outputs(got, ref, tol);
-          if (s.bad()) kind = s.nonfinite ? "nonfinite" : "accuracy";
-        } catch (const Unsupported&) {
-          tally.unsupported(b->name());
-          continue;
-        } catch (const Hang& e) {
-          kind = "hang";
-          detail = e.what();
-          s.score = INFINITY;
-        } catch (const Crash& e) {
-          kind = "crash";
-          detail = e.what();
-          s.score = INFINITY;
-        } catch (const std::exception& e) {
-          kind = "crash";
-          detail = fmt::format("threw: {}", e.what());
-          s.score = INFINITY;
-        }
-        if (kind.empty()) {
-          tally.ok(b->name());
-          continue;
-        }
-        if (detail.empty()) {
-          if (!s.mismatch.empty()) {
-            detail = s.mismatch;
-          } else {
-            const std::string& out_name = node.outputs[s.worst_output];
-            std::string inputs_there;
-            for (std::size_t k = 0; k < in.size(); ++k)
-              if (in[k].defined() && in[k].numel() == ref[s.worst_output].numel())
-                inputs_there +=
-                    fmt::format("{}{} = {:.9g}", inputs_there.empty() ? "" : ", ", node.inputs[k],
-                                in[k].to_f64()[static_cast<std::size_t>(s.worst_index)]);
-            detail = fmt::format(
-                "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} elements over "
-                "tolerance, {} non-finite mismatches{}",
-                out_name, index_str(ref[s.worst_output].shape(), s.worst_index), b->name(),
-                s.worst_got, s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite,
-                inputs_there.empty() ? "" : "; inputs there: " + inputs_there);
-          }
-        }
-        ProbeFinding f = probe_finding(node.op_type, b->name(), kind, test, pattern, s.score,
-                                       detail, in, ref, got);
-        f.graph = g;
-        tally.finding(std::move(f), s);
-      }
+      for (auto& b : bindings) judge(*b, *t, test, pattern, in, ref, tol, tally);
       tally.end();
     }
   }
