@@ -41,11 +41,13 @@ test-sanitize: deps
 	cmake --build --preset sanitize
 	ctest --preset sanitize
 
-# clang-tidy (.clang-tidy) on every source file of the project.
+# clang-tidy (.clang-tidy) on the project's sources, but for the torch binding's: clang 16 cannot
+# parse LibTorch 1.13's headers against GCC 12's library (c10::IValue incomplete in std::vector).
 tidy: build
 	@command -v run-clang-tidy-16 > /dev/null || \
 	  { echo "make tidy needs clang-tidy 16 (Debian: apt-get install clang-tidy-16)"; exit 2; }
-	run-clang-tidy-16 -p $(BUILD_DIR) -j $(JOBS) -quiet '$(CURDIR)/(src|tests|bench)/.*\.cpp$$'
+	run-clang-tidy-16 -p $(BUILD_DIR) -j $(JOBS) -quiet \
+	  '^(?!.*/src/bindings/torch/)$(CURDIR)/(src|tests|bench)/.*\.cpp$$'
 
 bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
