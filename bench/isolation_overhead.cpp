@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench_util.h"
 #include "bindings/isolate.h"
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/torch/torch_binding.h"
@@ -21,20 +22,10 @@
 #include "tensor/npy.h"
 
 using namespace metaop;
+using metaop::bench::median;
+using metaop::bench::seconds;
 
 namespace {
-
-template <typename F>
-double seconds(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // OpenCV as it ran before the workers: every node in a forked child, exported and imported anew.
 class ForkPerNode final : public Binding {

@@ -13,28 +13,15 @@
 #include <fstream>
 #include <iterator>
 
+#include "bench_util.h"
 #include "bindings/ort/ort_binding.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "tensor/npy.h"
 
 using namespace metaop;
-
-namespace {
-
-template <typename F>
-double seconds(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using metaop::bench::median;
+using metaop::bench::seconds;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -58,9 +45,8 @@ int main(int argc, char** argv) {
     plan.set_default("ort");
     std::map<std::string, Tensor> whole;
     RunResult nodes;
-    double first_whole = seconds([&] {
-      whole = ort_run_model("cpu", bytes, inputs, outputs, "disabled", path);
-    });
+    double first_whole =
+        seconds([&] { whole = ort_run_model("cpu", bytes, inputs, outputs, "disabled", path); });
     double first_nodes = seconds([&] { nodes = run_graph(g, inputs, plan); });
     std::vector<double> t_whole, t_nodes;
     for (int r = 0; r < repeat; ++r) {
@@ -71,13 +57,17 @@ int main(int argc, char** argv) {
     std::size_t on_ort = 0;
     for (const auto& rec : nodes.records) on_ort += rec.binding == "ort";
     double w = median(t_whole), n = median(t_nodes);
-    fmt::print("{} ({} nodes, {} on ort), ONNX Runtime 1.30 CPU, --ort-opt disabled, 1 thread, "
-               "median of {}:\n",
-               arch, g.nodes.size(), on_ort, repeat);
-    fmt::print("  ONNX Runtime whole model            {:8.1f} ms   (first run, with session: {:.1f} ms)\n",
-               1e3 * w, 1e3 * first_whole);
-    fmt::print("  metaop run --bind ort (node by node) {:8.1f} ms   (first run, with sessions: {:.1f} ms)\n",
-               1e3 * n, 1e3 * first_nodes);
+    fmt::print(
+        "{} ({} nodes, {} on ort), ONNX Runtime 1.30 CPU, --ort-opt disabled, 1 thread, "
+        "median of {}:\n",
+        arch, g.nodes.size(), on_ort, repeat);
+    fmt::print(
+        "  ONNX Runtime whole model            {:8.1f} ms   (first run, with session: {:.1f} ms)\n",
+        1e3 * w, 1e3 * first_whole);
+    fmt::print(
+        "  metaop run --bind ort (node by node) {:8.1f} ms   (first run, with sessions: {:.1f} "
+        "ms)\n",
+        1e3 * n, 1e3 * first_nodes);
     fmt::print("  ratio node by node / whole model     {:8.2f}x  (goal: within 2x)\n", n / w);
     return 0;
   } catch (const std::exception& e) {

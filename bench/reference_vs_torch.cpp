@@ -16,27 +16,14 @@
 #include <cmath>
 
 #include "analysis/check.h"
+#include "bench_util.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "tensor/npy.h"
 
 using namespace metaop;
-
-namespace {
-
-template <typename F>
-double seconds(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using metaop::bench::median;
+using metaop::bench::seconds;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
