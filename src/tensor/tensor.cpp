@@ -149,7 +149,7 @@ Tensor Tensor::from_f64(const std::vector<double>& values, Shape shape, DType dt
   if (static_cast<std::int64_t>(values.size()) != t.numel_)
     fail("internal: {} values for shape {}", values.size(), shape_str(t.shape_));
   if (dtype == DType::Float64) {
-    std::memcpy(t.raw(), values.data(), t.nbytes());
+    if (t.nbytes()) std::memcpy(t.raw(), values.data(), t.nbytes());  // null data when empty
   } else if (dtype == DType::Float32) {  // the common case, without a switch per element
     float* p = t.data<float>();
     for (std::int64_t i = 0; i < t.numel_; ++i) p[i] = static_cast<float>(values[i]);
@@ -164,7 +164,7 @@ Tensor Tensor::from_i64(const std::vector<std::int64_t>& values, Shape shape, DT
   if (static_cast<std::int64_t>(values.size()) != t.numel_)
     fail("internal: {} values for shape {}", values.size(), shape_str(t.shape_));
   if (dtype == DType::Int64) {
-    std::memcpy(t.raw(), values.data(), t.nbytes());
+    if (t.nbytes()) std::memcpy(t.raw(), values.data(), t.nbytes());
   } else {
     for (std::int64_t i = 0; i < t.numel_; ++i)
       store(t.raw(), dtype, i, static_cast<double>(values[i]));
@@ -195,7 +195,7 @@ double Tensor::f64_at(std::int64_t i) const {
 std::vector<double> Tensor::to_f64() const {
   std::vector<double> out(numel_);
   if (dtype_ == DType::Float64) {
-    std::memcpy(out.data(), raw(), nbytes());
+    if (nbytes()) std::memcpy(out.data(), raw(), nbytes());
   } else if (dtype_ == DType::Float32) {  // the common case, without a switch per element
     const float* p = data<float>();
     for (std::int64_t i = 0; i < numel_; ++i) out[i] = p[i];
@@ -208,7 +208,7 @@ std::vector<double> Tensor::to_f64() const {
 std::vector<std::int64_t> Tensor::to_i64() const {
   std::vector<std::int64_t> out(numel_);
   if (dtype_ == DType::Int64) {
-    std::memcpy(out.data(), raw(), nbytes());
+    if (nbytes()) std::memcpy(out.data(), raw(), nbytes());
     return out;
   }
   for (std::int64_t i = 0; i < numel_; ++i) {
