@@ -13,36 +13,6 @@
 
 namespace metaop {
 
-ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
-  double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-  if (c.opset < 11) {
-    lo = c.node.attr_f("min", lo);
-    hi = c.node.attr_f("max", hi);
-  } else {
-    if (has_input(in, 1)) lo = in[1].f64_at(0);
-    if (has_input(in, 2)) hi = in[2].f64_at(0);
-  }
-  return {lo, hi};
-}
-
-std::vector<bool> dropout_mask(const KernelContext& c, std::int64_t n, double ratio) {
-  if (!c.node.has_attr("metaop_dropout_seed"))
-    throw Unsupported(fmt::format(
-        "{}: training-mode dropout with ratio {} draws a random mask; the reference draws it only "
-        "from a seed the training loop sets (so that every plan gets the same mask)",
-        c.node.label(), ratio));
-  std::mt19937_64 rng(static_cast<std::uint64_t>(c.node.attr_i("metaop_dropout_seed")));
-  std::uniform_real_distribution<double> u(0, 1);
-  std::vector<bool> keep(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = u(rng) >= ratio;
-  return keep;
-}
-
-DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
-  if (c.opset < 12) return {c.node.attr_f("ratio", 0.5), false};
-  return {has_input(in, 1) ? in[1].f64_at(0) : 0.5, has_input(in, 2) && in[2].f64_at(0) != 0};
-}
-
 namespace {
 
 // ---- Max, Min, Sum, Mean: any number of broadcasting inputs.

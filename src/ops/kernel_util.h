@@ -26,13 +26,6 @@ void check_same_dtype(const KernelContext& c, const Tensors& in);
 // Requires a floating-point dtype (or, with allow_int, any numeric one).
 void require_float(const KernelContext& c, const Tensor& t, const char* what);
 
-// First-order forward error magnitude (units of u) of softmax (`log` false) or log-softmax
-// over the middle axis of x viewed as `split` ([outer, n, inner]), with kappa = kappa(n): shared
-// by Softmax, LogSoftmax and SoftmaxCrossEntropyLoss.
-struct AxisSplit;
-std::vector<double> softmax_magnitude(const std::vector<double>& x, const AxisSplit& split,
-                                      double kappa, bool log);
-
 // Iterates over all multi-indices of a shape in row-major order.
 class IndexIter {
  public:

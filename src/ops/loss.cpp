@@ -3,6 +3,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
+#include "ops/softmax.h"
 #include "ops/vjp_util.h"
 
 namespace metaop {

@@ -10,11 +10,6 @@
 
 namespace metaop {
 
-bool batch_norm_training(const KernelContext& c) {
-  return c.opset >= 14 ? c.node.attr_i("training_mode", 0) != 0
-                       : (c.opset >= 9 && c.node.outputs.size() > 1);
-}
-
 namespace {
 
 // ---- BatchNormalization

@@ -13,26 +13,6 @@
 
 namespace metaop {
 
-ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank) {
-  // ReduceSum takes its axes as an input from opset 13 (the others from opset 18).
-  bool from_input = c.node.op_type == "ReduceSum" && c.opset >= 13;
-  std::vector<std::int64_t> axes;
-  if (from_input) {
-    if (has_input(in, 1)) axes = in[1].to_i64();
-  } else {
-    axes = c.node.attr_ints("axes", {});
-  }
-  ReduceAxes r;
-  r.noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
-  r.keepdims = c.node.attr_i("keepdims", 1) != 0;
-  if (axes.empty()) {
-    axes.resize(rank);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  r.axes = norm_axes(c, axes, rank);
-  return r;
-}
-
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();

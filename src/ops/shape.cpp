@@ -97,13 +97,6 @@ Tensors transpose(const KernelContext& c, const Tensors& in) {
 
 }  // namespace
 
-std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
-                                   int input_from_opset) {
-  if (c.opset >= input_from_opset)
-    return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
-  return c.node.attr_ints("axes", {});
-}
-
 namespace {
 
 Tensors squeeze(const KernelContext& c, const Tensors& in) {

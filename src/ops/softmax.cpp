@@ -1,5 +1,7 @@
 // The softmax family: Softmax, LogSoftmax and Hardmax along one axis, each op's reference, VJP,
 // error models (derived in docs/error-models.md, "Softmax"), domain and danger zones together.
+#include "ops/softmax.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,23 +15,6 @@ namespace metaop {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
-
-AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
-  std::int64_t rank = static_cast<std::int64_t>(s.size());
-  AxisSplit v;
-  // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
-  bool coerce = c.opset < 13;
-  v.axis = norm_axis(c, c.node.attr_i("axis", coerce ? 1 : -1), rank);
-  for (std::int64_t d = 0; d < rank; ++d) {
-    if (d < v.axis)
-      v.outer *= s[d];
-    else if (d == v.axis || coerce)
-      v.n *= s[d];
-    else
-      v.inner *= s[d];
-  }
-  return v;
-}
 
 // First-order error magnitude of Softmax / LogSoftmax: x_j - m is rounded (u |x_j - m|, which
 // scales p_j relatively), the n-term sum S adds kappa(n), and log S, the final subtraction or

@@ -1,0 +1,93 @@
+// Attribute and parameter decoding shared by the reference kernels and the framework bindings
+// (ops/params.h): the opset-dependent rules, once.
+#include "ops/params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank) {
+  // ReduceSum takes its axes as an input from opset 13 (the others from opset 18).
+  bool from_input = c.node.op_type == "ReduceSum" && c.opset >= 13;
+  std::vector<std::int64_t> axes;
+  if (from_input) {
+    if (has_input(in, 1)) axes = in[1].to_i64();
+  } else {
+    axes = c.node.attr_ints("axes", {});
+  }
+  ReduceAxes r;
+  r.noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
+  r.keepdims = c.node.attr_i("keepdims", 1) != 0;
+  if (axes.empty()) {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  r.axes = norm_axes(c, axes, rank);
+  return r;
+}
+
+AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
+  std::int64_t rank = static_cast<std::int64_t>(s.size());
+  AxisSplit v;
+  // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
+  bool coerce = c.opset < 13;
+  v.axis = norm_axis(c, c.node.attr_i("axis", coerce ? 1 : -1), rank);
+  for (std::int64_t d = 0; d < rank; ++d) {
+    if (d < v.axis)
+      v.outer *= s[d];
+    else if (d == v.axis || coerce)
+      v.n *= s[d];
+    else
+      v.inner *= s[d];
+  }
+  return v;
+}
+
+bool batch_norm_training(const KernelContext& c) {
+  return c.opset >= 14 ? c.node.attr_i("training_mode", 0) != 0
+                       : (c.opset >= 9 && c.node.outputs.size() > 1);
+}
+
+ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
+  double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+  if (c.opset < 11) {
+    lo = c.node.attr_f("min", lo);
+    hi = c.node.attr_f("max", hi);
+  } else {
+    if (has_input(in, 1)) lo = in[1].f64_at(0);
+    if (has_input(in, 2)) hi = in[2].f64_at(0);
+  }
+  return {lo, hi};
+}
+
+std::vector<bool> dropout_mask(const KernelContext& c, std::int64_t n, double ratio) {
+  if (!c.node.has_attr("metaop_dropout_seed"))
+    throw Unsupported(fmt::format(
+        "{}: training-mode dropout with ratio {} draws a random mask; the reference draws it only "
+        "from a seed the training loop sets (so that every plan gets the same mask)",
+        c.node.label(), ratio));
+  std::mt19937_64 rng(static_cast<std::uint64_t>(c.node.attr_i("metaop_dropout_seed")));
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<bool> keep(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = u(rng) >= ratio;
+  return keep;
+}
+
+DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
+  if (c.opset < 12) return {c.node.attr_f("ratio", 0.5), false};
+  return {has_input(in, 1) ? in[1].f64_at(0) : 0.5, has_input(in, 2) && in[2].f64_at(0) != 0};
+}
+
+std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, std::size_t i,
+                                   int input_from_opset) {
+  if (c.opset >= input_from_opset)
+    return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
+  return c.node.attr_ints("axes", {});
+}
+
+}  // namespace metaop
