@@ -18,6 +18,8 @@
 
 #include "tensor/error.h"
 
+// glibc's own allocator under its reserved names (what a malloc replacement forwards to).
+// NOLINTBEGIN(bugprone-reserved-identifier)
 extern "C" {
 void* __libc_malloc(std::size_t);
 void __libc_free(void*);
@@ -27,6 +29,7 @@ void* __libc_memalign(std::size_t, std::size_t);
 void* __libc_valloc(std::size_t);
 void* __libc_pvalloc(std::size_t);
 }
+// NOLINTEND(bugprone-reserved-identifier)
 
 namespace {
 

@@ -40,10 +40,8 @@ std::string printable(std::string_view s, std::size_t max) {
       out += "\\t";
     } else if (c == '\r') {
       out += "\\r";
-    } else if (is_control(c)) {
-      out += fmt::format("\\x{:02x}", c);
-    } else if (std::size_t n = utf8_length(s, i); n == 0) {
-      out += fmt::format("\\x{:02x}", c);
+    } else if (std::size_t n = is_control(c) ? 0 : utf8_length(s, i); n == 0) {
+      out += fmt::format("\\x{:02x}", c);  // a control byte, or not valid UTF-8
     } else {
       // C1 controls (U+0080..U+009F) act as terminal controls too.
       if (n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) {
