@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # clang-tidy (.clang-tidy: bugprone, performance, function size and cognitive complexity, warnings
 # as errors) on the sources that are clean today, so that they stay clean; `make tidy` runs it on
-# every source (not clean yet: docs/design.md, "Habits"). A file joins the list once it is clean.
+# every source (not all clean yet; CONTRIBUTING.md, "Code habits"). A file joins the list once it
+# is clean.
 # Usage: tidy_subset.sh SOURCE_DIR BUILD_DIR   (BUILD_DIR holds compile_commands.json)
 set -eu
 SRC=$1 BUILD=$2
