@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace metaop::bench {
@@ -17,6 +20,20 @@ double seconds(F&& f) {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The model benchmarks' arguments: MODELS_DIR [ARCH] [REPEAT] (defaults resnet50, 5 repeats);
+// nullopt after printing the usage when MODELS_DIR is missing.
+struct ModelArgs {
+  std::string dir, arch;
+  int repeat;
+};
+inline std::optional<ModelArgs> model_args(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODELS_DIR [ARCH] [REPEAT]\n", argv[0]);
+    return std::nullopt;
+  }
+  return ModelArgs{argv[1], argc > 2 ? argv[2] : "resnet50", argc > 3 ? std::stoi(argv[3]) : 5};
 }
 
 }  // namespace metaop::bench

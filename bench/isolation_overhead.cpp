@@ -51,12 +51,9 @@ Plan plan_with(std::unique_ptr<Binding> b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr, "usage: {} MODELS_DIR [ARCH] [REPEAT]\n", argv[0]);
-    return 2;
-  }
-  std::string dir = argv[1], arch = argc > 2 ? argv[2] : "resnet50";
-  int repeat = argc > 3 ? std::stoi(argv[3]) : 5;
+  auto args = bench::model_args(argc, argv);
+  if (!args) return 2;
+  const auto& [dir, arch, repeat] = *args;
   try {
     TorchBinding::set_threads(1);
     // 1. A small node, many times.

@@ -24,12 +24,9 @@ using metaop::bench::median;
 using metaop::bench::seconds;
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr, "usage: {} MODELS_DIR [ARCH] [REPEAT]\n", argv[0]);
-    return 2;
-  }
-  std::string dir = argv[1], arch = argc > 2 ? argv[2] : "resnet50";
-  int repeat = argc > 3 ? std::stoi(argv[3]) : 5;
+  auto args = bench::model_args(argc, argv);
+  if (!args) return 2;
+  const auto& [dir, arch, repeat] = *args;
   try {
     std::string base = dir + "/" + arch, path = base + "/opset17.onnx";
     if (std::string p = ort_binding_problem("ort"); !p.empty()) fail("{}", p);

@@ -197,9 +197,7 @@ Tensors no_max(const Node& node, std::int64_t opset, const Tensors& in) {
   auto v = x.to_f64();
   if (node.op_type == "ReduceLogSumExp") {
     auto axes = reduce_axes(c, in, x.rank());
-    Shape kept = x.shape();
-    for (auto a : axes.axes) kept[a] = 1;
-    auto map = broadcast_map(kept, x.shape());
+    auto [kept, map] = groups_over(x.shape(), axes.axes);
     std::vector<float> s(static_cast<std::size_t>(shape_numel(kept)), 0.0f);
     for (std::int64_t i = 0; i < x.numel(); ++i) s[map[i]] += std::exp(static_cast<float>(v[i]));
     std::vector<double> y(s.begin(), s.end());

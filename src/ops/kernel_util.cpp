@@ -57,6 +57,13 @@ Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes)
   return out;
 }
 
+AxisGroups groups_over(const Shape& s, const std::vector<std::int64_t>& axes) {
+  Shape kept = s;
+  for (auto a : axes) kept[a] = 1;
+  auto map = broadcast_map(kept, s);
+  return {std::move(kept), std::move(map)};
+}
+
 std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out) {
   std::int64_t n = shape_numel(out);
   std::vector<std::int64_t> map(n);

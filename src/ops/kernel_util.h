@@ -18,6 +18,13 @@ std::vector<std::int64_t> strides_of(const Shape& s);
 Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes);
 // For each flat index of `out`, the flat index of an `in` broadcast to it.
 std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out);
+// Elements grouped over `axes` (as a reduction over them groups them): the shape with those axes
+// set to 1, and each element's group, its position in that shape.
+struct AxisGroups {
+  Shape kept;
+  std::vector<std::int64_t> map;
+};
+AxisGroups groups_over(const Shape& s, const std::vector<std::int64_t>& axes);
 // Broadcasting n-ary map: out[i] = f(in0[map0[i]], in1[map1[i]], ...), rounded to out_dtype.
 Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins,
                        DType out_dtype, const std::function<double(const double*)>& f);

@@ -85,9 +85,7 @@ Tensors mvn(const KernelContext& c, const Tensors& in) {
   auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
   std::vector<bool> reduced(x.rank(), false);
   for (auto a : axes) reduced[a] = true;
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   std::int64_t groups = shape_numel(kept), per = x.numel() / std::max<std::int64_t>(groups, 1);
   auto vx = x.to_f64();
   std::vector<double> sum(groups, 0.0), sq(groups, 0.0);
@@ -177,10 +175,9 @@ Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensor
                          const AccumulationBound& bound) {
   const Tensor& x = in[0];
   auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
+  auto [kept, map] = groups_over(x.shape(), axes);
   NormGroups g;
-  g.group = broadcast_map(kept, x.shape());
+  g.group = std::move(map);
   g.gamma.assign(x.numel(), 1.0);
   g.beta.assign(x.numel(), 0.0);
   g.n = static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept));
@@ -238,9 +235,7 @@ Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                 const Tensors& grads) {
   const Tensor& x = in[0];
   auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   auto groups = static_cast<std::size_t>(shape_numel(kept));
   double n = static_cast<double>(x.numel()) / std::max<double>(1, static_cast<double>(groups));
   auto vx = x.to_f64(), g = grad_of(grads, out, 0);

@@ -27,9 +27,7 @@ Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red) 
   const Tensor& x = input(c, in, 0);
   auto [axes, noop, keepdims] = reduce_axes(c, in, x.rank());
   if (noop) return {x};
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   std::int64_t groups = shape_numel(kept);
   std::int64_t count = groups ? x.numel() / groups : 0;
   if (x.numel() == 0) {
@@ -61,9 +59,7 @@ std::vector<std::vector<std::int64_t>> reduction_members(const KernelContext& c,
     for (std::int64_t i = 0; i < x.numel(); ++i) groups.push_back({i});
     return groups;
   }
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   groups.resize(static_cast<std::size_t>(shape_numel(kept)));
   for (std::int64_t i = 0; i < x.numel(); ++i)
     groups[static_cast<std::size_t>(map[i])].push_back(i);
@@ -179,9 +175,8 @@ ReduceGroups reduce_groups(const KernelContext& c, const Tensors& in) {
   const Tensor& x = in[0];
   auto ra = reduce_axes(c, in, x.rank());
   if (ra.noop) return {true, {}, 1};
-  Shape kept = x.shape();
-  for (auto a : ra.axes) kept[a] = 1;
-  return {false, broadcast_map(kept, x.shape()),
+  auto [kept, map] = groups_over(x.shape(), ra.axes);
+  return {false, std::move(map),
           static_cast<double>(x.numel()) / std::max<double>(1, shape_numel(kept))};
 }
 
@@ -388,9 +383,7 @@ Tensors reduce_log_sum_exp(const KernelContext& c, const Tensors& in) {
   auto mx = reduce(c, in, {-kInf, [](double a, double x) { return std::max(a, x); }, id})[0];
   const Tensor& x = input(c, in, 0);
   auto axes = reduce_axes(c, in, x.rank()).axes;
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   auto m = mx.to_f64();
   auto vx = x.to_f64();
   std::vector<double> s(m.size(), 0.0);
@@ -438,9 +431,7 @@ Magnitudes reduce_log_sum_exp_magnitude(const KernelContext& c, const Tensors& i
                                         const Tensors& ref, const AccumulationBound& bound) {
   const Tensor& x = in[0];
   auto axes = reduce_axes(c, in, x.rank()).axes;
-  Shape kept = x.shape();
-  for (auto a : axes) kept[a] = 1;
-  auto map = broadcast_map(kept, x.shape());
+  auto [kept, map] = groups_over(x.shape(), axes);
   auto vx = x.to_f64();
   Magnitudes mags(1, ref[0].to_f64());
   auto& y = mags[0];
