@@ -19,6 +19,7 @@
 #include "bindings/torch/torch_binding.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "tensor/heap.h"
 #include "tensor/npy.h"
 
 using namespace metaop;
@@ -51,6 +52,7 @@ Plan plan_with(std::unique_ptr<Binding> b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory();  // as metaop does
   auto args = bench::model_args(argc, argv);
   if (!args) return 2;
   const auto& [dir, arch, repeat] = *args;
@@ -97,12 +99,17 @@ int main(int argc, char** argv) {
       m_iso.push_back(seconds([&] { run_graph(g, inputs, torch_iso); }));
     }
     double a = median(m_in), b = median(m_iso);
+    auto sent = worker_sent_bytes("torch");
+    run_graph(g, inputs, torch_iso);
+    sent = worker_sent_bytes("torch") - sent;
     fmt::print("{} ({} nodes) node by node on torch, 1 thread, median of {}:\n", arch,
                g.nodes.size(), repeat);
     fmt::print("  in process          {:8.1f} ms\n", 1e3 * a);
     fmt::print("  isolated (worker)   {:8.1f} ms   (first run, forking the worker: {:.1f} ms)\n",
                1e3 * b, 1e3 * first_iso);
     fmt::print("  ratio               {:8.2f}x  (goal: <= 1.3x)\n", b / a);
+    fmt::print("  copied to the worker per run after the first: {} (the rest it keeps)\n",
+               format_bytes(static_cast<std::int64_t>(sent)));
 
     // 3. OpenCV per node: a child per node (export and import each time) against the worker.
     Plan cv_fork = plan_with(std::make_unique<ForkPerNode>());

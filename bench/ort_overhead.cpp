@@ -17,6 +17,7 @@
 #include "bindings/ort/ort_binding.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "tensor/heap.h"
 #include "tensor/npy.h"
 
 using namespace metaop;
@@ -24,6 +25,7 @@ using metaop::bench::median;
 using metaop::bench::seconds;
 
 int main(int argc, char** argv) {
+  keep_freed_memory();  // as metaop does
   auto args = bench::model_args(argc, argv);
   if (!args) return 2;
   const auto& [dir, arch, repeat] = *args;

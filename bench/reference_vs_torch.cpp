@@ -19,6 +19,7 @@
 #include "bench_util.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "tensor/heap.h"
 #include "tensor/npy.h"
 
 using namespace metaop;
@@ -26,6 +27,7 @@ using metaop::bench::median;
 using metaop::bench::seconds;
 
 int main(int argc, char** argv) {
+  keep_freed_memory();  // as metaop does
   if (argc < 2) {
     fmt::print(stderr, "usage: {} MODELS_DIR [ARCH] [THREADS] [REPEAT]\n", argv[0]);
     return 2;

@@ -295,6 +295,76 @@ TEST(Isolation, CrashesAndHangsAreFindingsAndTheWorkerComesBack) {
   set_kernel_timeout(timeout);
 }
 
+namespace {
+
+// Sums each input and doubles the first: enough to tell whether the worker used the right bytes.
+class SumAndDouble final : public Binding {
+ public:
+  std::string name() const override { return "test-sum"; }
+  Support supports(const std::string&) const override { return {true, false, {}, ""}; }
+  Tensors forward(const Node&, std::int64_t, const Tensors& in) override {
+    Tensors out;
+    for (const auto& t : in) {
+      double sum = 0;
+      for (double v : t.to_f64()) sum += v;
+      out.push_back(Tensor::from_f64({sum}, {}, DType::Float64));
+    }
+    auto v = in[0].to_f64();
+    for (auto& e : v) e *= 2;
+    out.push_back(Tensor::from_f64(v, in[0].shape(), in[0].dtype()));
+    return out;
+  }
+};
+
+Tensor ramp(std::int64_t n, double start) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<double>(i % 1000);
+  return Tensor::from_f64(v, {n}, DType::Float32);
+}
+
+double ramp_sum(std::int64_t n, double start) {
+  double s = 0;
+  for (double v : ramp(n, start).to_f64()) s += v;
+  return s;
+}
+
+}  // namespace
+
+// Large tensors cross to the worker once while MetaOp holds them; a tensor that died and a new
+// one at the same address, a reshaped view of a kept tensor, an output the worker made and a
+// fresh worker all give the right bytes.
+TEST(Isolation, LargeTensorsCrossOnceAndStayRight) {
+  IsolatedBinding b(std::make_unique<SumAndDouble>());
+  Node n = node_of("Sum");
+  const std::int64_t big = 1 << 16;  // 256 kB of float32
+  Tensor w = ramp(big, 0);
+  Tensor small = ramp(10, 5);
+  auto sum_of = [&](const Tensors& in, std::size_t k) {
+    return b.forward(n, 13, in).at(k).f64_at(0);
+  };
+  EXPECT_EQ(sum_of({w, small}, 0), ramp_sum(big, 0));
+  auto sent = worker_sent_bytes("test-sum");
+  EXPECT_EQ(sum_of({w, small}, 0), ramp_sum(big, 0));
+  EXPECT_EQ(worker_sent_bytes("test-sum") - sent, small.nbytes());  // w was kept
+  Tensor flat = w.reshaped({256, 256});
+  Tensors out = b.forward(n, 13, {flat});
+  EXPECT_EQ(out.at(0).f64_at(0), ramp_sum(big, 0));
+  EXPECT_EQ(out.at(1).shape(), (Shape{256, 256}));
+  EXPECT_EQ(worker_sent_bytes("test-sum") - sent, small.nbytes());
+  // The worker's own output (2w), kept by it, read back as an input.
+  sent = worker_sent_bytes("test-sum");
+  EXPECT_EQ(sum_of({out.at(1)}, 0), 2 * ramp_sum(big, 0));
+  EXPECT_EQ(worker_sent_bytes("test-sum"), sent);
+  // New tensors, often at the address of the one that died just before.
+  for (int k = 1; k <= 8; ++k) {
+    w = ramp(big, k);
+    EXPECT_EQ(sum_of({w}, 0), ramp_sum(big, k)) << k;
+  }
+  stop_workers();  // a fresh worker keeps nothing
+  EXPECT_EQ(sum_of({w}, 0), ramp_sum(big, 8));
+  EXPECT_EQ(sum_of({out.at(1), w}, 1), ramp_sum(big, 8));
+}
+
 TEST(Isolation, TheRunGoesOnAfterACrash) {
   Graph g;
   g.path = "test";

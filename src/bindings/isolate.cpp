@@ -16,6 +16,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_map>
+#include <utility>
 
 #include "bindings/isolate_wire.h"
 #include "bindings/isolate_worker.h"
@@ -33,6 +35,74 @@ using namespace isolate;
 
 // --- MetaOp's side: one worker per binding name
 
+// MetaOp's record of the tensors its worker keeps (isolate_wire.h, kKeepFrom): by the address of
+// their storage while it lives (a weak handle: the record does not keep memory alive), with the
+// id the worker knows them by. Records of tensors that died are told to the worker with the next
+// request, which drops its copies. Kept bytes stay under a cap (a quarter of the memory budget):
+// past it, tensors cross without being kept.
+class KeptIndex {
+ public:
+  // The id the worker has `t` under, 0 if none.
+  std::uint64_t find(const Tensor& t) {
+    auto it = by_data_.find(t.raw());
+    if (it == by_data_.end()) return 0;
+    const Entry& e = it->second;
+    auto live = t.storage();
+    bool same = !e.owner.expired() && !e.owner.owner_before(live) && !live.owner_before(e.owner);
+    if (!same || e.dtype != t.dtype() || e.bytes != t.nbytes()) return 0;
+    return e.id;
+  }
+  // A fresh id to keep `t` under, 0 when it is small or the cap is reached.
+  std::uint64_t reserve(const Tensor& t) {
+    if (t.nbytes() < isolate::kKeepFrom || !room()) return 0;
+    return next_++;
+  }
+  bool room() const { return bytes_ < cap_; }
+  std::uint64_t next() const { return next_; }
+  void add(std::uint64_t id, const Tensor& t) {
+    next_ = std::max(next_, id + 1);
+    auto& e = by_data_[t.raw()];
+    if (e.id) {  // an older record at that address, of a tensor that died or was sent again
+      dead_.push_back(e.id);
+      bytes_ -= e.bytes;
+    }
+    bytes_ += t.nbytes();
+    e = {t.storage(), id, t.dtype(), t.nbytes()};
+  }
+  // Ids of the tensors that died since the last call.
+  std::vector<std::uint64_t> forget_dead() {
+    for (auto it = by_data_.begin(); it != by_data_.end();) {
+      if (!it->second.owner.expired()) {
+        ++it;
+        continue;
+      }
+      dead_.push_back(it->second.id);
+      bytes_ -= it->second.bytes;
+      it = by_data_.erase(it);
+    }
+    return std::exchange(dead_, {});
+  }
+  // A new worker has nothing.
+  void clear() {
+    by_data_.clear();
+    dead_.clear();
+    bytes_ = 0;
+    cap_ = static_cast<std::size_t>(std::max<std::int64_t>(memory_budget() / 4, 0));
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<const std::byte[]> owner;
+    std::uint64_t id = 0;
+    DType dtype = DType::Float32;
+    std::size_t bytes = 0;
+  };
+  std::unordered_map<const std::byte*, Entry> by_data_;
+  std::vector<std::uint64_t> dead_;
+  std::size_t bytes_ = 0, cap_ = 0;
+  std::uint64_t next_ = 1;
+};
+
 class Worker {
  public:
   explicit Worker(std::string name) : name_(std::move(name)) {}
@@ -44,9 +114,22 @@ class Worker {
     Writer w;
     w.put(kind);
     w.put(fault);
+    auto dead = kept_.forget_dead();
+    w.put(static_cast<std::uint32_t>(dead.size()));
+    for (auto id : dead) w.put(id);
     put_node(w, node);
     w.put(opset);
-    put_tensors(w, region_, lists);
+    std::vector<std::pair<std::uint64_t, const Tensor*>> sent;
+    put_tensors(w, region_, lists, [&](const Tensor& t) {
+      Crossing c{0, kept_.find(t)};
+      if (c.kept) return c;
+      sent_bytes_ += t.nbytes();
+      if ((c.keep = kept_.reserve(t))) sent.emplace_back(c.keep, &t);
+      return c;
+    });
+    for (const auto& [id, t] : sent) kept_.add(id, *t);
+    // The ids the worker keeps its large outputs under start here (0: keep none).
+    w.put(kept_.room() ? kept_.next() : std::uint64_t{0});
     auto deadline = worker_deadline();
     Io io = send_frame(sock_, w.buffer(), deadline);
     std::string body;
@@ -64,7 +147,9 @@ class Worker {
     }
     auto peak = rd.get<std::int64_t>();
     std::int64_t level = heap_in_use();
-    auto out = get_tensors(rd, region_);
+    std::vector<std::pair<std::uint64_t, Tensor>> kept_outputs;
+    auto out = get_tensors(rd, region_, {}, &kept_outputs);
+    for (const auto& [id, t] : kept_outputs) kept_.add(id, t);
     raise_heap_peak(level + peak);
     return out.empty() ? Tensors{} : std::move(out[0]);
   }
@@ -75,6 +160,7 @@ class Worker {
   }
 
   std::uint64_t starts() const { return starts_; }
+  std::uint64_t sent_bytes() const { return sent_bytes_; }
 
  private:
   void start(Binding& inner) {
@@ -83,6 +169,7 @@ class Worker {
       if (region_.fd < 0) fail("isolated kernel: memfd_create failed: {}", std::strerror(errno));
       region_.grow(std::size_t{8} << 20);
     }
+    kept_.clear();
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       fail("isolated kernel: socketpair failed: {}", std::strerror(errno));
@@ -150,7 +237,8 @@ class Worker {
   pid_t pid_ = -1;
   int sock_ = -1;
   Region region_;
-  std::uint64_t starts_ = 0;
+  KeptIndex kept_;
+  std::uint64_t starts_ = 0, sent_bytes_ = 0;
 };
 
 std::mutex pool_mutex;
@@ -216,6 +304,12 @@ std::uint64_t worker_starts(const std::string& binding) {
   std::lock_guard<std::mutex> lock(pool_mutex);
   auto it = pool().find(binding);
   return it == pool().end() ? 0 : it->second->starts();
+}
+
+std::uint64_t worker_sent_bytes(const std::string& binding) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = pool().find(binding);
+  return it == pool().end() ? 0 : it->second->sent_bytes();
 }
 
 void commit_planted_fault(const std::string& fault) {

@@ -5,7 +5,9 @@
 // IsolatedBinding wraps any Binding from outside: its forward and backward run in a persistent
 // worker process, forked from MetaOp's process when first needed, that holds the binding (and
 // whatever the binding caches) for the rest of the run. Tensors go both ways through a shared
-// memory region (a memfd both processes map); the socket carries only small headers. A worker
+// memory region (a memfd both processes map); the socket carries only small headers. Large
+// tensors are kept by the worker for as long as MetaOp holds them (a model's weights, the
+// activation a node made and the next one reads), so they cross once. A worker
 // that dies is a Crash for the node it was running, one that does not answer within the kernel
 // timeout is killed and reported as a Hang; either way the next call forks a fresh one.
 // Workers are shared per binding name, so every plan of a run uses the same one.
@@ -55,6 +57,9 @@ std::unique_ptr<Binding> isolated(std::unique_ptr<Binding> b);
 void stop_workers();
 // Workers forked so far for a binding name (tests and benchmarks).
 std::uint64_t worker_starts(const std::string& binding);
+// Bytes of tensors copied to a binding's workers so far: those the worker keeps (64 kB and more,
+// a quarter of the memory budget in all) cross once while MetaOp holds them (tests).
+std::uint64_t worker_sent_bytes(const std::string& binding);
 
 // What a worker or a one-off child does in place of a kernel for a planted fault: SIGSEGV,
 // abort() or sleeping for ever.

@@ -166,45 +166,77 @@ void Region::grow(std::size_t need) {
   map(n);
 }
 
-// Tensors laid out in the region from offset 0; their headers go into the frame.
-void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists) {
+namespace {
+
+// A tensor's header in a frame: its tag, then dtype and shape, then (in the region) its offset
+// and the id to keep it under, or (kept) the id the receiver has it under.
+enum : std::uint8_t { kUndefined = 0, kInRegion = 1, kKept = 2 };
+
+}  // namespace
+
+void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists,
+                 const CrossingRule& how) {
+  std::vector<Crossing> crossings;
   std::size_t need = 0;
   for (const auto* l : lists)
-    for (const auto& t : *l)
-      if (t.defined()) need += align64(t.nbytes());
+    for (const auto& t : *l) {
+      crossings.push_back(how && t.defined() ? how(t) : Crossing{});
+      if (t.defined() && !crossings.back().kept) need += align64(t.nbytes());
+    }
   r.grow(need);
   w.put(static_cast<std::uint64_t>(r.size));
   w.put(static_cast<std::uint32_t>(lists.size()));
-  std::size_t off = 0;
+  std::size_t off = 0, k = 0;
   for (const auto* l : lists) {
     w.put(static_cast<std::uint32_t>(l->size()));
     for (const auto& t : *l) {
-      w.put(static_cast<std::uint8_t>(t.defined()));
-      if (!t.defined()) continue;
+      const Crossing& c = crossings[k++];
+      if (!t.defined()) {
+        w.put(kUndefined);
+        continue;
+      }
+      w.put(c.kept ? kKept : kInRegion);
       w.put(static_cast<std::uint8_t>(t.dtype()));
       put_shape(w, t.shape());
+      if (c.kept) {
+        w.put(c.kept);
+        continue;
+      }
       w.put(static_cast<std::uint64_t>(off));
+      w.put(c.keep);
       if (t.nbytes()) std::memcpy(r.base + off, t.raw(), t.nbytes());
       off += align64(t.nbytes());
     }
   }
 }
 
-std::vector<Tensors> get_tensors(Reader& rd, Region& r) {
+std::vector<Tensors> get_tensors(Reader& rd, Region& r, const KeptLookup& find,
+                                 std::vector<std::pair<std::uint64_t, Tensor>>* keep) {
   auto size = rd.get<std::uint64_t>();
   r.map(static_cast<std::size_t>(size));
   std::vector<Tensors> lists(rd.get<std::uint32_t>());
   for (auto& l : lists) {
     l.resize(rd.get<std::uint32_t>());
     for (auto& t : l) {
-      if (!rd.get<std::uint8_t>()) continue;
+      auto tag = rd.get<std::uint8_t>();
+      if (tag == kUndefined) continue;
+      if (tag != kInRegion && tag != kKept)
+        throw Error("isolated kernel: malformed message (tensor tag)");
       auto dtype = static_cast<DType>(rd.get<std::uint8_t>());
       Shape s = get_shape(rd);
+      if (tag == kKept) {
+        auto id = rd.get<std::uint64_t>();
+        if (find) t = find(id, dtype, s);
+        if (!t.defined()) throw Error("isolated kernel: malformed message (unknown kept tensor)");
+        continue;
+      }
       auto off = rd.get<std::uint64_t>();
+      auto id = rd.get<std::uint64_t>();
       t = Tensor::empty(dtype, s);
       if (off > r.size || t.nbytes() > r.size - off)
         throw Error("isolated kernel: malformed message (tensor past the shared region)");
       if (t.nbytes()) std::memcpy(t.raw(), r.base + off, t.nbytes());
+      if (id && keep) keep->emplace_back(id, t);
     }
   }
   return lists;

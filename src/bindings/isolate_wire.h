@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/binding.h"
@@ -81,9 +83,28 @@ struct Region {
   void grow(std::size_t need);
 };
 
-// Tensors laid out in the region from offset 0; their headers go into the frame.
-void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists);
-std::vector<Tensors> get_tensors(Reader& rd, Region& r);
+// Tensors of 64 kB and more may be kept by the receiving side under an id, so that a tensor used
+// again (a model's weights at every run, an activation a worker made and the next node reads)
+// crosses once. How one tensor crosses: its bytes in the region, `keep` (non-zero) asking the
+// receiver to keep a copy under that id; or, with `kept` non-zero, only its dtype and shape, the
+// receiver having its bytes under that id already.
+constexpr std::size_t kKeepFrom = std::size_t{64} << 10;
+struct Crossing {
+  std::uint64_t keep = 0, kept = 0;
+};
+using CrossingRule = std::function<Crossing(const Tensor&)>;
+// The receiver's copies by id: the tensor under `id` with `dtype` and `shape` (its bytes, maybe
+// reshaped), or an undefined one when it has none.
+using KeptLookup = std::function<Tensor(std::uint64_t id, DType dtype, const Shape& shape)>;
+
+// Tensors laid out in the region from offset 0, each as `how` says (all in the region without
+// it); their headers go into the frame.
+void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists,
+                 const CrossingRule& how = {});
+// The tensors of a frame, copied out of the region; kept ones found with `find`. Those the sender
+// asked to keep are appended to `keep` with their id.
+std::vector<Tensors> get_tensors(Reader& rd, Region& r, const KeptLookup& find = {},
+                                 std::vector<std::pair<std::uint64_t, Tensor>>* keep = nullptr);
 
 // A frame: its length, then its body; false (and `io` says why) when it did not come whole.
 bool read_frame(int fd, std::string& body, WorkerClock::time_point deadline, Io& io);

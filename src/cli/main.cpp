@@ -10,6 +10,7 @@
 #include "tensor/text.h"
 
 int main(int argc, char** argv) {
+  metaop::keep_freed_memory();
   CLI::App app{"metaop: op-by-op numerical checking of ONNX models against a float64 oracle"};
   app.set_version_flag("--version", "metaop 0.1.0");
   app.require_subcommand(1);

@@ -200,6 +200,11 @@ void raise_heap_peak(std::int64_t level) {
   raise_peak(level);
 }
 
+void keep_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 void set_heap_poison(bool on) {
   poison.store(on, std::memory_order_relaxed);
 }

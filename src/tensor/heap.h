@@ -24,6 +24,13 @@ void raise_heap_peak(std::int64_t level);
 // leaves unwritten then shows as garbage, not as whatever the memory held before).
 void set_heap_poison(bool on);
 
+// Keeps the memory the process frees for its next allocations: blocks under 64 MiB come from the
+// heap rather than from their own mappings, and the heap is not trimmed until 256 MiB of it are
+// free. Kernels allocate and free buffers of the same sizes node after node; handed back to the
+// system each time, every one costs page faults again (a quarter of resnet50's run time node by
+// node on torch). Called first by metaop and the benchmarks; workers inherit it.
+void keep_freed_memory();
+
 // The memory budget of the process (--max-memory; default half of physical memory), for what
 // it allocates after the budget is set (the libraries' start-up allocations aside). Tensors
 // check it before they allocate (check_budget, with a message naming what and how much), and

@@ -65,6 +65,9 @@ class Tensor {
 
   std::byte* raw() { return buf_.get(); }
   const std::byte* raw() const { return buf_.get(); }
+  // The storage, to know it while it lives: tensors are not changed in place once made, so a
+  // live storage stands for its contents (isolated workers keep copies by it, isolate.h).
+  std::weak_ptr<const std::byte[]> storage() const { return buf_; }
   template <typename T>
   T* data() {
     check_type(dtype_of<T>());
