@@ -16,7 +16,7 @@ FILES=(
   src/ops/elementwise_unary.cpp src/ops/error_model.cpp src/ops/index.cpp src/ops/kernel_util.cpp
   src/ops/linear.cpp src/ops/loss.cpp src/ops/norm.cpp src/ops/norm_layer.cpp src/ops/norm_util.cpp
   src/ops/optimizer.cpp src/ops/params.cpp src/ops/pool.cpp src/ops/reduce.cpp src/ops/registry.cpp
-  src/ops/resize.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
+  src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
   src/bindings/isolate_wire.cpp
 )
 PATTERN=$(printf '%s|' "${FILES[@]}")
