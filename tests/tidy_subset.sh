@@ -11,11 +11,14 @@ command -v run-clang-tidy-16 > /dev/null ||
 FILES=(
   src/tensor/dtype.cpp src/tensor/files.cpp src/tensor/heap.cpp src/tensor/npy.cpp
   src/tensor/tensor.cpp src/tensor/tensor_proto.cpp src/tensor/text.cpp
-  src/graph/graph.cpp
-  src/ops/elementwise.cpp src/ops/elementwise_binary.cpp src/ops/index.cpp src/ops/loss.cpp
-  src/ops/norm.cpp src/ops/norm_layer.cpp src/ops/norm_util.cpp src/ops/optimizer.cpp
-  src/ops/params.cpp src/ops/softmax.cpp src/ops/window.cpp
+  src/graph/graph.cpp src/graph/onnx_export.cpp src/graph/onnx_import.cpp
+  src/ops/conv.cpp src/ops/danger.cpp src/ops/elementwise.cpp src/ops/elementwise_binary.cpp
+  src/ops/elementwise_unary.cpp src/ops/error_model.cpp src/ops/index.cpp src/ops/kernel_util.cpp
+  src/ops/linear.cpp src/ops/loss.cpp src/ops/norm.cpp src/ops/norm_layer.cpp src/ops/norm_util.cpp
+  src/ops/optimizer.cpp src/ops/params.cpp src/ops/pool.cpp src/ops/reduce.cpp src/ops/registry.cpp
+  src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
   src/bindings/isolate_wire.cpp
+  src/engine/autodiff.cpp src/engine/executor.cpp src/engine/train.cpp
 )
 PATTERN=$(printf '%s|' "${FILES[@]}")
 run-clang-tidy-16 -p "$BUILD" -j 2 -quiet "^$SRC/(${PATTERN%|})\$" > "$BUILD/tidy_subset.log" 2>&1 &&

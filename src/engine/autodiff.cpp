@@ -46,6 +46,61 @@ void accumulate(std::map<std::string, Tensor>& acc, const std::string& name, con
   it->second = Tensor::from_f64(a, it->second.shape(), it->second.dtype());
 }
 
+const Tensor& kept_value(const Graph& g, const RunResult& forward, const std::string& name) {
+  auto it = forward.values.find(name);
+  if (it == forward.values.end())
+    fail("{}: value '{}' was not kept by the forward run (keep_all)", g.path, name);
+  return it->second;
+}
+
+// Values whose gradient matters: those in `wrt` and everything computed from them.
+std::set<std::string> needing_gradient(const Graph& g, const std::vector<std::size_t>& order,
+                                       const std::set<std::string>& wrt) {
+  std::set<std::string> needs(wrt.begin(), wrt.end());
+  for (auto k : order)
+    for (const auto& in : g.nodes[k].inputs)
+      if (!in.empty() && needs.count(in))
+        for (const auto& o : g.nodes[k].outputs)
+          if (!o.empty()) needs.insert(o);
+  return needs;
+}
+
+// The node's VJP from the binding the plan names, or from the reference when that binding has
+// none or throws (the record says which ran, why, how long and how much heap it took).
+Tensors node_backward(const Graph& g, const Node& node, Plan& plan, const Tensors& ins,
+                      const Tensors& outs, const Tensors& grads, NodeRecord& rec) {
+  Binding* b = plan.for_node_backward(node);
+  rec.planned = b->name();
+  std::int64_t heap0 = heap_in_use();
+  reset_heap_peak();
+  auto t0 = std::chrono::steady_clock::now();
+  Tensors gin;
+  try {
+    if (!b->supports(node.op_type).backward)
+      throw Unsupported(
+          fmt::format("{}: {} has no backward for {}", node.label(), b->name(), node.op_type));
+    gin = b->backward(node, g.opset, ins, outs, grads);
+  } catch (const Unsupported& e) {
+    if (b == plan.reference()) throw;
+    rec.fallback_reason = e.what();
+    b = plan.reference();
+    t0 = std::chrono::steady_clock::now();
+    gin = b->backward(node, g.opset, ins, outs, grads);
+  } catch (const std::exception& e) {
+    if (b == plan.reference()) throw;
+    rec.crash = fmt::format("{}: {} backward threw: {}", node.label(), b->name(), e.what());
+    rec.fallback_reason = rec.crash;
+    b = plan.reference();
+    t0 = std::chrono::steady_clock::now();
+    gin = b->backward(node, g.opset, ins, outs, grads);
+  }
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rec.heap_delta = heap_in_use() - heap0;
+  rec.heap_peak = heap_peak() - heap0;
+  rec.binding = b->name();
+  return gin;
+}
+
 }  // namespace
 
 BackwardResult run_backward(const Graph& g, const RunResult& forward,
@@ -53,18 +108,9 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
                             const std::set<std::string>& wrt, const BackwardObserver& observe) {
   auto order = topological_order(g);
   auto value = [&](const std::string& name) -> const Tensor& {
-    auto it = forward.values.find(name);
-    if (it == forward.values.end())
-      fail("{}: value '{}' was not kept by the forward run (keep_all)", g.path, name);
-    return it->second;
+    return kept_value(g, forward, name);
   };
-  // Values whose gradient matters: those in `wrt` and everything computed from them.
-  std::set<std::string> needs(wrt.begin(), wrt.end());
-  for (auto k : order)
-    for (const auto& in : g.nodes[k].inputs)
-      if (!in.empty() && needs.count(in))
-        for (const auto& o : g.nodes[k].outputs)
-          if (!o.empty()) needs.insert(o);
+  std::set<std::string> needs = needing_gradient(g, order, wrt);
 
   std::map<std::string, Tensor> acc;
   for (const auto& [name, t] : seeds) accumulate(acc, name, t);
@@ -84,42 +130,14 @@ BackwardResult run_backward(const Graph& g, const RunResult& forward,
     }
     NodeRecord rec;
     rec.node = *it;
-    Binding* b = plan.for_node_backward(node);
-    rec.planned = b->name();
-    std::int64_t heap0 = heap_in_use();
-    reset_heap_peak();
-    auto t0 = std::chrono::steady_clock::now();
-    Tensors gin;
-    try {
-      if (!b->supports(node.op_type).backward)
-        throw Unsupported(
-            fmt::format("{}: {} has no backward for {}", node.label(), b->name(), node.op_type));
-      gin = b->backward(node, g.opset, ins, outs, grads);
-    } catch (const Unsupported& e) {
-      if (b == plan.reference()) throw;
-      rec.fallback_reason = e.what();
-      b = plan.reference();
-      t0 = std::chrono::steady_clock::now();
-      gin = b->backward(node, g.opset, ins, outs, grads);
-    } catch (const std::exception& e) {
-      if (b == plan.reference()) throw;
-      rec.crash = fmt::format("{}: {} backward threw: {}", node.label(), b->name(), e.what());
-      rec.fallback_reason = rec.crash;
-      b = plan.reference();
-      t0 = std::chrono::steady_clock::now();
-      gin = b->backward(node, g.opset, ins, outs, grads);
-    }
-    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rec.heap_delta = heap_in_use() - heap0;
-    rec.heap_peak = heap_peak() - heap0;
-    rec.binding = b->name();
+    Tensors gin = node_backward(g, node, plan, ins, outs, grads, rec);
     if (observe) observe(node, ins, outs, grads, gin, rec);
     for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
       const std::string& in = node.inputs[i];
       if (in.empty() || !gin[i].defined() || !needs.count(in)) continue;
       if (gin[i].shape() != ins[i].shape())
         fail("{}: {} backward gave input '{}' a gradient of shape {} (value: {})", node.label(),
-             b->name(), in, shape_str(gin[i].shape()), shape_str(ins[i].shape()));
+             rec.binding, in, shape_str(gin[i].shape()), shape_str(ins[i].shape()));
       accumulate(acc, in, gin[i]);
     }
     res.records.push_back(std::move(rec));

@@ -217,6 +217,148 @@ void check_supported(const Graph& g, Plan& plan) {
   throw Unsupported(fmt::format("{}: unsupported operators: {}", g.path, list));
 }
 
+namespace {
+
+Tensors node_inputs(const Node& node, const std::unordered_map<std::string, Tensor>& env) {
+  Tensors ins;
+  ins.reserve(node.inputs.size());
+  for (const auto& in : node.inputs) {
+    if (in.empty()) {
+      ins.emplace_back();
+      continue;
+    }
+    auto it = env.find(in);
+    if (it == env.end()) fail("{}: input '{}' has no value", node.label(), in);
+    ins.push_back(it->second);
+  }
+  return ins;
+}
+
+// What is wrong with a binding's outputs: a missing value, or a shape that ONNX shape inference
+// contradicts (where it knows the static shape).
+std::string output_problem(const Graph& g, const Node& node, const std::string& binding,
+                           const Tensors& outs) {
+  for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i].empty()) continue;
+    if (i >= outs.size() || !outs[i].defined())
+      return fmt::format("{}: binding '{}' produced no value for output #{} '{}'", node.label(),
+                         binding, i, node.outputs[i]);
+    if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
+      const auto& dims = *vi->dims;
+      bool ok = dims.size() == outs[i].shape().size();
+      for (std::size_t d = 0; ok && d < dims.size(); ++d)
+        ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
+      if (!ok)
+        return fmt::format("{}: output '{}' has shape {} but ONNX shape inference says {}",
+                           node.label(), node.outputs[i], shape_str(outs[i].shape()),
+                           shape_str(dims));
+    }
+  }
+  return {};
+}
+
+// Outputs whose size ONNX shape inference knows are checked against the memory budget before
+// any kernel allocates them.
+void check_output_budget(const Graph& g, const Node& node) {
+  for (const auto& o : node.outputs)
+    if (const ValueInfo* vi = o.empty() ? nullptr : g.find_value_info(o);
+        vi && vi->dims && vi->dtype &&
+        std::all_of(vi->dims->begin(), vi->dims->end(), [](auto d) { return d >= 0; })) {
+      std::int64_t bytes = 0;
+      try {
+        bytes = shape_nbytes(*vi->dims, *vi->dtype);
+      } catch (const Error& e) {
+        fail("{}: output '{}': {}", node.label(), printable(o), e.what());
+      }
+      check_budget(bytes, fmt::format("{}: output '{}' ({} {})", node.label(), printable(o),
+                                      dtype_name(*vi->dtype), shape_str(*vi->dims)));
+    }
+}
+
+// The reference's errors are the model's: they end the run, named after the node (a size past
+// the memory budget too).
+Tensors run_reference(const Graph& g, const Node& node, Plan& plan, const Tensors& ins) {
+  try {
+    return plan.reference()->forward(node, g.opset, ins);
+  } catch (const std::bad_alloc&) {
+    fail("{}: an allocation of {} was refused: past the memory budget of {} (--max-memory)",
+         node.label(), format_bytes(refused_allocation()), format_bytes(memory_budget()));
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find(node.label()) != std::string::npos) throw;
+    fail("{}: {}", node.label(), msg);
+  }
+}
+
+// The node's forward on the binding the plan names, or on the reference when that binding does
+// not support it or its kernel crashes, throws or gives a wrong output (the record says which
+// ran, why, how long and how much heap it took).
+Tensors run_node(const Graph& g, const Node& node, Plan& plan, const Tensors& ins,
+                 NodeRecord& rec) {
+  Binding* b = plan.for_node(node);
+  rec.planned = b->name();
+  std::int64_t heap0 = heap_in_use();
+  reset_heap_peak();
+  auto t0 = std::chrono::steady_clock::now();
+  check_output_budget(g, node);
+  refuse_undefined_inputs(node, ins);
+  Tensors outs;
+  try {
+    if (Support s = b->supports(node.op_type); !s.forward) throw Unsupported(s.reason);
+    if (b != plan.reference())
+      if (std::string why = crashing_inputs(node, ins); !why.empty()) throw Unsupported(why);
+    outs =
+        b == plan.reference() ? run_reference(g, node, plan, ins) : b->forward(node, g.opset, ins);
+    // A framework kernel with a wrong output counts as a crash of that kernel: recorded, and
+    // the node runs on the reference so that the run goes on.
+    if (std::string bad = output_problem(g, node, b->name(), outs);
+        !bad.empty() && b != plan.reference())
+      throw Crash(bad);
+  } catch (const Unsupported& e) {
+    if (b == plan.reference()) throw;
+    rec.fallback_reason = e.what();
+    b = plan.reference();
+    t0 = std::chrono::steady_clock::now();
+    outs = run_reference(g, node, plan, ins);
+  } catch (const std::exception& e) {
+    // The framework's kernel crashed or threw on this node: recorded, and the run goes on on
+    // the reference (whose own errors are the model's, and propagate).
+    if (b == plan.reference()) throw;
+    bool crash = dynamic_cast<const Crash*>(&e) != nullptr;
+    rec.hang = dynamic_cast<const Hang*>(&e) != nullptr;
+    rec.crash =
+        crash ? e.what() : fmt::format("{}: {} threw: {}", node.label(), b->name(), e.what());
+    rec.fallback_reason = rec.crash;
+    b = plan.reference();
+    t0 = std::chrono::steady_clock::now();
+    outs = run_reference(g, node, plan, ins);
+  }
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rec.heap_delta = heap_in_use() - heap0;
+  rec.heap_peak = heap_peak() - heap0;
+  rec.binding = b->name();
+  return outs;
+}
+
+// The values the run is done with after the node at `pos`: inputs read for the last time (not
+// graph outputs or initializers), and outputs nobody reads.
+void free_dead_values(const Graph& g, const Node& node, std::size_t pos,
+                      const std::unordered_map<std::string, std::size_t>& last_use,
+                      const std::set<std::string>& keep,
+                      std::unordered_map<std::string, Tensor>& env) {
+  for (const auto& in : node.inputs) {
+    auto lu = last_use.find(in);
+    if (lu != last_use.end() && lu->second == pos && !keep.count(in) && !g.initializers.count(in))
+      env.erase(in);
+  }
+  for (const auto& o : node.outputs)
+    if (!o.empty() && !last_use.count(o) && !keep.count(o)) env.erase(o);
+}
+
+}  // namespace
+
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, Plan& plan,
                     const RunOptions& options) {
   auto order = topological_order(g);
@@ -234,111 +376,11 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   RunResult result;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const Node& node = g.nodes[order[pos]];
-    Tensors ins;
-    ins.reserve(node.inputs.size());
-    for (const auto& in : node.inputs) {
-      if (in.empty()) {
-        ins.emplace_back();
-        continue;
-      }
-      auto it = env.find(in);
-      if (it == env.end()) fail("{}: input '{}' has no value", node.label(), in);
-      ins.push_back(it->second);
-    }
+    Tensors ins = node_inputs(node, env);
     NodeRecord rec;
     rec.node = order[pos];
-    Binding* b = plan.for_node(node);
-    rec.planned = b->name();
-    std::int64_t heap0 = heap_in_use();
-    reset_heap_peak();
-    auto t0 = std::chrono::steady_clock::now();
-    // What is wrong with a binding's outputs: a missing value, or a shape that ONNX shape
-    // inference contradicts (where it knows the static shape).
-    auto output_problem = [&](const Tensors& outs) -> std::string {
-      for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-        if (node.outputs[i].empty()) continue;
-        if (i >= outs.size() || !outs[i].defined())
-          return fmt::format("{}: binding '{}' produced no value for output #{} '{}'", node.label(),
-                             b->name(), i, node.outputs[i]);
-        if (const ValueInfo* vi = g.find_value_info(node.outputs[i]); vi && vi->dims) {
-          const auto& dims = *vi->dims;
-          bool ok = dims.size() == outs[i].shape().size();
-          for (std::size_t d = 0; ok && d < dims.size(); ++d)
-            ok = dims[d] < 0 || dims[d] == outs[i].shape()[d];
-          if (!ok)
-            return fmt::format("{}: output '{}' has shape {} but ONNX shape inference says {}",
-                               node.label(), node.outputs[i], shape_str(outs[i].shape()),
-                               shape_str(dims));
-        }
-      }
-      return {};
-    };
-    // Outputs whose size ONNX shape inference knows are checked against the memory budget
-    // before any kernel allocates them.
-    for (const auto& o : node.outputs)
-      if (const ValueInfo* vi = o.empty() ? nullptr : g.find_value_info(o);
-          vi && vi->dims && vi->dtype &&
-          std::all_of(vi->dims->begin(), vi->dims->end(), [](auto d) { return d >= 0; })) {
-        std::int64_t bytes = 0;
-        try {
-          bytes = shape_nbytes(*vi->dims, *vi->dtype);
-        } catch (const Error& e) {
-          fail("{}: output '{}': {}", node.label(), printable(o), e.what());
-        }
-        check_budget(bytes, fmt::format("{}: output '{}' ({} {})", node.label(), printable(o),
-                                        dtype_name(*vi->dtype), shape_str(*vi->dims)));
-      }
-    // The reference's errors are the model's: they end the run, named after the node (a size
-    // past the memory budget too).
-    auto run_reference = [&] {
-      try {
-        return plan.reference()->forward(node, g.opset, ins);
-      } catch (const std::bad_alloc&) {
-        fail("{}: an allocation of {} was refused: past the memory budget of {} (--max-memory)",
-             node.label(), format_bytes(refused_allocation()), format_bytes(memory_budget()));
-      } catch (const Unsupported&) {
-        throw;
-      } catch (const Error& e) {
-        std::string msg = e.what();
-        if (msg.find(node.label()) != std::string::npos) throw;
-        fail("{}: {}", node.label(), msg);
-      }
-    };
-    refuse_undefined_inputs(node, ins);
-    Tensors outs;
-    try {
-      if (Support s = b->supports(node.op_type); !s.forward) throw Unsupported(s.reason);
-      if (b != plan.reference())
-        if (std::string why = crashing_inputs(node, ins); !why.empty()) throw Unsupported(why);
-      outs = b == plan.reference() ? run_reference() : b->forward(node, g.opset, ins);
-      // A framework kernel with a wrong output counts as a crash of that kernel: recorded,
-      // and the node runs on the reference so that the run goes on.
-      if (std::string bad = output_problem(outs); !bad.empty() && b != plan.reference())
-        throw Crash(bad);
-    } catch (const Unsupported& e) {
-      if (b == plan.reference()) throw;
-      rec.fallback_reason = e.what();
-      b = plan.reference();
-      t0 = std::chrono::steady_clock::now();
-      outs = run_reference();
-    } catch (const std::exception& e) {
-      // The framework's kernel crashed or threw on this node: recorded, and the run goes on
-      // on the reference (whose own errors are the model's, and propagate).
-      if (b == plan.reference()) throw;
-      bool crash = dynamic_cast<const Crash*>(&e) != nullptr;
-      rec.hang = dynamic_cast<const Hang*>(&e) != nullptr;
-      rec.crash =
-          crash ? e.what() : fmt::format("{}: {} threw: {}", node.label(), b->name(), e.what());
-      rec.fallback_reason = rec.crash;
-      b = plan.reference();
-      t0 = std::chrono::steady_clock::now();
-      outs = run_reference();
-    }
-    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rec.heap_delta = heap_in_use() - heap0;
-    rec.heap_peak = heap_peak() - heap0;
-    rec.binding = b->name();
-    if (std::string bad = output_problem(outs); !bad.empty()) fail("{}", bad);
+    Tensors outs = run_node(g, node, plan, ins, rec);
+    if (std::string bad = output_problem(g, node, rec.binding, outs); !bad.empty()) fail("{}", bad);
     if (options.after_node) options.after_node(node, g.opset, ins, outs);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i].empty()) continue;
@@ -346,17 +388,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       env[node.outputs[i]] = outs[i];
     }
     result.records.push_back(std::move(rec));
-    if (!options.keep_all) {
-      for (const auto& in : node.inputs) {
-        auto lu = last_use.find(in);
-        if (lu != last_use.end() && lu->second == pos && !keep.count(in) &&
-            !g.initializers.count(in))
-          env.erase(in);
-      }
-      // Outputs nobody reads are dropped at once.
-      for (const auto& o : node.outputs)
-        if (!o.empty() && !last_use.count(o) && !keep.count(o)) env.erase(o);
-    }
+    if (!options.keep_all) free_dead_values(g, node, pos, last_use, keep, env);
     if (options.progress) options.progress(pos + 1, order.size());
   }
   for (const auto& o : g.outputs) {

@@ -26,30 +26,18 @@ LossKind parse_loss(const std::string& s) {
   fail("--loss {}: expected mse, cross_entropy, nll, bce, bce_with_logits or output", s);
 }
 
-Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
-  if (g.outputs.empty()) fail("{}: the model has no output", g.path);
-  Graph h = g;
-  const ValueInfo& y = g.outputs[0];
-  DType dt = y.dtype.value_or(DType::Float32);
-  if (!is_floating(dt))
-    fail("{}: output '{}' is {}, not floating point", g.path, y.name, dtype_name(dt));
-  auto value = [](const std::string& name, DType t) {
-    ValueInfo v;
-    v.name = name;
-    v.dtype = t;
-    v.onnx_elem_type = dtype_to_onnx(t);
-    return v;
-  };
-  h.outputs = {value(kLossOutput, dt)};
-  if (kind == LossKind::Output) {
-    Node n;
-    n.name = "metaop_loss/identity";
-    n.op_type = "Identity";
-    n.inputs = {y.name};
-    n.outputs = {kLossOutput};
-    h.nodes.push_back(n);
-    return h;
-  }
+namespace {
+
+ValueInfo tensor_value(const std::string& name, DType t) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = t;
+  v.onnx_elem_type = dtype_to_onnx(t);
+  return v;
+}
+
+// Labels that the loss can take, next to the model's output y of dtype dt.
+void check_labels(const Graph& g, LossKind kind, DType labels_dtype, const ValueInfo& y, DType dt) {
   bool class_labels = kind == LossKind::CrossEntropy || kind == LossKind::NLL;
   if (class_labels && labels_dtype != DType::Int64 && labels_dtype != DType::Int32)
     fail("labels are {}: cross_entropy and nll take integer class labels",
@@ -60,7 +48,11 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
   if (class_labels && g.opset < 12)
     fail("{}: opset {} has no {} (needs opset 12)", g.path, g.opset,
          kind == LossKind::NLL ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss");
-  h.inputs.push_back(value(kLabelsInput, labels_dtype));
+}
+
+// The loss's nodes, from output o (of dtype dt) and the labels to kLossOutput, appended to h
+// (named "metaop_loss/<op>_<k>").
+void add_loss_nodes(Graph& h, LossKind kind, const std::string& o, DType dt) {
   int k = 0;
   auto add = [&](const std::string& op, std::vector<std::string> ins, const std::string& out,
                  std::map<std::string, Attribute> attrs = {}) {
@@ -73,7 +65,7 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
     h.nodes.push_back(std::move(n));
     return out;
   };
-  std::string l = kLabelsInput, o = y.name, L = kLossOutput;
+  std::string l = kLabelsInput, L = kLossOutput;
   std::map<std::string, Attribute> mean{{"keepdims", Attribute::of_int(0)}};
   Attribute red;
   red.kind = Attribute::Kind::String;
@@ -115,6 +107,30 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
     case LossKind::Output:
       break;
   }
+}
+
+}  // namespace
+
+Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
+  if (g.outputs.empty()) fail("{}: the model has no output", g.path);
+  Graph h = g;
+  const ValueInfo& y = g.outputs[0];
+  DType dt = y.dtype.value_or(DType::Float32);
+  if (!is_floating(dt))
+    fail("{}: output '{}' is {}, not floating point", g.path, y.name, dtype_name(dt));
+  h.outputs = {tensor_value(kLossOutput, dt)};
+  if (kind == LossKind::Output) {
+    Node n;
+    n.name = "metaop_loss/identity";
+    n.op_type = "Identity";
+    n.inputs = {y.name};
+    n.outputs = {kLossOutput};
+    h.nodes.push_back(n);
+    return h;
+  }
+  check_labels(g, kind, labels_dtype, y, dt);
+  h.inputs.push_back(tensor_value(kLabelsInput, labels_dtype));
+  add_loss_nodes(h, kind, y.name, dt);
   return h;
 }
 
@@ -149,6 +165,7 @@ Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
 
 std::vector<const NodeProfile*> slowest(const std::vector<NodeProfile>& profile, std::size_t n) {
   std::vector<const NodeProfile*> out;
+  out.reserve(profile.size());
   for (const auto& p : profile) out.push_back(&p);
   std::stable_sort(out.begin(), out.end(), [](const NodeProfile* x, const NodeProfile* y) {
     return x->forward_seconds + x->backward_seconds > y->forward_seconds + y->backward_seconds;
@@ -206,10 +223,10 @@ class UpdateKernels {
   std::map<std::string, std::shared_ptr<UpdateKernel>> kernels_;
 };
 
-}  // namespace
-
-TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
-                  const TrainConfig& config) {
+// Data and labels that training can take: as many samples of each, labels that fit the loss,
+// and a batch size and epoch count of at least 1.
+void check_training_data(const Graph& g, const Tensor& X, const Tensor& Y,
+                         const TrainConfig& config) {
   if (g.inputs.size() != 1)
     fail("{}: training feeds one model input, the model has {}", g.path, g.inputs.size());
   if (X.rank() < 1 || Y.rank() < 1 || X.dim(0) != Y.dim(0))
@@ -230,6 +247,66 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   }
   if (config.batch_size < 1) fail("--batch-size {}: must be at least 1", config.batch_size);
   if (config.epochs < 1) fail("--epochs {}: must be at least 1", config.epochs);
+}
+
+// Dropout runs on the reference with a mask drawn from a per-step, per-node seed: every plan
+// drops the same elements, so runs stay comparable.
+void seed_dropout(Graph& h, Plan& plan, std::uint64_t seed, std::size_t step) {
+  for (std::size_t k = 0; k < h.nodes.size(); ++k)
+    if (h.nodes[k].op_type == "Dropout") {
+      h.nodes[k].attrs["metaop_dropout_seed"] =
+          Attribute::of_int(static_cast<std::int64_t>(seed * 1000003 + (step + 1) * 7919 + k));
+      plan.bind_op(h.nodes[k].name, "reference");
+    }
+}
+
+// Each node's time, peak heap and binding of one step, forward and backward.
+void add_to_profile(std::vector<NodeProfile>& profile, const RunResult& f,
+                    const BackwardResult& b) {
+  for (const auto& rec : f.records) {
+    auto& p = profile[rec.node];
+    p.forward_seconds += rec.seconds;
+    p.forward_peak = std::max(p.forward_peak, rec.heap_peak);
+    p.forward_binding = rec.binding;
+  }
+  for (const auto& rec : b.records) {
+    auto& p = profile[rec.node];
+    p.backward_seconds += rec.seconds;
+    p.backward_peak = std::max(p.backward_peak, rec.heap_peak);
+    p.backward_binding = rec.binding;
+  }
+}
+
+// Step `step` (counted from 1) of the optimizer on every weight that has a gradient; returns
+// the weights before it when the config's on_step wants them (handles, no copies). On a
+// watched step, on_update sees each weight's update with the kernel's state around it.
+std::map<std::string, Tensor> update_weights(Graph& h, const BackwardResult& b,
+                                             UpdateKernels& kernels, const TrainConfig& config,
+                                             std::size_t step, bool watched) {
+  long t = static_cast<long>(step);
+  std::map<std::string, Tensor> previous;
+  for (const auto& [name, grad] : b.grads) {
+    UpdateKernel& k = kernels.of(name);
+    Tensor& w = h.initializers.at(name);
+    if (config.on_step) previous[name] = w;
+    if (!(watched && config.on_update)) {
+      w = k.step(name, t, w, grad);
+      continue;
+    }
+    Tensors before_state = k.state(name);
+    Tensor before = w;
+    w = k.step(name, t, w, grad);
+    Tensors after_state = k.state(name);
+    config.on_update(step, {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
+  }
+  return previous;
+}
+
+}  // namespace
+
+TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
+                  const TrainConfig& config) {
+  check_training_data(g, X, Y, config);
   Graph h = with_loss(g, config.loss, Y.dtype());
   TrainResult res;
   res.trainable = trainable_initializers(g);
@@ -244,6 +321,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   bool stopped = false;
   RunOptions keep;
   keep.keep_all = true;
+  res.profile.reserve(h.nodes.size());
   for (const auto& n : h.nodes) res.profile.push_back({n.name, n.op_type, 0, 0, 0, 0, "", ""});
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     std::vector<std::int64_t> order(static_cast<std::size_t>(N));
@@ -256,14 +334,7 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
       std::map<std::string, Tensor> inputs{{g.inputs[0].name, take_rows(X, rows)}};
       if (config.loss != LossKind::Output) inputs[kLabelsInput] = take_rows(Y, rows);
       validate_inputs(h, inputs);
-      // Dropout runs on the reference with a mask drawn from a per-step, per-node seed: every
-      // plan drops the same elements, so runs stay comparable.
-      for (std::size_t k = 0; k < h.nodes.size(); ++k)
-        if (h.nodes[k].op_type == "Dropout") {
-          h.nodes[k].attrs["metaop_dropout_seed"] = Attribute::of_int(
-              static_cast<std::int64_t>(config.seed * 1000003 + (step + 1) * 7919 + k));
-          plan.bind_op(h.nodes[k].name, "reference");
-        }
+      seed_dropout(h, plan, config.seed, step);
       auto t0 = std::chrono::steady_clock::now();
       RunResult f = run_graph(h, inputs, plan, keep);
       bool watched = config.watch && config.watch(step + 1);
@@ -283,35 +354,9 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
           run_backward(h, f, {{kLossOutput, Tensor::from_f64({1.0}, loss.shape(), loss.dtype())}},
                        plan, wrt, observe);
       update_running_stats(h, f);
-      for (const auto& rec : f.records) {
-        auto& p = res.profile[rec.node];
-        p.forward_seconds += rec.seconds;
-        p.forward_peak = std::max(p.forward_peak, rec.heap_peak);
-        p.forward_binding = rec.binding;
-      }
-      for (const auto& rec : b.records) {
-        auto& p = res.profile[rec.node];
-        p.backward_seconds += rec.seconds;
-        p.backward_peak = std::max(p.backward_peak, rec.heap_peak);
-        p.backward_binding = rec.binding;
-      }
-      long t = static_cast<long>(step + 1);
-      std::map<std::string, Tensor> previous;  // for the monitor: handles, no copies
-      for (const auto& [name, grad] : b.grads) {
-        UpdateKernel& k = kernels.of(name);
-        Tensor& w = h.initializers.at(name);
-        if (config.on_step) previous[name] = w;
-        if (!(watched && config.on_update)) {
-          w = k.step(name, t, w, grad);
-          continue;
-        }
-        Tensors before_state = k.state(name);
-        Tensor before = w;
-        w = k.step(name, t, w, grad);
-        Tensors after_state = k.state(name);
-        config.on_update(step + 1,
-                         {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
-      }
+      add_to_profile(res.profile, f, b);
+      std::map<std::string, Tensor> previous =
+          update_weights(h, b, kernels, config, step + 1, watched);
       bool go_on = !config.on_step || config.on_step({step + 1, total, lv, &h, &f, &b.grads,
                                                       &previous, &h.initializers});
       // Forward, backward and update (and, on checked steps, the checks; the monitor's time).

@@ -77,18 +77,9 @@ void set_value_info(const std::string& name, const Graph& g, const SubgraphSpec&
   }
 }
 
-}  // namespace
-
-std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
-  onnx::ModelProto m;
-  m.set_ir_version(onnx::IR_VERSION);
-  m.set_producer_name("metaop");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(g.opset);
-  auto* gp = m.mutable_graph();
-  gp->set_name(g.name.empty() ? "metaop_subgraph" : g.name + "_subgraph");
-
+// The chosen nodes, copied into gp; returns the values they consume before any of them
+// produces it (the subgraph's inputs), in order of first use.
+std::vector<std::string> add_nodes(const Graph& g, const SubgraphSpec& spec, onnx::GraphProto* gp) {
   std::set<std::string> produced, consumed_outside_inputs;
   std::vector<std::string> external_inputs;
   for (auto idx : spec.nodes) {
@@ -108,22 +99,32 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
     for (const auto& o : n.outputs) np->add_output(o);
     for (const auto& [name, a] : n.attrs) export_attr(name, a, n, np->add_attribute());
   }
+  return external_inputs;
+}
+
+// The subgraph's inputs: constants (the spec's, or the graph's initializers) become
+// initializers, the others inputs.
+void add_inputs(const Graph& g, const SubgraphSpec& spec,
+                const std::vector<std::string>& external_inputs, onnx::GraphProto* gp) {
   for (const auto& name : external_inputs) {
     bool constant = spec.constants.count(name) || g.initializers.count(name);
-    if (constant) {
-      auto it = spec.values.find(name);
-      const Tensor* t = it != spec.values.end() ? &it->second : nullptr;
-      if (!t) {
-        auto init = g.initializers.find(name);
-        if (init != g.initializers.end()) t = &init->second;
-      }
-      if (!t) fail("{}: constant input '{}' of the subgraph has no value", g.path, name);
-      tensor_to_proto(*t, name, gp->add_initializer());
-    } else {
+    if (!constant) {
       set_value_info(name, g, spec, gp->add_input());
+      continue;
     }
+    auto it = spec.values.find(name);
+    const Tensor* t = it != spec.values.end() ? &it->second : nullptr;
+    if (!t) {
+      auto init = g.initializers.find(name);
+      if (init != g.initializers.end()) t = &init->second;
+    }
+    if (!t) fail("{}: constant input '{}' of the subgraph has no value", g.path, name);
+    tensor_to_proto(*t, name, gp->add_initializer());
   }
-  // Outputs: values produced here that the graph outputs or that nodes outside consume.
+}
+
+// Outputs: values produced here that the graph outputs or that nodes outside consume.
+void add_outputs(const Graph& g, const SubgraphSpec& spec, onnx::GraphProto* gp) {
   std::set<std::size_t> chosen(spec.nodes.begin(), spec.nodes.end());
   std::set<std::string> needed;
   for (const auto& o : g.outputs) needed.insert(o.name);
@@ -134,22 +135,41 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
     for (const auto& o : g.nodes[idx].outputs)
       if (!o.empty() && (needed.count(o) || spec.nodes.size() == 1 || spec.values.count(o)))
         set_value_info(o, g, spec, gp->add_output());
-  // Outputs of unknown type take what ONNX shape inference says of them.
+}
+
+// Outputs of unknown type take what ONNX shape inference says of them; inputs must be typed.
+void type_outputs(const Graph& g, onnx::ModelProto& m) {
+  auto* gp = m.mutable_graph();
   bool untyped = false;
   for (const auto& o : gp->output()) untyped |= !o.has_type();
   for (const auto& i : gp->input())
     if (!i.has_type())
       fail("{}: subgraph export needs the type of input '{}' (pass its tensor)", g.path, i.name());
-  if (untyped) {
-    onnx::shape_inference::InferShapes(m);
-    for (auto& o : *gp->mutable_output()) {
-      if (o.has_type()) continue;
-      for (const auto& vi : gp->value_info())
-        if (vi.name() == o.name()) *o.mutable_type() = vi.type();
-      if (!o.has_type())
-        fail("{}: cannot infer the type of output '{}' for the subgraph", g.path, o.name());
-    }
+  if (!untyped) return;
+  onnx::shape_inference::InferShapes(m);
+  for (auto& o : *gp->mutable_output()) {
+    if (o.has_type()) continue;
+    for (const auto& vi : gp->value_info())
+      if (vi.name() == o.name()) *o.mutable_type() = vi.type();
+    if (!o.has_type())
+      fail("{}: cannot infer the type of output '{}' for the subgraph", g.path, o.name());
   }
+}
+
+}  // namespace
+
+std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(onnx::IR_VERSION);
+  m.set_producer_name("metaop");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(g.opset);
+  auto* gp = m.mutable_graph();
+  gp->set_name(g.name.empty() ? "metaop_subgraph" : g.name + "_subgraph");
+  add_inputs(g, spec, add_nodes(g, spec, gp), gp);
+  add_outputs(g, spec, gp);
+  type_outputs(g, m);
   try {
     onnx::checker::check_model(m);
   } catch (const std::exception& e) {

@@ -107,21 +107,65 @@ std::string proto_label(const onnx::NodeProto& n) {
   return fmt::format("node '{}' ({})", printable(n.name()), printable(n.op_type(), 64));
 }
 
-// Attribute values that ONNX's own shape inference divides by or indexes with unchecked (a
-// stride of 0 is a SIGFPE inside it), checked before it runs on an untrusted model.
-void validate_attributes(const onnx::GraphProto& graph, const std::string& label) {
+void at_least(const std::string& label, const onnx::NodeProto& n, const onnx::AttributeProto& a,
+              std::int64_t lo) {
+  std::vector<std::int64_t> v;
+  if (a.type() == onnx::AttributeProto::INT) v = {a.i()};
+  if (a.type() == onnx::AttributeProto::INTS) v.assign(a.ints().begin(), a.ints().end());
+  for (auto x : v)
+    if (x < lo)
+      fail("{}: {} attribute {} = [{}]: every value must be at least {}", label, proto_label(n),
+           printable(a.name()), fmt::join(v, ", "), lo);
+}
+
+void check_permutation(const std::string& label, const onnx::NodeProto& n,
+                       const onnx::AttributeProto& a) {
+  std::vector<std::int64_t> perm(a.ints().begin(), a.ints().end());
+  std::vector<bool> seen(perm.size(), false);
+  for (auto p : perm) {
+    if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[p])
+      fail("{}: {} attribute perm = [{}] is not a permutation of 0..{}", label, proto_label(n),
+           fmt::join(perm, ", "), perm.size() - 1);
+    seen[p] = true;
+  }
+}
+
+// One attribute of a node of the default domain.
+void check_attribute(const std::string& label, const onnx::NodeProto& n,
+                     const onnx::AttributeProto& a) {
   static const std::set<std::string> windowed = {
       "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
       "AveragePool", "LpPool",        "MaxUnpool",   "MaxRoiPool",  "Col2Im"};
-  auto at_least = [&](const onnx::NodeProto& n, const onnx::AttributeProto& a, std::int64_t lo) {
-    std::vector<std::int64_t> v;
-    if (a.type() == onnx::AttributeProto::INT) v = {a.i()};
-    if (a.type() == onnx::AttributeProto::INTS) v.assign(a.ints().begin(), a.ints().end());
-    for (auto x : v)
-      if (x < lo)
-        fail("{}: {} attribute {} = [{}]: every value must be at least {}", label, proto_label(n),
-             printable(a.name()), fmt::join(v, ", "), lo);
-  };
+  const std::string& op = n.op_type();
+  const std::string& name = a.name();
+  if (windowed.count(op) &&
+      (name == "strides" || name == "dilations" || name == "kernel_shape" || name == "group"))
+    at_least(label, n, a, 1);
+  if ((op == "DepthToSpace" || op == "SpaceToDepth") && name == "blocksize")
+    at_least(label, n, a, 1);
+  if (op == "LRN" && name == "size") at_least(label, n, a, 1);
+  if (op == "Split" && name == "split") at_least(label, n, a, 0);
+  if (op == "Transpose" && name == "perm") check_permutation(label, n, a);
+}
+
+// ONNX 1.12's Conv shape inference reads past the weight's dims when its rank differs from the
+// input's (a crash; intermediate values are caught by running it in a worker). `rank`: the
+// ranks known before inference.
+void check_conv_ranks(const std::string& label, const onnx::NodeProto& n,
+                      const std::map<std::string, int>& rank) {
+  if (n.op_type() != "Conv" && n.op_type() != "ConvTranspose" && n.op_type() != "ConvInteger" &&
+      n.op_type() != "QLinearConv")
+    return;
+  int w = n.op_type() == "QLinearConv" ? 3 : 1;
+  if (n.input_size() > w && rank.count(n.input(0)) && rank.count(n.input(w)) &&
+      rank.at(n.input(0)) != rank.at(n.input(w)))
+    fail("{}: {}: input '{}' has rank {} but weight '{}' has rank {}", label, proto_label(n),
+         printable(n.input(0)), rank.at(n.input(0)), printable(n.input(w)), rank.at(n.input(w)));
+}
+
+// Attribute values that ONNX's own shape inference divides by or indexes with unchecked (a
+// stride of 0 is a SIGFPE inside it), checked before it runs on an untrusted model.
+void validate_attributes(const onnx::GraphProto& graph, const std::string& label) {
   // Ranks known before inference: graph inputs and initializers.
   std::map<std::string, int> rank;
   for (const auto& v : graph.input())
@@ -130,38 +174,11 @@ void validate_attributes(const onnx::GraphProto& graph, const std::string& label
   for (const auto& t : graph.initializer()) rank[t.name()] = t.dims_size();
   for (const auto& n : graph.node()) {
     bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    // ONNX 1.12's Conv shape inference reads past the weight's dims when its rank differs from
-    // the input's (a crash; intermediate values are caught by running it in a worker).
-    if (default_domain && (n.op_type() == "Conv" || n.op_type() == "ConvTranspose" ||
-                           n.op_type() == "ConvInteger" || n.op_type() == "QLinearConv")) {
-      int w = n.op_type() == "QLinearConv" ? 3 : 1;
-      if (n.input_size() > w && rank.count(n.input(0)) && rank.count(n.input(w)) &&
-          rank[n.input(0)] != rank[n.input(w)])
-        fail("{}: {}: input '{}' has rank {} but weight '{}' has rank {}", label, proto_label(n),
-             printable(n.input(0)), rank[n.input(0)], printable(n.input(w)), rank[n.input(w)]);
-    }
+    if (default_domain) check_conv_ranks(label, n, rank);
     for (const auto& a : n.attribute()) {
       if (a.has_g()) validate_attributes(a.g(), label);
       for (const auto& sub : a.graphs()) validate_attributes(sub, label);
-      if (!default_domain) continue;
-      const std::string& op = n.op_type();
-      const std::string& name = a.name();
-      if (windowed.count(op) &&
-          (name == "strides" || name == "dilations" || name == "kernel_shape" || name == "group"))
-        at_least(n, a, 1);
-      if ((op == "DepthToSpace" || op == "SpaceToDepth") && name == "blocksize") at_least(n, a, 1);
-      if (op == "LRN" && name == "size") at_least(n, a, 1);
-      if (op == "Split" && name == "split") at_least(n, a, 0);
-      if (op == "Transpose" && name == "perm") {
-        std::vector<std::int64_t> perm(a.ints().begin(), a.ints().end());
-        std::vector<bool> seen(perm.size(), false);
-        for (auto p : perm) {
-          if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[p])
-            fail("{}: {} attribute perm = [{}] is not a permutation of 0..{}", label,
-                 proto_label(n), fmt::join(perm, ", "), perm.size() - 1);
-          seen[p] = true;
-        }
-      }
+      if (default_domain) check_attribute(label, n, a);
     }
   }
 }
@@ -394,42 +411,27 @@ void check_and_infer_isolated(onnx::ModelProto& m, const std::string& bytes,
   *m.mutable_graph()->mutable_output() = inferred.output();
 }
 
-}  // namespace
-
-Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
-                           const std::string& base_dir, const ImportOptions& options) {
-  onnx::ModelProto m;
-  if (bytes.empty()) fail("{}: empty file, not an ONNX model", label);
-  if (!m.ParseFromString(bytes))
-    fail("{}: not a valid ONNX model (corrupt or truncated protobuf)", label);
-  if (!m.has_graph()) fail("{}: not a valid ONNX model (no graph; truncated?)", label);
-
-  Graph g;
-  g.path = label;
-  g.name = m.graph().name();
+// The opset of the default domain, which MetaOp must follow.
+std::int64_t default_opset(const onnx::ModelProto& m, const std::string& label) {
+  std::int64_t opset = 0;
   for (const auto& o : m.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") g.opset = o.version();
-  if (g.opset == 0) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (opset == 0) {
     std::string domains;
     for (const auto& o : m.opset_import()) domains += (domains.empty() ? "" : ", ") + o.domain();
     throw Unsupported(fmt::format(
         "{}: the model imports no opset of the default ONNX domain (only {})", label, domains));
   }
-  if (g.opset < kMinOpset || g.opset > kMaxOpset)
+  if (opset < kMinOpset || opset > kMaxOpset)
     throw Unsupported(fmt::format("{}: opset {} is not supported (MetaOp follows opsets {} to {})",
-                                  label, g.opset, kMinOpset, kMaxOpset));
-  check_known_ops(m, g.opset, label);
-  validate_external_data(m.graph(), base_dir, label);
-  validate_attributes(m.graph(), label);
+                                  label, opset, kMinOpset, kMaxOpset));
+  return opset;
+}
 
-  if (options.run_checker || options.infer_shapes) {
-    if (options.isolate_onnx)
-      check_and_infer_isolated(m, bytes, options, label);
-    else
-      check_and_infer(m, options, label);
-  }
-
-  const auto& gp = m.graph();
+// The graph's initializers, inputs (those that are not initializers), outputs and value infos;
+// inputs and outputs must be tensors.
+void convert_values(const onnx::GraphProto& gp, const std::string& base_dir,
+                    const std::string& label, Graph& g) {
   for (const auto& init : gp.initializer())
     g.initializers[init.name()] =
         tensor_from_proto(init, base_dir, fmt::format("{}: initializer '{}'", label, init.name()));
@@ -445,29 +447,62 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
                         "or optional types are not supported)",
                         label, v.name));
   if (gp.sparse_initializer_size() > 0) fail("{}: sparse initializers are not supported", label);
+}
 
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const auto& np = gp.node(i);
-    Node n;
-    n.op_type = np.op_type();
-    n.domain = np.domain();
-    n.name = np.name().empty() ? fmt::format("{}_{}", n.op_type, i) : np.name();
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute())
-      n.attrs[a.name()] = convert_attr(
-          a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
-    // Fill in the schema's defaults so kernels read every attribute from one place.
-    if (const auto* schema =
-            onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(g.opset), "")) {
-      for (const auto& [aname, adef] : schema->attributes()) {
-        if (n.attrs.count(aname) || adef.required) continue;
-        if (adef.default_value.type() == onnx::AttributeProto::UNDEFINED) continue;
-        n.attrs[aname] = convert_attr(adef.default_value, base_dir, aname);
-      }
+// Node i of the graph (named "<op>_i" when it has no name), with the schema's defaults for the
+// attributes it leaves out.
+Node convert_node(const onnx::NodeProto& np, int i, std::int64_t opset, const std::string& base_dir,
+                  const std::string& label) {
+  Node n;
+  n.op_type = np.op_type();
+  n.domain = np.domain();
+  n.name = np.name().empty() ? fmt::format("{}_{}", n.op_type, i) : np.name();
+  n.inputs.assign(np.input().begin(), np.input().end());
+  n.outputs.assign(np.output().begin(), np.output().end());
+  for (const auto& a : np.attribute())
+    n.attrs[a.name()] =
+        convert_attr(a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
+  // Fill in the schema's defaults so kernels read every attribute from one place.
+  if (const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "")) {
+    for (const auto& [aname, adef] : schema->attributes()) {
+      if (n.attrs.count(aname) || adef.required) continue;
+      if (adef.default_value.type() == onnx::AttributeProto::UNDEFINED) continue;
+      n.attrs[aname] = convert_attr(adef.default_value, base_dir, aname);
     }
-    g.nodes.push_back(std::move(n));
   }
+  return n;
+}
+
+}  // namespace
+
+Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
+                           const std::string& base_dir, const ImportOptions& options) {
+  onnx::ModelProto m;
+  if (bytes.empty()) fail("{}: empty file, not an ONNX model", label);
+  if (!m.ParseFromString(bytes))
+    fail("{}: not a valid ONNX model (corrupt or truncated protobuf)", label);
+  if (!m.has_graph()) fail("{}: not a valid ONNX model (no graph; truncated?)", label);
+
+  Graph g;
+  g.path = label;
+  g.name = m.graph().name();
+  g.opset = default_opset(m, label);
+  check_known_ops(m, g.opset, label);
+  validate_external_data(m.graph(), base_dir, label);
+  validate_attributes(m.graph(), label);
+
+  if (options.run_checker || options.infer_shapes) {
+    if (options.isolate_onnx)
+      check_and_infer_isolated(m, bytes, options, label);
+    else
+      check_and_infer(m, options, label);
+  }
+
+  const auto& gp = m.graph();
+  convert_values(gp, base_dir, label, g);
+  g.nodes.reserve(static_cast<std::size_t>(gp.node_size()));
+  for (int i = 0; i < gp.node_size(); ++i)
+    g.nodes.push_back(convert_node(gp.node(i), i, g.opset, base_dir, label));
   return g;
 }
 

@@ -89,6 +89,26 @@ Tensors conv(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) 
 
 // --- gradients
 
+// One row of col2im: the column entries of kernel offset (k0, k1, k2), each added back to the
+// element of channel `xc` it was read from.
+void col2im_row(const double* row, const Window& w, std::int64_t k0, std::int64_t k1,
+                std::int64_t k2, double* xc) {
+  for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+    std::int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
+    if (i0 < 0 || i0 >= w.in[0]) continue;
+    for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+      std::int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
+      if (i1 < 0 || i1 >= w.in[1]) continue;
+      const double* r = row + (o0 * w.out[1] + o1) * w.out[2];
+      double* xr = xc + (i0 * w.in[1] + i1) * w.in[2];
+      for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+        std::int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
+        if (i2 >= 0 && i2 < w.in[2]) xr[i2] += r[o2];
+      }
+    }
+  }
+}
+
 // The adjoint of im2col: each column entry is added back to the input element it was read from.
 void col2im(const double* col, std::int64_t channels, const Window& w, double* x) {
   std::int64_t P = w.out_size();
@@ -98,20 +118,7 @@ void col2im(const double* col, std::int64_t channels, const Window& w, double* x
       for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
         for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
           const double* row = col + ((ch * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * P;
-          for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
-            std::int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
-            if (i0 < 0 || i0 >= w.in[0]) continue;
-            for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1) {
-              std::int64_t i1 = o1 * w.s[1] - w.pb[1] + k1 * w.d[1];
-              if (i1 < 0 || i1 >= w.in[1]) continue;
-              const double* r = row + (o0 * w.out[1] + o1) * w.out[2];
-              double* xr = xc + (i0 * w.in[1] + i1) * w.in[2];
-              for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
-                std::int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
-                if (i2 >= 0 && i2 < w.in[2]) xr[i2] += r[o2];
-              }
-            }
-          }
+          col2im_row(row, w, k0, k1, k2, xc);
         }
   }
 }
@@ -151,7 +158,8 @@ void register_conv(OpRegistry& r) {
       .error(error_models::accumulation(
           [](const KernelContext&, const Tensors& in) {
             const Tensor& w = in[1];
-            return static_cast<double>(w.numel() / w.dim(0) + 1);
+            std::int64_t per_output = w.numel() / w.dim(0);  // C/group * prod(kernel)
+            return static_cast<double>(per_output + 1);
           },
           "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"));
 }
@@ -185,7 +193,7 @@ Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, con
   if (dil.empty()) dil = ones;
   if (out_pad.empty()) out_pad = zeros;
   if (pads.empty()) pads.assign(2 * nsp, 0);
-  if (output_shape.size() == static_cast<std::size_t>(nsp + 2))
+  if (output_shape.size() == static_cast<std::size_t>(nsp) + 2)
     output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
 
   Window w;  // here `in` is the transposed conv's input and `out` its (larger) output
@@ -233,36 +241,20 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in, GemmFn gemm = 
   if (has_input(in, 2)) bias = in[2].to_f64();
   std::vector<double> out(static_cast<std::size_t>(N * M * Pout), 0.0),
       col(static_cast<std::size_t>(K * Pin));
+  // The scatter of each column entry to the output is col2im with the transposed conv's input
+  // and output swapped (its output is the conv's input): same additions, in the same order.
+  Window swapped = w;
+  swapped.in = w.out;
+  swapped.out = w.in;
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t g = 0; g < group; ++g) {
       // col[K, Pin] = W_g^T [K, Cg] * x_g [Cg, Pin]
       gemm(true, false, K, Pin, Cg, 1.0, vw.data() + g * Cg * K, vx.data() + (n * C + g * Cg) * Pin,
            0.0, col.data());
       double* og = out.data() + (n * M + g * Mg) * Pout;
-      for (std::int64_t m = 0; m < Mg; ++m) {
-        double* om = og + m * Pout;
-        for (std::int64_t k0 = 0; k0 < w.k[0]; ++k0)
-          for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
-            for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
-              const double* row =
-                  col.data() + ((m * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * Pin;
-              for (std::int64_t i0 = 0; i0 < w.in[0]; ++i0) {
-                std::int64_t o0 = i0 * w.s[0] - w.pb[0] + k0 * w.d[0];
-                if (o0 < 0 || o0 >= w.out[0]) continue;
-                for (std::int64_t i1 = 0; i1 < w.in[1]; ++i1) {
-                  std::int64_t o1 = i1 * w.s[1] - w.pb[1] + k1 * w.d[1];
-                  if (o1 < 0 || o1 >= w.out[1]) continue;
-                  for (std::int64_t i2 = 0; i2 < w.in[2]; ++i2) {
-                    std::int64_t o2 = i2 * w.s[2] - w.pb[2] + k2 * w.d[2];
-                    if (o2 < 0 || o2 >= w.out[2]) continue;
-                    om[(o0 * w.out[1] + o1) * w.out[2] + o2] +=
-                        row[(i0 * w.in[1] + i1) * w.in[2] + i2];
-                  }
-                }
-              }
-            }
-        for (std::int64_t p = 0; p < Pout; ++p) om[p] += bias[g * Mg + m];
-      }
+      col2im(col.data(), Mg, swapped, og);
+      for (std::int64_t m = 0; m < Mg; ++m)
+        for (std::int64_t p = 0; p < Pout; ++p) og[m * Pout + p] += bias[g * Mg + m];
     }
   return {Tensor::from_f64(out, w.out_shape(N, M), x.dtype())};
 }
@@ -309,7 +301,8 @@ void register_conv_transpose(OpRegistry& r) {
           [](const KernelContext& c, const Tensors& in) {
             const Tensor& w = in[1];
             auto g = std::max<std::int64_t>(1, c.node.attr_i("group", 1));
-            return static_cast<double>(w.numel() / (w.dim(1) * g) + 1);
+            std::int64_t per_output = w.numel() / (w.dim(1) * g);  // C/group * prod(kernel)
+            return static_cast<double>(per_output + 1);
           },
           "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"));
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "ops/kernel_util.h"
 
@@ -96,13 +97,13 @@ std::string num(double v) {
 // An element-wise zone on one input: distance d(x) and its derivative dd/dx.
 // `inside(x)` says how x stands in the zone, in a few words.
 DangerZone elementwise(DangerKind k, int input, std::string condition,
-                       std::function<double(double, DType)> dist,
-                       std::function<double(double)> deriv,
-                       std::function<std::string(double)> inside) {
+                       const std::function<double(double, DType)>& dist,
+                       const std::function<double(double)>& deriv,
+                       const std::function<std::string(double)>& inside) {
   DangerZone z;
   z.kind = k;
   z.index = input;
-  z.condition = condition;
+  z.condition = std::move(condition);
   z.distances = [input, dist, deriv](const KernelContext& c, const Tensors& in, const Tensors&) {
     const Tensor& x = metaop::input(c, in, static_cast<std::size_t>(input));
     auto v = x.to_f64();
@@ -180,7 +181,7 @@ DangerZone divisor(int divisor, int dividend, std::string condition) {
   DangerZone z;
   z.kind = DangerKind::ZeroDivisor;
   z.index = divisor;
-  z.condition = condition;
+  z.condition = std::move(condition);
   // |b| <= |a| / largest: the quotient overflows (or is 0/0 or a/0).
   auto dist = [dividend](double a, double b, DType dt) {
     if (std::isnan(a) || std::isnan(b) || std::isinf(b)) return kInfinity;
@@ -284,13 +285,13 @@ DangerZone output_overflow(int output) {
   return z;
 }
 
-DangerZone output_underflow(std::string condition, ExactZero exact_zero, int output) {
+DangerZone output_underflow(std::string condition, const ExactZero& exact_zero, int output) {
   DangerZone z;
   z.kind = DangerKind::UnderflowToZero;
   z.watches_output = true;
   z.index = output;
   z.unit = "binades";
-  z.condition = condition;
+  z.condition = std::move(condition);
   z.distances = [output, exact_zero](const KernelContext& c, const Tensors& in,
                                      const Tensors& out) {
     const Tensor& y = out.at(static_cast<std::size_t>(output));
@@ -326,11 +327,12 @@ DangerZone output_underflow(std::string condition, ExactZero exact_zero, int out
   return z;
 }
 
-DangerZone group_sum_below_zero(DangerKind k, int input, Groups groups, std::string condition) {
+DangerZone group_sum_below_zero(DangerKind k, int input, const Groups& groups,
+                                std::string condition) {
   DangerZone z;
   z.kind = k;
   z.index = input;
-  z.condition = condition;
+  z.condition = std::move(condition);
   z.distances = [input, groups](const KernelContext& c, const Tensors& in, const Tensors&) {
     auto v = metaop::input(c, in, static_cast<std::size_t>(input)).to_f64();
     auto gs = groups(c, in);
@@ -367,11 +369,11 @@ DangerZone group_sum_below_zero(DangerKind k, int input, Groups groups, std::str
   return z;
 }
 
-DangerZone group_constant(int input, Groups groups, std::string condition) {
+DangerZone group_constant(int input, const Groups& groups, std::string condition) {
   DangerZone z;
   z.kind = DangerKind::ZeroVariance;
   z.index = input;
-  z.condition = condition;
+  z.condition = std::move(condition);
   auto stats = [](const std::vector<double>& v, const std::vector<std::int64_t>& g) {
     double m = 0, s = 0;
     for (auto e : g) m += v[static_cast<std::size_t>(e)];

@@ -87,14 +87,16 @@ DangerZone output_overflow(int output = 0);
 // marks the sites that are 0 exactly (a zero factor), which cannot underflow.
 using ExactZero =
     std::function<std::vector<bool>(const KernelContext&, const Tensors& in, const Tensors& out)>;
-DangerZone output_underflow(std::string condition, ExactZero exact_zero = {}, int output = 0);
+DangerZone output_underflow(std::string condition, const ExactZero& exact_zero = {},
+                            int output = 0);
 // Groups of input `input` (flat element lists) whose sum is <= 0 (log of a sum).
 using Groups =
     std::function<std::vector<std::vector<std::int64_t>>(const KernelContext&, const Tensors& in)>;
-DangerZone group_sum_below_zero(DangerKind k, int input, Groups groups, std::string condition);
+DangerZone group_sum_below_zero(DangerKind k, int input, const Groups& groups,
+                                std::string condition);
 // Groups of input `input` whose values are all equal (standard deviation 0); distance: the
 // group's standard deviation (its Gauss-Newton step lands on the group mean).
-DangerZone group_constant(int input, Groups groups, std::string condition);
+DangerZone group_constant(int input, const Groups& groups, std::string condition);
 
 }  // namespace danger
 

@@ -113,9 +113,9 @@ DangerZones softplus_zones() {
 }
 
 // clang-format off
-const std::vector<UnaryRow>& unary_rows() {
-  static const std::vector<UnaryRow> rows = {
-      // --- exact
+// Exact: no rounding beyond the result's.
+std::vector<UnaryRow> exact_rows() {
+  return {
       {.where = here(), .name = "Neg", .f = [](double x, Attrs) { return -x; },
        .df = [](double, double, Attrs) { return -1.0; }, .critical = signs, .float_only = false},
       {.where = here(), .name = "Abs", .f = [](double x, Attrs) { return std::fabs(x); },
@@ -142,8 +142,12 @@ const std::vector<UnaryRow>& unary_rows() {
        .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
        .critical = [](Attrs a) { return std::vector<double>{a[0]}; },
        .kinks = [](Attrs a) { return std::vector<double>{a[0]}; }},
+  };
+}
 
-      // --- correctly rounded
+// Correctly rounded.
+std::vector<UnaryRow> correctly_rounded_rows() {
+  return {
       {.where = here(), .name = "Sqrt", .f = [](double x, Attrs) { return std::sqrt(x); },
        .df = [](double, double y, Attrs) { return 0.5 / y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
@@ -161,9 +165,13 @@ const std::vector<UnaryRow>& unary_rows() {
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
        .danger = overflows},
+  };
+}
 
-      // --- elementary functions: libm and vectorized versions (SLEEF, oneDNN) are within a few
-      // ULPs; 4 covers the 3.5-ulp variants.
+// Elementary functions: libm and vectorized versions (SLEEF, oneDNN) are within a few
+// ULPs; 4 covers the 3.5-ulp variants.
+std::vector<UnaryRow> elementary_rows() {
+  return {
       {.where = here(), .name = "Exp", .f = [](double x, Attrs) { return std::exp(x); },
        .df = [](double, double y, Attrs) { return y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return 5 * std::fabs(y); },
@@ -197,6 +205,12 @@ const std::vector<UnaryRow>& unary_rows() {
        .dmag = [](double, double y, Attrs) { return 1 + 12 * y * y; },
        .ddoc = "|g| (|f'| + 1 + 12 y^2): 1 + y*y, and y's rounding",
        .critical = [](Attrs) { return std::vector<double>{kPi / 2, -kPi / 2, 0}; }},
+  };
+}
+
+// Elementary functions: inverse trigonometric and hyperbolic.
+std::vector<UnaryRow> inverse_and_hyperbolic_rows() {
+  return {
       {.where = here(), .name = "Asin", .f = [](double x, Attrs) { return std::asin(x); },
        .df = [](double x, double, Attrs) { return 1 / std::sqrt(1 - x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
@@ -244,8 +258,12 @@ const std::vector<UnaryRow>& unary_rows() {
        },
        .ddoc = "|g| |f'| (2 + (x^2 + |1 - x^2|) / |1 - x^2|): 1 - x*x cancels",
        .critical = [](Attrs) { return std::vector<double>{-1, 1, 0}; }, .danger = atanh_zones},
+  };
+}
 
-      // --- activations
+// Activations.
+std::vector<UnaryRow> activation_rows() {
+  return {
       {.where = here(), .name = "Sigmoid", .f = [](double x, Attrs) { return sigmoid(x); },
        .df = [](double, double y, Attrs) { return y * (1 - y); }, .ulps = 4,
        .dmag = [](double, double y, Attrs) {
@@ -304,6 +322,12 @@ const std::vector<UnaryRow>& unary_rows() {
        .ddoc = "|g| (|f'| + |f'| (5 + |x/alpha|) + 5|y/alpha| for x < 0): exp of a rounded "
                "x/alpha, or y/alpha + 1",
        .critical = signs},
+  };
+}
+
+// Activations, continued: the hard (clamped) ones and Shrink.
+std::vector<UnaryRow> piecewise_activation_rows() {
+  return {
       // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed, and
       // the rounded sum may decide which side of a kink x is on.
       {.where = here(), .name = "HardSigmoid", .attrs = {{"alpha", 0.2}, {"beta", 0.5}},
@@ -347,12 +371,27 @@ const std::vector<UnaryRow>& unary_rows() {
        .critical = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; },
        .kinks = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; }, .float_only = false},
   };
+}
+
+// clang-format on
+
+// Every unary op, section by section, in the order they are registered.
+const std::vector<UnaryRow>& unary_rows() {
+  static const std::vector<UnaryRow> rows = [] {
+    using Section = std::vector<UnaryRow> (*)();
+    std::vector<UnaryRow> all;
+    for (Section section :
+         {exact_rows, correctly_rounded_rows, elementary_rows, inverse_and_hyperbolic_rows,
+          activation_rows, piecewise_activation_rows})
+      for (auto& row : section()) all.push_back(std::move(row));
+    return all;
+  }();
   return rows;
 }
-// clang-format on
 
 std::vector<double> attrs_of(const UnaryRow& row, const Node& n) {
   std::vector<double> a;
+  a.reserve(row.attrs.size());
   for (const auto& [name, dflt] : row.attrs) a.push_back(n.attr_f(name, dflt));
   return a;
 }

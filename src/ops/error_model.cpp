@@ -27,9 +27,7 @@ double smallest_normal(DType t) {
       return DBL_MIN;
     case DType::Float16:
       return std::ldexp(1.0, -14);
-    case DType::BFloat16:
-      return FLT_MIN;
-    default:
+    default:  // float32, and bfloat16 (float32's exponent range)
       return FLT_MIN;
   }
 }
@@ -69,7 +67,7 @@ ErrorModel ulp(double ulps, std::string doc) {
   return {std::move(doc), ulps, {}, true, {}, 4, {}};
 }
 
-ErrorModel accumulation(TermCount terms, std::string doc, double ulps) {
+ErrorModel accumulation(const TermCount& terms, std::string doc, double ulps) {
   MagnitudeFn m = [terms](const KernelContext& c, const Tensors& in, const Tensors& ref,
                           const AccumulationBound& bound) {
     const MetaOp* op = OpRegistry::instance().find(c.node.op_type);

@@ -109,7 +109,7 @@ ErrorModel ulp(double ulps, std::string doc = {});
 // re-run on absolute values of its floating inputs (|A| @ |B| for a product, conv(|x|, |w|)+|b|
 // for a convolution).
 using TermCount = std::function<double(const KernelContext&, const Tensors& inputs)>;
-ErrorModel accumulation(TermCount terms, std::string doc, double ulps = 2);
+ErrorModel accumulation(const TermCount& terms, std::string doc, double ulps = 2);
 // Composite ops: C_i from the op's own first-order condition (written per op).
 ErrorModel condition(MagnitudeFn magnitude, std::string doc, double ulps = 4);
 

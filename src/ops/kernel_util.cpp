@@ -116,11 +116,14 @@ Tensor take(const Tensor& src, const Shape& out_shape, const std::vector<std::in
 Tensor broadcast_apply(const KernelContext& c, const std::vector<const Tensor*>& ins,
                        DType out_dtype, const std::function<double(const double*)>& f) {
   std::vector<Shape> shapes;
+  shapes.reserve(ins.size());
   for (auto* t : ins) shapes.push_back(t->shape());
   Shape out = broadcast_shapes(c, shapes);
   std::int64_t n = shape_numel(out);
   std::vector<std::vector<double>> vals;
   std::vector<std::vector<std::int64_t>> maps;
+  vals.reserve(ins.size());
+  maps.reserve(ins.size());
   for (auto* t : ins) {
     vals.push_back(t->to_f64());
     maps.push_back(t->shape() == out ? std::vector<std::int64_t>{}

@@ -173,16 +173,16 @@ void register_gemm(OpRegistry& r) {
 
 // ---- Einsum
 
-// Einsum by direct summation over every index: the plain definition, fine for the small
-// contractions models use it for.
-// With `gout`, also accumulates the VJP into `gin` (one vector per operand): each term's
-// gradient with respect to one factor is the output gradient times the other factors.
-Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
-               std::vector<std::vector<double>>* gin = nullptr) {
-  std::string eq = c.node.attr_s("equation");
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  auto arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
+// An einsum equation checked against its operands: each operand's term, the output's, every
+// index (the output's first, then the contracted ones) and each index's size.
+struct EinsumSpec {
+  std::vector<std::string> terms;
+  std::string out_term, all;
+  std::map<char, std::int64_t> dims;
+};
+
+// The operand terms of an equation's left side: "ij,jk" gives "ij" and "jk".
+std::vector<std::string> einsum_terms(const std::string& lhs) {
   std::vector<std::string> terms;
   std::size_t start = 0;
   while (true) {
@@ -191,51 +191,97 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (terms.size() != in.size())
-    fail("{}: equation '{}' has {} operands, node has {} inputs", c.node.label(), eq, terms.size(),
-         in.size());
-  for (const auto& t : terms)
-    if (t.find('.') != std::string::npos)
-      throw Unsupported(fmt::format("{}: ellipsis in einsum equation '{}'", c.node.label(), eq));
-  std::map<char, std::int64_t> dims;
-  std::map<char, int> count;
-  for (std::size_t i = 0; i < terms.size(); ++i) {
+  return terms;
+}
+
+// Each index's size, the same in every operand it labels; `count`: how often each occurs.
+void einsum_dims(const KernelContext& c, const Tensors& in, EinsumSpec& e,
+                 std::map<char, int>& count) {
+  for (std::size_t i = 0; i < e.terms.size(); ++i) {
     const Tensor& t = input(c, in, i);
-    if (static_cast<std::int64_t>(terms[i].size()) != t.rank())
-      fail("{}: operand {} has rank {}, equation term '{}'", c.node.label(), i, t.rank(), terms[i]);
-    for (std::size_t d = 0; d < terms[i].size(); ++d) {
-      char ch = terms[i][d];
+    const std::string& term = e.terms[i];
+    if (static_cast<std::int64_t>(term.size()) != t.rank())
+      fail("{}: operand {} has rank {}, equation term '{}'", c.node.label(), i, t.rank(), term);
+    for (std::size_t d = 0; d < term.size(); ++d) {
+      char ch = term[d];
       ++count[ch];
-      auto it = dims.find(ch);
-      if (it != dims.end() && it->second != t.shape()[d])
+      auto it = e.dims.find(ch);
+      if (it != e.dims.end() && it->second != t.shape()[d])
         fail("{}: index '{}' has sizes {} and {}", c.node.label(), ch, it->second, t.shape()[d]);
-      dims[ch] = t.shape()[d];
+      e.dims[ch] = t.shape()[d];
     }
   }
-  std::string out_term;
+}
+
+EinsumSpec einsum_spec(const KernelContext& c, const Tensors& in) {
+  std::string eq = c.node.attr_s("equation");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  auto arrow = eq.find("->");
+  EinsumSpec e;
+  e.terms = einsum_terms(eq.substr(0, arrow));
+  if (e.terms.size() != in.size())
+    fail("{}: equation '{}' has {} operands, node has {} inputs", c.node.label(), eq,
+         e.terms.size(), in.size());
+  for (const auto& t : e.terms)
+    if (t.find('.') != std::string::npos)
+      throw Unsupported(fmt::format("{}: ellipsis in einsum equation '{}'", c.node.label(), eq));
+  std::map<char, int> count;
+  einsum_dims(c, in, e, count);
   if (arrow != std::string::npos) {
-    out_term = eq.substr(arrow + 2);
-  } else {
+    e.out_term = eq.substr(arrow + 2);
+  } else {  // implicit output: the indices that occur once, in alphabetical order
     for (auto& [ch, n] : count)
-      if (n == 1) out_term += ch;
+      if (n == 1) e.out_term += ch;
   }
-  std::string all = out_term;
-  for (auto& [ch, n] : dims)
-    if (out_term.find(ch) == std::string::npos) all += ch;
+  e.all = e.out_term;
+  for (auto& [ch, n] : e.dims)
+    if (e.out_term.find(ch) == std::string::npos) e.all += ch;
+  return e;
+}
+
+// The stride of each index of `all` in each operand (summed where an index repeats in a term:
+// the diagonal).
+std::vector<std::vector<std::int64_t>> einsum_strides(const EinsumSpec& e, const Tensors& in) {
+  std::vector<std::vector<std::int64_t>> st;
+  st.reserve(e.terms.size());
+  for (std::size_t i = 0; i < e.terms.size(); ++i) {
+    auto s = strides_of(in[i].shape());
+    std::vector<std::int64_t> per(e.all.size(), 0);
+    for (std::size_t d = 0; d < e.terms[i].size(); ++d) per[e.all.find(e.terms[i][d])] += s[d];
+    st.push_back(per);
+  }
+  return st;
+}
+
+// One term's gradient: operand i's factor gets g times the other factors.
+void einsum_term_vjp(const std::vector<std::vector<double>>& vals,
+                     const std::vector<std::int64_t>& offs, double g,
+                     std::vector<std::vector<double>>& gin) {
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    double q = g;
+    for (std::size_t k = 0; k < vals.size(); ++k)
+      if (k != i) q *= vals[k][offs[k]];
+    gin[i][offs[i]] += q;
+  }
+}
+
+// Einsum by direct summation over every index: the plain definition, fine for the small
+// contractions models use it for.
+// With `gout`, also accumulates the VJP into `gin` (one vector per operand): each term's
+// gradient with respect to one factor is the output gradient times the other factors.
+Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
+               std::vector<std::vector<double>>* gin = nullptr) {
+  EinsumSpec e = einsum_spec(c, in);
+  const auto& terms = e.terms;
   Shape full;
-  for (char ch : all) full.push_back(dims.at(ch));
-  Shape out_shape(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(out_term.size()));
+  for (char ch : e.all) full.push_back(e.dims.at(ch));
+  Shape out_shape(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(e.out_term.size()));
   std::int64_t out_n = shape_numel(out_shape),
                inner = shape_numel(full) / std::max<std::int64_t>(out_n, 1);
   std::vector<std::vector<double>> vals;
-  std::vector<std::vector<std::int64_t>> st;  // stride of each `all` index in each operand
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    vals.push_back(in[i].to_f64());
-    auto s = strides_of(in[i].shape());
-    std::vector<std::int64_t> per(all.size(), 0);
-    for (std::size_t d = 0; d < terms[i].size(); ++d) per[all.find(terms[i][d])] += s[d];
-    st.push_back(per);
-  }
+  vals.reserve(terms.size());
+  for (const auto& t : in) vals.push_back(t.to_f64());
+  auto st = einsum_strides(e, in);
   std::vector<double> out(static_cast<std::size_t>(out_n), 0.0);
   if (shape_numel(full) > 0) {
     IndexIter it(full);
@@ -246,18 +292,12 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
         double p = 1;
         for (std::size_t i = 0; i < terms.size(); ++i) {
           std::int64_t off = 0;
-          for (std::size_t d = 0; d < all.size(); ++d) off += it.idx()[d] * st[i][d];
+          for (std::size_t d = 0; d < e.all.size(); ++d) off += it.idx()[d] * st[i][d];
           offs[i] = off;
           p *= vals[i][off];
         }
         acc += p;
-        if (gout)
-          for (std::size_t i = 0; i < terms.size(); ++i) {
-            double q = (*gout)[o];
-            for (std::size_t k = 0; k < terms.size(); ++k)
-              if (k != i) q *= vals[k][offs[k]];
-            (*gin)[i][offs[i]] += q;
-          }
+        if (gout) einsum_term_vjp(vals, offs, (*gout)[o], *gin);
       }
       out[o] = acc;
     }

@@ -178,8 +178,8 @@ std::vector<double> param_magnitude(const std::vector<double>& abs_terms,
   return r;
 }
 
-DangerZone zero_variance(danger::Groups groups, std::string condition) {
-  DangerZone z = danger::group_constant(0, std::move(groups), std::move(condition));
+DangerZone zero_variance(const danger::Groups& groups, std::string condition) {
+  DangerZone z = danger::group_constant(0, groups, std::move(condition));
   z.applies = [](const Node& n) { return n.attr_f("epsilon", 1e-5) == 0; };
   return z;
 }

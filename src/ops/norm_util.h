@@ -85,7 +85,7 @@ std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std
 std::vector<std::vector<std::int64_t>> groups_of(const std::vector<std::int64_t>& group);
 
 // The danger zone of a normalization with epsilon 0 over groups that may be constant (0/0).
-DangerZone zero_variance(danger::Groups groups, std::string condition);
+DangerZone zero_variance(const danger::Groups& groups, std::string condition);
 
 // LayerNormalization, MeanVarianceNormalization and LRN (norm_layer.cpp).
 void register_layer_norm_ops(OpRegistry& r);

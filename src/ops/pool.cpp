@@ -105,6 +105,16 @@ std::int64_t max_index(const Window& w, std::int64_t nc, std::int64_t flat, bool
   return nc * w.in_size() + flat;
 }
 
+// Max's subgradient candidates in one window: the taps equal to its maximum, as flat indices
+// into the whole input (`base`: the plane's first element).
+void add_max_ties(TieCollector& ties, const double* xc, const std::vector<std::int64_t>& taps,
+                  double value, std::int64_t base, double g) {
+  std::vector<std::int64_t> cand;
+  for (auto tap : taps)
+    if (xc[tap] == value) cand.push_back(base + tap);
+  ties.add(cand, g);
+}
+
 enum class PoolKind { Max, Avg, Lp };
 
 // The pool's forward; with `gout`, also the VJP into `gin`; with `ties` (Max), the candidates of
@@ -135,12 +145,7 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
         out[o] = m.value;
         idx[o] = max_index(w, nc, m.arg < 0 ? 0 : m.arg, col_major);
         if (gi && m.arg >= 0) gi[m.arg] += g;
-        if (ties && !m.nan) {
-          std::vector<std::int64_t> cand;
-          for (auto tap : t.taps)
-            if (xc[tap] == m.value) cand.push_back(nc * w.in_size() + tap);
-          ties->add(cand, g);
-        }
+        if (ties && !m.nan) add_max_ties(*ties, xc, t.taps, m.value, nc * w.in_size(), g);
       } else if (kind == PoolKind::Avg) {
         out[o] = average(xc, t, include_pad);
         double n =
@@ -182,12 +187,7 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
       m.run(xc, all.taps);
       out[i] = m.value;
       if (gi && m.arg >= 0) gi[m.arg] += g;
-      if (ties && !m.nan) {
-        std::vector<std::int64_t> cand;
-        for (std::int64_t j = 0; j < S; ++j)
-          if (xc[j] == m.value) cand.push_back(i * S + j);
-        ties->add(cand, g);
-      }
+      if (ties && !m.nan) add_max_ties(*ties, xc, all.taps, m.value, i * S, g);
     } else if (kind == PoolKind::Avg) {
       out[i] = average(xc, all, false);
       if (gi)
@@ -252,7 +252,7 @@ double spatial_terms(const KernelContext&, const Tensors& in) {
 
 // (sum |x|^p)^(1/p): positive terms, so the sum's relative error carries to |y| (/p), plus the
 // powers' few ULPs: (kappa(n) + 8) |y|.
-MagnitudeFn lp_magnitude(error_models::TermCount terms) {
+MagnitudeFn lp_magnitude(const error_models::TermCount& terms) {
   return [terms](const KernelContext& c, const Tensors& in, const Tensors& ref,
                  const AccumulationBound& bound) {
     double k = bound.kappa(terms(c, in)) + 8;

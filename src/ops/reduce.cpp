@@ -184,7 +184,7 @@ ReduceGroups reduce_groups(const KernelContext& c, const Tensors& in) {
 // derivative sees the element, its group's result y and the group's element count.
 using ReduceDeriv = std::function<double(double x, double y, double n)>;
 
-ReferenceVjp reduce_vjp(ReduceDeriv d) {
+ReferenceVjp reduce_vjp(const ReduceDeriv& d) {
   return [d](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
     const Tensor& x = in[0];
     Tensors r(in.size());
@@ -468,7 +468,7 @@ std::vector<bool> product_has_zero(const KernelContext& c, const Tensors& in, co
   return exact;
 }
 
-ReferenceForward reduction(Reduction red) {
+ReferenceForward reduction(const Reduction& red) {
   return [red](const KernelContext& c, const Tensors& in) { return reduce(c, in, red); };
 }
 
@@ -485,9 +485,8 @@ double add_square(double a, double x) {
   return a + x * x;
 }
 
-}  // namespace
-
-void register_reduce_ops(OpRegistry& r) {
+// The Reduce* ops: one value per group of the reduced axes.
+void register_reductions(OpRegistry& r) {
   using namespace error_models;
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
   auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
@@ -554,7 +553,11 @@ void register_reduce_ops(OpRegistry& r) {
       .error(condition(reduce_log_sum_exp_magnitude,
                        "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"))
       .domain({{0}, exp_domain});
+}
 
+// The ops along one axis that select or accumulate rather than reduce it to a value.
+void register_axis_ops(OpRegistry& r) {
+  using namespace error_models;
   r.op("ArgMax", "reduce", [](const KernelContext& c, const Tensors& in) {
      return arg_reduce(c, in, true);
    }).error(exact());
@@ -569,7 +572,13 @@ void register_reduce_ops(OpRegistry& r) {
       .vjp(cumsum_vjp)
       .error(accumulation(cumsum_length, "kappa(axis length) * cumsum(|x|), 1 ulp", 1))
       .danger({danger::output_overflow()});
+}
 
+}  // namespace
+
+void register_reduce_ops(OpRegistry& r) {
+  register_reductions(r);
+  register_axis_ops(r);
   register_softmax_ops(r);
 }
 

@@ -27,6 +27,7 @@ const MetaOp* OpRegistry::find(const std::string& type) const {
 
 std::vector<std::string> OpRegistry::types() const {
   std::vector<std::string> out;
+  out.reserve(ops_.size());
   for (const auto& [t, op] : ops_) out.push_back(t);
   return out;
 }

@@ -113,60 +113,129 @@ struct ResizeMagnitudes {
   std::vector<double> abs, coord, terms;
 };
 
+// Resize's attributes and inputs: the sizes, or else the scales, and the region of interest.
+struct ResizeSpec {
+  ResizeParams p;
+  std::vector<double> scales, roi;
+  std::vector<std::int64_t> sizes;
+};
+
+ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
+  const Node& n = c.node;
+  ResizeSpec s;
+  s.p.mode = n.attr_s("mode", "nearest");
+  if (n.op_type == "Upsample" || c.opset < 11) {
+    // Upsample and Resize-10: scales only, asymmetric coordinates, nearest rounds down.
+    s.p.coord = "asymmetric";
+    s.p.nearest_mode = "floor";
+    if (n.op_type == "Upsample" && c.opset < 9)
+      s.scales = n.attr_floats("scales");
+    else
+      s.scales = input(c, in, 1).to_f64();
+  } else {
+    s.p.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+    s.p.nearest_mode = n.attr_s("nearest_mode", "round_prefer_floor");
+    s.p.cubic_a = n.attr_f("cubic_coeff_a", -0.75);
+    s.p.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
+    s.p.extrapolation = n.attr_f("extrapolation_value", 0.0);
+    if (has_input(in, 1)) s.roi = in[1].to_f64();
+    if (has_input(in, 2)) s.scales = in[2].to_f64();
+    if (has_input(in, 3)) s.sizes = in[3].to_i64();
+  }
+  if (s.p.mode == "bilinear") s.p.mode = "linear";
+  return s;
+}
+
+// The taps of every axis: the output length and scale from the sizes when given, else from the
+// scales (the length rounded down).
+std::vector<AxisTaps> resize_axes(const KernelContext& c, const Shape& xs, const ResizeSpec& s,
+                                  Shape& os) {
+  auto r = static_cast<std::int64_t>(xs.size());
+  os.assign(static_cast<std::size_t>(r), 0);
+  std::vector<double> sc(r);
+  if (!s.sizes.empty()) {
+    if (static_cast<std::int64_t>(s.sizes.size()) != r)
+      fail("{}: sizes {} for rank {}", c.node.label(), shape_str(s.sizes), r);
+    for (std::int64_t d = 0; d < r; ++d) {
+      os[d] = s.sizes[d];
+      sc[d] = static_cast<double>(s.sizes[d]) / static_cast<double>(xs[d]);
+    }
+  } else {
+    if (static_cast<std::int64_t>(s.scales.size()) != r)
+      fail("{}: {} scales for rank {}", c.node.label(), s.scales.size(), r);
+    for (std::int64_t d = 0; d < r; ++d) {
+      sc[d] = s.scales[d];
+      os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(xs[d]) * s.scales[d]));
+    }
+  }
+  std::vector<AxisTaps> axes;
+  axes.reserve(static_cast<std::size_t>(r));
+  for (std::int64_t d = 0; d < r; ++d) {
+    double rs = s.roi.size() == static_cast<std::size_t>(2 * r) ? s.roi[d] : 0.0;
+    double re = s.roi.size() == static_cast<std::size_t>(2 * r) ? s.roi[d + r] : 1.0;
+    axes.push_back(axis_taps(s.p, xs[d], os[d], sc[d], rs, re));
+  }
+  return axes;
+}
+
+// What one output element's sum reads and feeds: the input and its strides, and optionally the
+// output gradient with the input gradient it accumulates into, and the rounding magnitudes.
+struct TapSum {
+  const std::vector<AxisTaps>& axes;
+  const std::vector<double>& vx;
+  const std::vector<std::int64_t>& xs;
+  const std::vector<double>* gout;
+  std::vector<double>* gin;
+  ResizeMagnitudes* mag;
+};
+
+// Output element i at multi-index `idx`: the sum over the tensor product of its axes' taps (an
+// odometer over tap positions), its gradient sent back along the same taps, its magnitudes.
+double sum_taps(const TapSum& s, std::int64_t i, const std::vector<std::int64_t>& idx,
+                std::vector<std::size_t>& k) {
+  auto r = static_cast<std::int64_t>(idx.size());
+  double acc = 0;
+  std::fill(k.begin(), k.end(), 0);
+  double e = 0;  // the coordinate errors of this output element's axes
+  if (s.mag)
+    for (std::int64_t d = 0; d < r; ++d) e += s.axes[d].coord_err[idx[d]];
+  while (true) {
+    double w = 1;
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < r; ++d) {
+      const Tap& t = s.axes[d].taps[idx[d]][k[d]];
+      w *= t.weight;
+      off += t.index * s.xs[d];
+    }
+    acc += w * s.vx[off];
+    if (s.gout) (*s.gin)[off] += w * (*s.gout)[i];
+    if (s.mag) {
+      double v = s.gout ? std::fabs((*s.gout)[i]) : std::fabs(s.vx[off]);
+      auto at = static_cast<std::size_t>(s.gout ? off : i);
+      s.mag->abs[at] += std::fabs(w) * v;
+      s.mag->coord[at] += e * v;
+      s.mag->terms[at] += 1;
+    }
+    std::int64_t d = r - 1;
+    for (; d >= 0; --d) {
+      if (++k[d] < s.axes[d].taps[idx[d]].size()) break;
+      k[d] = 0;
+    }
+    if (d < 0) break;
+  }
+  return acc;
+}
+
 // With `gout`, also accumulates the VJP into `gin`: resizing is linear in X, each output element
 // a weighted sum of taps, so the gradient flows back along the same taps and weights. With
 // `mag`, the rounding magnitudes of the forward (no `gout`) or of the backward.
 Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
                std::vector<double>* gin = nullptr, ResizeMagnitudes* mag = nullptr) {
-  const Node& n = c.node;
   const Tensor& x = input(c, in, 0);
-  ResizeParams p;
-  p.mode = n.attr_s("mode", "nearest");
-  std::vector<double> scales, roi;
-  std::vector<std::int64_t> sizes;
-  if (n.op_type == "Upsample" || c.opset < 11) {
-    // Upsample and Resize-10: scales only, asymmetric coordinates, nearest rounds down.
-    p.coord = "asymmetric";
-    p.nearest_mode = "floor";
-    if (n.op_type == "Upsample" && c.opset < 9)
-      scales = n.attr_floats("scales");
-    else
-      scales = input(c, in, 1).to_f64();
-  } else {
-    p.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
-    p.nearest_mode = n.attr_s("nearest_mode", "round_prefer_floor");
-    p.cubic_a = n.attr_f("cubic_coeff_a", -0.75);
-    p.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
-    p.extrapolation = n.attr_f("extrapolation_value", 0.0);
-    if (has_input(in, 1)) roi = in[1].to_f64();
-    if (has_input(in, 2)) scales = in[2].to_f64();
-    if (has_input(in, 3)) sizes = in[3].to_i64();
-  }
-  if (p.mode == "bilinear") p.mode = "linear";
+  ResizeSpec spec = resize_spec(c, in);
   std::int64_t r = x.rank();
-  Shape os(r);
-  std::vector<double> sc(r);
-  if (!sizes.empty()) {
-    if (static_cast<std::int64_t>(sizes.size()) != r)
-      fail("{}: sizes {} for rank {}", n.label(), shape_str(sizes), r);
-    for (std::int64_t d = 0; d < r; ++d) {
-      os[d] = sizes[d];
-      sc[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.shape()[d]);
-    }
-  } else {
-    if (static_cast<std::int64_t>(scales.size()) != r)
-      fail("{}: {} scales for rank {}", n.label(), scales.size(), r);
-    for (std::int64_t d = 0; d < r; ++d) {
-      sc[d] = scales[d];
-      os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));
-    }
-  }
-  std::vector<AxisTaps> axes;
-  for (std::int64_t d = 0; d < r; ++d) {
-    double rs = roi.size() == static_cast<std::size_t>(2 * r) ? roi[d] : 0.0;
-    double re = roi.size() == static_cast<std::size_t>(2 * r) ? roi[d + r] : 1.0;
-    axes.push_back(axis_taps(p, x.shape()[d], os[d], sc[d], rs, re));
-  }
+  Shape os;
+  std::vector<AxisTaps> axes = resize_axes(c, x.shape(), spec, os);
   auto vx = x.to_f64();
   auto xs = strides_of(x.shape());
   std::int64_t total = shape_numel(os);
@@ -177,46 +246,13 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
     mag->coord.assign(n, 0.0);
     mag->terms.assign(n, 0.0);
   }
+  TapSum sum{axes, vx, xs, gout, gin, mag};
   IndexIter it(os);
   std::vector<std::size_t> k(r);
   for (std::int64_t i = 0; i < total; ++i, it.next()) {
     bool outside = false;
     for (std::int64_t d = 0; d < r; ++d) outside |= axes[d].outside[it.idx()[d]];
-    if (outside) {
-      y[i] = p.extrapolation;
-      continue;
-    }
-    // Sum over the tensor product of the per-axis taps (an odometer over tap positions).
-    double acc = 0;
-    std::fill(k.begin(), k.end(), 0);
-    double e = 0;  // the coordinate errors of this output element's axes
-    if (mag)
-      for (std::int64_t d = 0; d < r; ++d) e += axes[d].coord_err[it.idx()[d]];
-    while (true) {
-      double w = 1;
-      std::int64_t off = 0;
-      for (std::int64_t d = 0; d < r; ++d) {
-        const Tap& t = axes[d].taps[it.idx()[d]][k[d]];
-        w *= t.weight;
-        off += t.index * xs[d];
-      }
-      acc += w * vx[off];
-      if (gout) (*gin)[off] += w * (*gout)[i];
-      if (mag) {
-        double v = gout ? std::fabs((*gout)[i]) : std::fabs(vx[off]);
-        auto at = static_cast<std::size_t>(gout ? off : i);
-        mag->abs[at] += std::fabs(w) * v;
-        mag->coord[at] += e * v;
-        mag->terms[at] += 1;
-      }
-      std::int64_t d = r - 1;
-      for (; d >= 0; --d) {
-        if (++k[d] < axes[d].taps[it.idx()[d]].size()) break;
-        k[d] = 0;
-      }
-      if (d < 0) break;
-    }
-    y[i] = acc;
+    y[i] = outside ? spec.p.extrapolation : sum_taps(sum, i, it.idx(), k);
   }
   return {Tensor::from_f64(y, os, x.dtype())};
 }

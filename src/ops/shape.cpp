@@ -267,6 +267,19 @@ Tensors tile(const KernelContext& c, const Tensors& in) {
   return {take_mapped(x, os, [&](std::int64_t d, std::int64_t i) { return i % x.shape()[d]; })};
 }
 
+// The input position that padded position j, outside [0, dim), reads in edge mode (the edge)
+// or reflect mode (mirrored, without repeating the edge).
+std::int64_t pad_source(const std::string& mode, std::int64_t j, std::int64_t dim) {
+  if (mode == "edge") return std::clamp<std::int64_t>(j, 0, dim - 1);
+  if (dim == 1) j = 0;
+  std::int64_t period = 2 * (dim - 1);
+  while (dim > 1 && (j < 0 || j >= dim)) {
+    j = ((j % period) + period) % period;
+    if (j >= dim) j = period - j;
+  }
+  return j;
+}
+
 Tensors pad(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::string mode = c.node.attr_s("mode", "constant");
@@ -313,16 +326,7 @@ Tensors pad(const KernelContext& c, const Tensors& in) {
           outside = true;
           break;
         }
-        if (mode == "edge") {
-          j = std::clamp<std::int64_t>(j, 0, dim - 1);
-        } else {  // reflect, without repeating the edge
-          if (dim == 1) j = 0;
-          std::int64_t period = 2 * (dim - 1);
-          while (dim > 1 && (j < 0 || j >= dim)) {
-            j = ((j % period) + period) % period;
-            if (j >= dim) j = period - j;
-          }
-        }
+        j = pad_source(mode, j, dim);
       }
       off += j * xs[d];
     }

@@ -57,7 +57,8 @@ GradientSet TieCollector::finish() {
   return {std::move(lo_), std::move(hi_), std::move(group_)};
 }
 
-ReferenceVjp data_movement_vjp(std::vector<int> data_inputs, std::vector<int> zero_fill) {
+ReferenceVjp data_movement_vjp(const std::vector<int>& data_inputs,
+                               const std::vector<int>& zero_fill) {
   return [data_inputs, zero_fill](const KernelContext& c, const Tensors& in, const Tensors& out,
                                   const Tensors& grads) {
     const MetaOp* op = OpRegistry::instance().find(c.node.op_type);

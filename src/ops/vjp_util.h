@@ -38,6 +38,7 @@ class TieCollector {
 // gradient flows back along the same map (summed where an element was copied more than once).
 // Positions the op fills with a constant get none. `zero_fill` lists float inputs that hold such
 // a constant, set to 0 for the probe.
-ReferenceVjp data_movement_vjp(std::vector<int> data_inputs = {0}, std::vector<int> zero_fill = {});
+ReferenceVjp data_movement_vjp(const std::vector<int>& data_inputs = {0},
+                               const std::vector<int>& zero_fill = {});
 
 }  // namespace metaop
