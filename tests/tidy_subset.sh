@@ -17,8 +17,10 @@ FILES=(
   src/ops/linear.cpp src/ops/loss.cpp src/ops/norm.cpp src/ops/norm_layer.cpp src/ops/norm_util.cpp
   src/ops/optimizer.cpp src/ops/params.cpp src/ops/pool.cpp src/ops/reduce.cpp src/ops/registry.cpp
   src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
-  src/bindings/isolate_wire.cpp
+  src/bindings/isolate.cpp src/bindings/isolate_wire.cpp src/bindings/isolate_worker.cpp
+  src/bindings/worker_io.cpp
   src/engine/autodiff.cpp src/engine/executor.cpp src/engine/train.cpp
+  src/cli/main.cpp
 )
 PATTERN=$(printf '%s|' "${FILES[@]}")
 run-clang-tidy-16 -p "$BUILD" -j 2 -quiet "^$SRC/(${PATTERN%|})\$" > "$BUILD/tidy_subset.log" 2>&1 &&

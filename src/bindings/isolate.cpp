@@ -124,7 +124,8 @@ class Worker {
       Crossing c{0, kept_.find(t)};
       if (c.kept) return c;
       sent_bytes_ += t.nbytes();
-      if ((c.keep = kept_.reserve(t))) sent.emplace_back(c.keep, &t);
+      c.keep = kept_.reserve(t);
+      if (c.keep) sent.emplace_back(c.keep, &t);
       return c;
     });
     for (const auto& [id, t] : sent) kept_.add(id, *t);
@@ -379,32 +380,29 @@ std::string encode(char kind, const Tensors& outs, const std::string& msg) {
 
 }  // namespace
 
-Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel) {
-  int fds[2];
-  if (::pipe(fds) != 0) fail("{}: pipe failed: {}", what, std::strerror(errno));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = ::fork();
-  if (pid < 0) fail("{}: fork failed: {}", what, std::strerror(errno));
-  std::int64_t level = heap_in_use();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string reply;
-    try {
-      reset_heap_peak();
-      Tensors outs = kernel();
-      reply = encode('O', outs, "");
-      put(reply, heap_peak() - level);  // the kernel's own peak, in the child
-    } catch (const Unsupported& e) {
-      reply = encode('U', {}, e.what());
-    } catch (const std::exception& e) {
-      reply = encode('E', {}, e.what());
-    }
-    write_all(fds[1], reply.data(), reply.size());
-    ::close(fds[1]);
-    _exit(0);
+namespace {
+
+// The one-off child: runs `kernel`, writes its reply to `fd` and exits.
+[[noreturn]] void serve_once(int fd, const std::function<Tensors()>& kernel, std::int64_t level) {
+  std::string reply;
+  try {
+    reset_heap_peak();
+    Tensors outs = kernel();
+    reply = encode('O', outs, "");
+    put(reply, heap_peak() - level);  // the kernel's own peak, in the child
+  } catch (const Unsupported& e) {
+    reply = encode('U', {}, e.what());
+  } catch (const std::exception& e) {
+    reply = encode('E', {}, e.what());
   }
-  ::close(fds[1]);
+  write_all(fd, reply.data(), reply.size());
+  ::close(fd);
+  _exit(0);
+}
+
+// The child's whole reply, read until it closes its end; past the kernel timeout the child is
+// killed and the call is a Hang.
+std::string read_reply(int fd, pid_t pid, const std::string& what) {
   std::string buf;
   char chunk[1 << 16];
   const double limit = kernel_timeout();
@@ -414,33 +412,30 @@ Tensors run_isolated(const std::string& what, const std::function<Tensors()>& ke
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now())
                       .count();
-      pollfd p{fds[0], POLLIN, 0};
+      pollfd p{fd, POLLIN, 0};
       int ready =
           left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) : 0;
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
         ::kill(pid, SIGKILL);
-        ::close(fds[0]);
+        ::close(fd);
         while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
         }
         throw Hang(fmt::format(
             "{}: the kernel did not finish within {:g} s (--kernel-timeout); killed", what, limit));
       }
     }
-    ssize_t r = ::read(fds[0], chunk, sizeof chunk);
+    ssize_t r = ::read(fd, chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(r));
   }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status))
-    throw Crash(fmt::format("{}: the kernel crashed ({})", what, strsignal(WTERMSIG(status))));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || buf.empty())
-    throw Crash(
-        fmt::format("{}: the kernel's process exited with status {}", what, WEXITSTATUS(status)));
+  ::close(fd);
+  return buf;
+}
+
+// The outputs of a reply `encode` wrote; raises the heap peak by the child's.
+Tensors decode(const std::string& buf, std::int64_t level) {
   char kind = buf[0];
   if (kind == 'U') throw Unsupported(buf.substr(1));
   if (kind == 'E') throw Error(buf.substr(1));
@@ -464,6 +459,33 @@ Tensors run_isolated(const std::string& what, const std::function<Tensors()>& ke
   }
   raise_heap_peak(level + get<std::int64_t>(buf, pos));
   return outs;
+}
+
+}  // namespace
+
+Tensors run_isolated(const std::string& what, const std::function<Tensors()>& kernel) {
+  int fds[2];
+  if (::pipe(fds) != 0) fail("{}: pipe failed: {}", what, std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid < 0) fail("{}: fork failed: {}", what, std::strerror(errno));
+  std::int64_t level = heap_in_use();
+  if (pid == 0) {
+    ::close(fds[0]);
+    serve_once(fds[1], kernel, level);
+  }
+  ::close(fds[1]);
+  std::string buf = read_reply(fds[0], pid, what);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    throw Crash(fmt::format("{}: the kernel crashed ({})", what, strsignal(WTERMSIG(status))));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || buf.empty())
+    throw Crash(
+        fmt::format("{}: the kernel's process exited with status {}", what, WEXITSTATUS(status)));
+  return decode(buf, level);
 }
 
 }  // namespace metaop
