@@ -19,6 +19,7 @@ FILES=(
   src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
   src/bindings/isolate_wire.cpp
   src/engine/autodiff.cpp src/engine/executor.cpp src/engine/train.cpp
+  src/analysis/finding.cpp src/report/repro.cpp src/report/repro_read.cpp
 )
 PATTERN=$(printf '%s|' "${FILES[@]}")
 run-clang-tidy-16 -p "$BUILD" -j 2 -quiet "^$SRC/(${PATTERN%|})\$" > "$BUILD/tidy_subset.log" 2>&1 &&
