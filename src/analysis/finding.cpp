@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "tensor/error.h"

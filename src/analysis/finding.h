@@ -4,9 +4,9 @@
 // training) share this core -- what went wrong, where, how badly, in words, whether replacement
 // verified it, the reproducer -- and its JSON. Each keeps only its own fields (check.h, probe.h,
 // train_check.h). Reproducers are written and read in report/repro.h.
-#include <fmt/format.h>
+#include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
