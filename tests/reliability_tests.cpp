@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,7 @@
 #include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "report/check_report.h"
-#include "report/repro_manifest.h"
+#include "report/repro.h"
 #include "tensor/files.h"
 #include "tensor/heap.h"
 #include "tensor/npy.h"
@@ -220,6 +221,47 @@ TEST(ReproManifest, FieldsCheckedAndFilesConfined) {
                     "node": "w"})")
                 .find("'step'"),
             std::string::npos);
+  EXPECT_EQ(m.phase, Phase::Forward);
+  EXPECT_FALSE(m.kind);
+  EXPECT_NE(err(R"({"schema": "metaop-repro/1", "phase": "sideways", "binding": "torch"})")
+                .find("repro.json: phase 'sideways' (expected forward, backward or update)"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"schema": "metaop-repro/1", "phase": "backward", "binding": "torch",
+                    "kind": "Crash"})")
+                .find("repro.json: kind 'Crash' (expected accuracy,"),
+            std::string::npos);
+}
+
+// Kinds and phases are words in files and enums in memory; the common fields' JSON is what
+// check, probe and train --check write.
+TEST(Finding, WordsReadBackAndCommonJson) {
+  for (auto k : {FindingKind::Accuracy, FindingKind::Nonfinite, FindingKind::Crash,
+                 FindingKind::Hang, FindingKind::Unsupported, FindingKind::Hazard})
+    EXPECT_EQ(parse_finding_kind(to_string(k), "t"), k);
+  for (auto p : {Phase::Forward, Phase::Backward, Phase::Update})
+    EXPECT_EQ(parse_phase(to_string(p), "t"), p);
+  EXPECT_EQ(message_of([] { parse_phase("", "journal line 3"); }),
+            "journal line 3: phase '' (expected forward, backward or update)");
+  EXPECT_THROW(parse_finding_kind("accuracy ", "t"), Error);
+  EXPECT_EQ(fmt::format("{:<9}|{}", Phase::Update, FindingKind::Nonfinite), "update   |nonfinite");
+  FindingCore f;
+  f.op_type = "Relu";
+  f.binding = "torch";
+  f.kind = FindingKind::Nonfinite;
+  f.score = INFINITY;
+  f.detail = "y[0]";
+  EXPECT_EQ(finding_json(f).dump(),
+            R"({"binding":"torch","detail":"y[0]","kind":"nonfinite","op_type":"Relu",)"
+            R"("phase":"forward","score":"inf"})");
+  nlohmann::json v = verified_finding_json(f);
+  EXPECT_TRUE(v.at("repro").is_null());
+  EXPECT_EQ(v.at("verified"), false);
+  f.repro = "dir";
+  EXPECT_EQ(verified_finding_json(f).at("repro"), "dir");
+  EXPECT_TRUE(std::isinf(number_from_json(json_number(-INFINITY))));
+  EXPECT_TRUE(f.defect() && f.numerical());
+  f.kind = FindingKind::Unsupported;
+  EXPECT_FALSE(f.defect() || f.numerical());
 }
 
 // --- isolation

@@ -20,6 +20,7 @@ FILES=(
   src/bindings/isolate.cpp src/bindings/isolate_wire.cpp src/bindings/isolate_worker.cpp
   src/bindings/worker_io.cpp
   src/engine/autodiff.cpp src/engine/executor.cpp src/engine/train.cpp
+  src/analysis/finding.cpp src/report/repro.cpp src/report/repro_read.cpp
   src/cli/main.cpp
 )
 PATTERN=$(printf '%s|' "${FILES[@]}")

@@ -25,6 +25,10 @@ std::string describe_worst(const Score& s, const Tensors& reference,
       s.over, s.elements, s.nonfinite);
 }
 
+FindingKind score_kind(const Score& s) {
+  return s.nonfinite ? FindingKind::Nonfinite : FindingKind::Accuracy;
+}
+
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol) {
   Score s;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/finding.h"
 #include "ops/registry.h"
 
 namespace metaop {
@@ -24,6 +25,10 @@ struct Score {
   std::string note;  // what the worst values are when not one element's (a sum over a tie)
   bool bad() const { return score > 1 || nonfinite > 0 || !mismatch.empty(); }
 };
+
+// The kind of finding a bad score makes: nonfinite when some element is non-finite on one side
+// only, else accuracy.
+FindingKind score_kind(const Score& s);
 
 // Scores `got` against `ref` with per-element tolerances `tol` (from tolerances(); an empty
 // vector for an output means exact comparison).

@@ -61,8 +61,8 @@ std::string describe_inputs(const Node& node, const Tensors& in, const Tensor& o
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-Finding make_finding(const Graph& g, std::size_t n, const std::string& binding,
-                     const std::string& kind, int sample) {
+Finding make_finding(const Graph& g, std::size_t n, const std::string& binding, FindingKind kind,
+                     int sample) {
   Finding f;
   f.node = n;
   f.node_name = g.nodes[n].name;
@@ -205,7 +205,7 @@ class Checker {
       bool out_ok = std::all_of(out.begin(), out.end(), all_finite);
       if (in_ok && !out_ok && !hazard_nodes_.count(rec.node)) {
         hazard_nodes_.insert(rec.node);
-        Finding f = make_finding(g_, rec.node, "reference", "hazard", smp.index);
+        Finding f = make_finding(g_, rec.node, "reference", FindingKind::Hazard, smp.index);
         f.score = INFINITY;
         std::size_t o = 0;
         while (o < out.size() && all_finite(out[o])) ++o;
@@ -257,7 +257,8 @@ class Checker {
         nc.propagated.nonfinite = std::max(nc.propagated.nonfinite, d.nonfinite);
       }
       if (!rec.crash.empty()) {
-        Finding f = make_finding(g_, rec.node, binding, rec.hang ? "hang" : "crash", smp.index);
+        Finding f = make_finding(g_, rec.node, binding,
+                                 rec.hang ? FindingKind::Hang : FindingKind::Crash, smp.index);
         f.score = INFINITY;
         f.detail = rec.crash;
         f.verified = true;
@@ -268,15 +269,14 @@ class Checker {
         f.reference_outputs = out;
         found.push_back(std::move(f));
       } else if (!rec.fallback_reason.empty()) {
-        Finding f = make_finding(g_, rec.node, binding, "unsupported", smp.index);
+        Finding f = make_finding(g_, rec.node, binding, FindingKind::Unsupported, smp.index);
         f.detail = rec.fallback_reason;
         found.push_back(std::move(f));
       } else {
         LocalCheck lc = check_local(node, g_.opset, in, out, opt_.bound);
         nc.local = lc.score;
         if (lc.score.bad()) {
-          Finding f = make_finding(g_, rec.node, binding,
-                                   lc.score.nonfinite ? "nonfinite" : "accuracy", smp.index);
+          Finding f = make_finding(g_, rec.node, binding, score_kind(lc.score), smp.index);
           f.score = lc.score.score;
           describe_worst(f, node, lc.score, in, lc.reference);
           f.inputs = in;
@@ -300,14 +300,13 @@ class Checker {
               [](const Finding& a, const Finding& b) { return a.score > b.score; });
     std::set<std::size_t> suspects;
     for (const auto& f : found)
-      if (f.kind == "accuracy" || f.kind == "nonfinite") suspects.insert(f.node);
+      if (f.numerical()) suspects.insert(f.node);
     for (auto& f : found) {
       Finding* prev = nullptr;
       for (auto& e : result_.findings)
         if (e.node == f.node && e.binding == f.binding && e.kind == f.kind) prev = &e;
       if (prev && (prev->verified || prev->score >= f.score)) continue;
-      if ((f.kind == "accuracy" || f.kind == "nonfinite") && opt_.verify &&
-          verified_count_[binding] < opt_.max_verify) {
+      if (f.numerical() && opt_.verify && verified_count_[binding] < opt_.max_verify) {
         ++verified_count_[binding];
         verify(smp, binding, run, f, suspects);
       }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/accuracy.h"
+#include "analysis/finding.h"
 #include "bindings/fault_injection.h"
 #include "graph/graph.h"
 
@@ -48,24 +49,16 @@ struct BindingRun {
   double seconds = 0;            // sum of the kernels' time
 };
 
-struct Finding {
+struct Finding : FindingCore {  // phase: forward
   std::size_t node = 0;
-  std::string node_name, op_type, binding;
-  std::string phase = "forward";
-  std::string kind;  // accuracy, nonfinite, crash, hang, unsupported, hazard
-  double score = 0;
+  std::string node_name;
   int sample = 0;
-  std::string detail;  // worst element: where, values, tolerance, the inputs there
+  // The worst element (detail has it in words, with the inputs there).
   std::string output, index;
   double reference_value = 0, binding_value = 0, tolerance = 0;
-  // Verification by replacement.
-  bool verified = false;
-  std::string verification;                              // how it went, in words
   double model_error_before = 0, model_error_after = 0;  // relative, at the graph outputs
-  std::string repro;                                     // directory, when written
   // What a reproducer needs (not serialized).
   Tensors inputs, reference_outputs, binding_outputs;
-  bool defect() const { return kind != "unsupported"; }
 };
 
 struct CheckResult {

@@ -92,8 +92,8 @@ Diagnosis framework_diagnosis(const TrainFinding& f, const ReplaySplit& split) {
   d.node = f.node;
   d.op_type = f.op_type;
   d.binding = f.binding;
-  d.phase = f.phase;
-  if (f.phase == "update") d.weight = f.node;
+  d.phase = to_string(f.phase);
+  if (f.phase == Phase::Update) d.weight = f.node;
   d.score = 1;
   d.symptoms = split.vanished;
   d.evidence = fmt::format(
@@ -104,8 +104,8 @@ Diagnosis framework_diagnosis(const TrainFinding& f, const ReplaySplit& split) {
       f.binding, f.score, f.step, f.detail);
   d.fix.kind = "rebind";
   d.fix.node = f.node;
-  d.fix.phase = f.phase;
-  d.fix.description = f.phase == "update"
+  d.fix.phase = to_string(f.phase);
+  d.fix.description = f.phase == Phase::Update
                           ? fmt::format("the update of '{}' on the reference", f.node)
                           : fmt::format("the {} of '{}' on the reference", f.phase, f.node);
   return d;

@@ -67,10 +67,10 @@ bool single_node_test(const Graph& g) {
   return g.nodes.size() == 1;
 }
 
-ProbeFinding probe_finding(const std::string& op_type, const std::string& binding,
-                           const std::string& kind, const std::string& test,
-                           const std::string& pattern, double score, const std::string& detail,
-                           const Tensors& inputs, const Tensors& reference, const Tensors& got) {
+ProbeFinding probe_finding(const std::string& op_type, const std::string& binding, FindingKind kind,
+                           const std::string& test, const std::string& pattern, double score,
+                           const std::string& detail, const Tensors& inputs,
+                           const Tensors& reference, const Tensors& got) {
   ProbeFinding f;
   f.op_type = op_type;
   f.binding = binding;
@@ -159,13 +159,13 @@ class Tally {
   void unsupported(const std::string& binding) { outcome(binding, "unsupported"); }
   void finding(ProbeFinding candidate, const Score& s) {
     std::string binding = candidate.binding;
-    nlohmann::json r = {{"binding", binding},       {"result", "finding"},
-                        {"kind", candidate.kind},   {"score", number(candidate.score)},
-                        {"phase", candidate.phase}, {"detail", candidate.detail}};
+    nlohmann::json r = finding_json(candidate);
+    r.erase("op_type");  // the case's line names the op
+    r["result"] = "finding";
     ProbeFinding& f = slot(candidate.op_type, binding, candidate.kind);
     int cases = ++f.cases;
     bool worse = cases == 1 || s.score > f.score ||
-                 (s.score == f.score && s.nonfinite > 0 && f.kind != "nonfinite");
+                 (s.score == f.score && s.nonfinite > 0 && f.kind != FindingKind::Nonfinite);
     ++res_.counts[line_["op"].get<std::string>()][binding]["finding"];
     if (worse) {
       std::string old = f.repro;
@@ -189,20 +189,11 @@ class Tally {
   }
 
  private:
-  static nlohmann::json number(double v) {
-    if (std::isfinite(v)) return v;
-    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  }
-  static double number_of(const nlohmann::json& v) {
-    if (v.is_number()) return v.get<double>();
-    if (v.is_string()) return std::strtod(v.get<std::string>().c_str(), nullptr);
-    return NAN;
-  }
   void outcome(const std::string& binding, const char* result) {
     ++res_.counts[line_["op"].get<std::string>()][binding][result];
     line_["results"].push_back({{"binding", binding}, {"result", result}});
   }
-  ProbeFinding& slot(const std::string& op, const std::string& binding, const std::string& kind) {
+  ProbeFinding& slot(const std::string& op, const std::string& binding, FindingKind kind) {
     auto key = std::make_tuple(op, binding, kind);
     auto it = index_.find(key);
     if (it == index_.end()) {
@@ -273,32 +264,33 @@ class Tally {
       }
       if (type != "case") continue;
       try {
-        replay_case(j);
+        replay_case(j, fmt::format("--resume: {} line {}", o_.journal, line_no));
       } catch (const nlohmann::json::exception&) {
         fail("--resume: {} line {} is malformed", o_.journal, line_no);
       }
     }
     return started;
   }
-  void replay_case(const nlohmann::json& j) {
+  void replay_case(const nlohmann::json& j, const std::string& where) {
     std::string op = j.at("op").get<std::string>();
     for (const auto& r : j.at("results")) {
       std::string binding = r.at("binding").get<std::string>();
       std::string result = r.at("result").get<std::string>();
       ++res_.counts[op][binding][result];
       if (result != "finding") continue;
-      ProbeFinding& f = slot(op, binding, r.at("kind").get<std::string>());
+      FindingKind kind = parse_finding_kind(r.at("kind").get<std::string>(), where);
+      ProbeFinding& f = slot(op, binding, kind);
       int cases = ++f.cases;
       if (!r.value("worst", false)) continue;
       f = ProbeFinding();
       f.op_type = op;
       f.binding = binding;
-      f.kind = r.at("kind").get<std::string>();
+      f.kind = kind;
       f.test = j.at("test").get<std::string>();
       f.pattern = j.at("pattern").get<std::string>();
-      f.score = number_of(r.at("score"));
+      f.score = number_from_json(r.at("score"));
       f.detail = r.value("detail", "");
-      f.phase = r.value("phase", "forward");
+      f.phase = parse_phase(r.value("phase", "forward"), where);
       f.repro = r.value("repro", "");
       f.cases = cases;
     }
@@ -311,7 +303,7 @@ class Tally {
   int fd_ = -1;
   nlohmann::json line_;
   std::set<std::string> done_;
-  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index_;
+  std::map<std::tuple<std::string, std::string, FindingKind>, std::size_t> index_;
 };
 
 // Each framework update kernel on every combination of the pattern's values as weight,
@@ -346,24 +338,25 @@ void probe_updates(const ProbeOptions& o, Tally& tally) {
             auto kernel = make_update_kernel(b, c);
             Tensors got;
             LocalCheck lc;
-            std::string kind, detail;
+            std::optional<FindingKind> kind;
+            std::string detail;
             try {
               if (!state.empty()) kernel->set_state("weight", t - 1, state);
               got = {kernel->step("weight", t, in[0], in[1])};
               Tensors after = kernel->state("weight");
               got.insert(got.end(), after.begin(), after.end());
               lc = check_update(c, t, in[0], in[1], state, got[0], after);
-              if (lc.score.bad()) kind = lc.score.nonfinite ? "nonfinite" : "accuracy";
+              if (lc.score.bad()) kind = score_kind(lc.score);
             } catch (const Unsupported&) {
               tally.unsupported(b);
               tally.end();
               continue;
             } catch (const std::exception& e) {
-              kind = "crash";
+              kind = FindingKind::Crash;
               detail = fmt::format("threw: {}", e.what());
               lc.score.score = INFINITY;
             }
-            if (kind.empty()) {
+            if (!kind) {
               tally.ok(b);
               tally.end();
               continue;
@@ -383,9 +376,9 @@ void probe_updates(const ProbeOptions& o, Tally& tally) {
                                         in[j].f64_at(sc.worst_index));  // as rounded to dt
               }
             }
-            ProbeFinding f = probe_finding(name, b, kind, fmt::format("step {}", t), pattern,
+            ProbeFinding f = probe_finding(name, b, *kind, fmt::format("step {}", t), pattern,
                                            sc.score, detail, in, lc.reference, got);
-            f.phase = "update";
+            f.phase = Phase::Update;
             f.optimizer = c;
             f.step = t;
             tally.finding(std::move(f), sc);
@@ -490,35 +483,36 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
     return;
   }
   Tensors got;
-  std::string kind, detail;
+  std::optional<FindingKind> kind;
+  std::string detail;
   Score s;
   try {
     got = b.forward(node, t.g.opset, in);
     s = score_outputs(got, ref, tol);
-    if (s.bad()) kind = s.nonfinite ? "nonfinite" : "accuracy";
+    if (s.bad()) kind = score_kind(s);
   } catch (const Unsupported&) {
     tally.unsupported(b.name());
     return;
   } catch (const Hang& e) {
-    kind = "hang";
+    kind = FindingKind::Hang;
     detail = e.what();
     s.score = INFINITY;
   } catch (const Crash& e) {
-    kind = "crash";
+    kind = FindingKind::Crash;
     detail = e.what();
     s.score = INFINITY;
   } catch (const std::exception& e) {
-    kind = "crash";
+    kind = FindingKind::Crash;
     detail = fmt::format("threw: {}", e.what());
     s.score = INFINITY;
   }
-  if (kind.empty()) {
+  if (!kind) {
     tally.ok(b.name());
     return;
   }
   if (detail.empty()) detail = worst_element(node, in, ref, s, b.name());
   ProbeFinding f =
-      probe_finding(node.op_type, b.name(), kind, test, pattern, s.score, detail, in, ref, got);
+      probe_finding(node.op_type, b.name(), *kind, test, pattern, s.score, detail, in, ref, got);
   f.graph = t.g;
   tally.finding(std::move(f), s);
 }

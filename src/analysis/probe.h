@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/accuracy.h"
+#include "analysis/finding.h"
 #include "ops/optimizer.h"
 
 namespace metaop {
@@ -37,20 +38,15 @@ struct ProbeOptions {
   std::function<std::string(const ProbeFinding&)> reproducer;
 };
 
-struct ProbeFinding {
-  std::string op_type, binding, kind;  // kind: accuracy, nonfinite, crash, hang
-  std::string test, pattern;           // node test and input pattern
-  double score = 0;
-  std::string detail;
-  int cases = 0;  // cases of this (op, binding, kind) that failed
+struct ProbeFinding : FindingCore {  // phase: forward, or update (op_type update:<setting>)
+  std::string test, pattern;         // node test and input pattern
+  int cases = 0;                     // cases of this (op, binding, kind) that failed
   // The worst case, for the reproducer: its one-node graph and values (for an update: no graph;
   // inputs weight, gradient and state, outputs the new weight and state).
   Graph graph;
   Tensors inputs, reference_outputs, binding_outputs;
-  std::string phase = "forward";  // or update: op_type is then update:<optimizer setting>
   OptimizerConfig optimizer;
   long step = 0;
-  std::string repro;  // the reproducer's folder, when written
 };
 
 struct ProbeResult {

@@ -32,8 +32,8 @@ void record(TrainCheck& tc, TrainFinding f) {
 
 // `node`: a node's name, or the weight of an update (then `op_type` is the optimizer).
 TrainFinding finding(const std::string& node, const std::string& op_type,
-                     const std::string& binding, const std::string& phase, const std::string& kind,
-                     double score, std::size_t step, std::string detail) {
+                     const std::string& binding, Phase phase, FindingKind kind, double score,
+                     std::size_t step, std::string detail) {
   TrainFinding f;
   f.node = node;
   f.op_type = op_type;
@@ -110,9 +110,9 @@ void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, cons
   plain.on_update = {};
   plain.progress = {};
   Plan plan = make_plan();
-  if (f.phase == "backward")
+  if (f.phase == Phase::Backward)
     plan.bind_backward(f.node, "reference");
-  else if (f.phase == "update")
+  else if (f.phase == Phase::Update)
     plain.update_bind[f.node] = "reference";
   else
     plan.bind_op(f.node, "reference");
@@ -123,7 +123,7 @@ void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, cons
   // cancels moves by 1e-2 relative from a one-ulp change elsewhere), which would hide a wrong
   // update of another weight.
   auto only = [&](const std::map<std::string, Tensor>& w) {
-    if (f.phase != "update") return w;
+    if (f.phase != Phase::Update) return w;
     std::map<std::string, Tensor> one;
     if (auto it = w.find(f.node); it != w.end()) one.insert(*it);
     return one;
@@ -137,8 +137,8 @@ void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, cons
       "{}: with its {} on the reference, {} drift{} {:.3g} from the all-reference run (before: "
       "{:.3g})",
       f.verified ? "verified" : "not verified", f.phase,
-      f.phase == "update" ? "the weight '" + f.node + "'" : std::string("the trained weights"),
-      f.phase == "update" ? "s" : "", after_drift, before_drift);
+      f.phase == Phase::Update ? "the weight '" + f.node + "'" : std::string("the trained weights"),
+      f.phase == Phase::Update ? "s" : "", after_drift, before_drift);
 }
 
 std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& config,
@@ -160,8 +160,8 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
       Tensors in, out;
       for (const auto& i : node.inputs) in.push_back(i.empty() ? Tensor() : f.values.at(i));
       if (!rec.crash.empty()) {
-        auto c = finding(node.name, node.op_type, rec.planned, "forward", "crash", INFINITY, step,
-                         rec.crash);
+        auto c = finding(node.name, node.op_type, rec.planned, Phase::Forward, FindingKind::Crash,
+                         INFINITY, step, rec.crash);
         c.inputs = in;
         record(*tc, std::move(c));
         continue;
@@ -171,8 +171,8 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
       if (rec.node < n)
         tc->forward_scores[rec.node] = std::max(tc->forward_scores[rec.node], lc.score.score);
       if (lc.score.bad()) {
-        auto f = finding(node.name, node.op_type, rec.binding, "forward",
-                         lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
+        auto f = finding(node.name, node.op_type, rec.binding, Phase::Forward, score_kind(lc.score),
+                         lc.score.score, step,
                          describe_worst(lc.score, lc.reference, node.outputs, rec.binding));
         f.inputs = in;
         f.got = out;
@@ -185,8 +185,8 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
                                                        const Tensors& grads, const Tensors& gin,
                                                        const NodeRecord& rec) {
     if (!rec.crash.empty()) {
-      auto c = finding(node.name, node.op_type, rec.planned, "backward", "crash", INFINITY, step,
-                       rec.crash);
+      auto c = finding(node.name, node.op_type, rec.planned, Phase::Backward, FindingKind::Crash,
+                       INFINITY, step, rec.crash);
       c.inputs = ins;
       c.outputs = outs;
       c.output_grads = grads;
@@ -200,9 +200,9 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     if (rec.node < n)
       tc->backward_scores[rec.node] = std::max(tc->backward_scores[rec.node], lc.score.score);
     if (lc.score.bad()) {
-      auto f = finding(node.name, node.op_type, rec.binding, "backward",
-                       lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
-                       describe_worst(lc.score, lc.reference, names, rec.binding));
+      auto f =
+          finding(node.name, node.op_type, rec.binding, Phase::Backward, score_kind(lc.score),
+                  lc.score.score, step, describe_worst(lc.score, lc.reference, names, rec.binding));
       f.inputs = ins;
       f.outputs = outs;
       f.output_grads = grads;
@@ -219,9 +219,9 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     if (!lc.score.bad()) return;
     std::vector<std::string> names{u.weight};
     for (const auto& s : optimizer_slots(opt)) names.push_back(s);
-    auto f = finding(u.weight, opt.kind, u.binding, "update",
-                     lc.score.nonfinite ? "nonfinite" : "accuracy", lc.score.score, step,
-                     describe_worst(lc.score, lc.reference, names, u.binding));
+    auto f =
+        finding(u.weight, opt.kind, u.binding, Phase::Update, score_kind(lc.score), lc.score.score,
+                step, describe_worst(lc.score, lc.reference, names, u.binding));
     f.inputs = {*u.before, *u.grad};
     for (const auto& s : *u.state_before) f.inputs.push_back(s);
     f.got = {*u.after};

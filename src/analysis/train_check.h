@@ -6,21 +6,15 @@
 #include <vector>
 
 #include "analysis/accuracy.h"
+#include "analysis/finding.h"
 #include "engine/train.h"
 
 namespace metaop {
 
-struct TrainFinding {
-  std::string node, op_type, binding;  // update: node is the weight, op_type the optimizer
-  std::string phase;                   // forward, backward, update
-  std::string kind;                    // accuracy, nonfinite, crash
-  double score = 0;
+struct TrainFinding : FindingCore {  // kind: accuracy, nonfinite or crash
+  std::string node;       // a node's name; for an update the weight (op_type: the optimizer)
   std::size_t step = 0;   // the step of the worst occurrence
   std::size_t steps = 0;  // checked steps where it occurred
-  std::string detail;
-  bool verified = false;
-  std::string verification;
-  std::string repro;  // reproducer folder, when written
   // What a reproducer needs, from the worst occurrence: the node's (or update's) inputs, the
   // binding's outputs, and for backward the forward outputs and output gradients.
   Tensors inputs, outputs, output_grads, got;

@@ -105,11 +105,11 @@ std::vector<std::string> InjectedFaults::log() const {
   return out;
 }
 
-std::vector<std::string> InjectedFaults::applied(const std::string& phase,
-                                                 const std::string& binding) const {
+std::vector<std::string> InjectedFaults::applied(Phase phase, const std::string& binding) const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < parsed_.size(); ++i)
-    if (parsed_[i].phase == phase && (parsed_[i].binding.empty() || parsed_[i].binding == binding))
+    if (parsed_[i].phase == to_string(phase) &&
+        (parsed_[i].binding.empty() || parsed_[i].binding == binding))
       out.push_back(specs_[i]);
   return out;
 }

@@ -57,7 +57,7 @@ class InjectedFaults {
   // then update faults by weight.
   std::vector<std::string> log() const;
   // The specs that apply to a finding of this phase under this binding.
-  std::vector<std::string> applied(const std::string& phase, const std::string& binding) const;
+  std::vector<std::string> applied(Phase phase, const std::string& binding) const;
 
  private:
   std::vector<std::string> specs_;

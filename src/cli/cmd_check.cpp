@@ -17,6 +17,7 @@
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
+#include "report/repro.h"
 #include "report/whole_graph_report.h"
 #include "tensor/files.h"
 #include "tensor/heap.h"
@@ -158,8 +159,8 @@ int run(const CheckArgs& a) {
                                                    : "metaop-repro";
   for (auto& f : r.findings)
     if (f.verified &&
-        (f.kind == "accuracy" || f.kind == "nonfinite" || f.kind == "crash" || f.kind == "hang"))
-      f.repro = write_reproducer(g, f, repro_root, a.inject);
+        (f.numerical() || f.kind == FindingKind::Crash || f.kind == FindingKind::Hang))
+      f.repro = write_check_reproducer(g, f, repro_root, a.inject);
   print_check_summary(stdout, g, r);
   std::optional<WholeGraphResult> whole;
   if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);

@@ -12,7 +12,7 @@
 #include "cli/plan_options.h"
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
-#include "report/train_report.h"
+#include "report/repro.h"
 #include "tensor/files.h"
 #include "tensor/text.h"
 
@@ -35,38 +35,6 @@ struct ProbeArgs {
   std::string journal;  // default OUT/journal.jsonl
   bool resume = false;
 };
-
-// The reproducer folder of a probe finding (written as soon as it is the worst of its kind).
-std::string write_probe_reproducer(const ProbeFinding& f, const std::string& out_dir) {
-  if (f.phase == "update") {
-    TrainFinding tf;
-    tf.node = f.op_type;  // names the reproducer folder
-    tf.op_type = f.op_type;
-    tf.binding = f.binding;
-    tf.phase = "update";
-    tf.kind = f.kind;
-    tf.score = f.score;
-    tf.step = static_cast<std::size_t>(f.step);
-    tf.detail = f.detail;
-    tf.verification = fmt::format("probe: {}, pattern {}", f.test, f.pattern);
-    tf.inputs = f.inputs;
-    tf.got = f.binding_outputs;
-    return write_train_reproducer(Graph{}, tf, f.optimizer, {}, "metaop probe", out_dir);
-  }
-  Finding fin;
-  fin.node = 0;
-  fin.node_name = f.graph.nodes.empty() ? "" : f.graph.nodes[0].name;
-  fin.op_type = f.op_type;
-  fin.binding = f.binding;
-  fin.kind = f.kind;
-  fin.score = f.score;
-  fin.detail = f.detail;
-  fin.verification = fmt::format("probe: test {}, pattern {}", f.test, f.pattern);
-  fin.inputs = f.inputs;
-  fin.reference_outputs = f.reference_outputs;
-  fin.binding_outputs = f.binding_outputs;
-  return write_reproducer(f.graph, fin, out_dir);
-}
 
 int run(const ProbeArgs& a) {
   apply_ort_options(a.ort);
@@ -112,16 +80,12 @@ int run(const ProbeArgs& a) {
     fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
                f.op_type, f.binding, f.kind, f.cases, printable(f.test), f.pattern,
                fmt_score(f.score), printable(f.detail, 4000), printable(repro, 4000));
-    fs.push_back({{"op_type", f.op_type},
-                  {"binding", f.binding},
-                  {"kind", f.kind},
-                  {"phase", f.phase},
-                  {"cases", f.cases},
-                  {"test", f.test},
-                  {"pattern", f.pattern},
-                  {"score", json_number(f.score)},
-                  {"detail", f.detail},
-                  {"repro", repro}});
+    nlohmann::json o = finding_json(f);
+    o["cases"] = f.cases;
+    o["test"] = f.test;
+    o["pattern"] = f.pattern;
+    o["repro"] = repro;  // "" when none was written
+    fs.push_back(o);
   }
   j["findings"] = fs;
   fmt::print("{} finding(s) (op x binding x kind); reproducers in {}\n", r.findings.size(),

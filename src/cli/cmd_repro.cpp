@@ -16,8 +16,7 @@
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
 #include "report/check_report.h"
-#include "report/repro_manifest.h"
-#include "report/train_report.h"
+#include "report/repro.h"
 #include "tensor/files.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"
@@ -35,11 +34,10 @@ int run(const ReproArgs& a) {
   fs::path dir(a.dir);
   std::string manifest = (dir / "repro.json").string();
   ReproManifest m = read_repro_manifest(a.dir);
-  std::string phase = m.phase;
   std::string binding = a.bind.empty() ? m.binding : a.bind;
   std::vector<std::string> inject = m.inject;
   {
-    auto known = phase == "update" ? update_binding_names() : binding_names();
+    auto known = m.phase == Phase::Update ? update_binding_names() : binding_names();
     if (std::find(known.begin(), known.end(), binding) == known.end())
       fail("{}: binding '{}' is not one of {}", a.bind.empty() ? manifest : "--bind",
            printable(binding, 80), fmt::join(known, ", "));
@@ -78,7 +76,7 @@ int run(const ReproArgs& a) {
       crash = e.what();
     }
   };
-  if (phase == "update") {
+  if (m.phase == Phase::Update) {
     OptimizerConfig c;
     std::string weight = m.node;
     long t = m.step;
@@ -106,7 +104,7 @@ int run(const ReproArgs& a) {
       Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
       lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
     });
-  } else if (phase == "forward" || phase == "backward") {
+  } else {
     Graph g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
     if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
     const Node& node = g.nodes[0];
@@ -130,8 +128,8 @@ int run(const ReproArgs& a) {
     validate_inputs(g, given, sources);
     std::unique_ptr<Binding> b = make_binding(binding);
     if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
-    what = fmt::format("the {} of node '{}' ({})", phase, node.name, node.op_type);
-    if (phase == "forward") {
+    what = fmt::format("the {} of node '{}' ({})", m.phase, node.name, node.op_type);
+    if (m.phase == Phase::Forward) {
       names = node.outputs;
       guarded([&] {
         Tensors got = b->forward(node, g.opset, inputs);

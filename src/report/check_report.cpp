@@ -11,7 +11,6 @@
 
 #include "graph/onnx_io.h"
 #include "report/html.h"
-#include "tensor/npy.h"
 #include "tensor/text.h"
 
 namespace metaop {
@@ -36,11 +35,6 @@ std::string safe_file_name(std::string s) {
 std::string dump_json(const nlohmann::json& j) {
   // Names that are not UTF-8 are legal in ONNX; JSON gets U+FFFD in their place.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
-nlohmann::json json_number(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
 
 std::string fmt_score(double s) {
@@ -130,7 +124,7 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
                printable(f.node_name), printable(f.op_type, 64), fmt_score(f.score),
                f.verified ? "  verified" : "  not verified");
     fmt::print(out, "      {}\n", printable(f.detail, 4000));
-    if (!f.verification.empty() && f.kind != "hazard" && f.kind != "crash" && f.kind != "hang")
+    if (!f.verification.empty() && f.numerical())
       fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
                  printable(f.verification, 4000), f.model_error_before, f.model_error_after);
     if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
@@ -173,17 +167,9 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
   j["nodes"] = nodes;
   json findings = json::array();
   for (const auto& f : r.findings) {
-    json o = {{"node", f.node_name},
-              {"op_type", f.op_type},
-              {"binding", f.binding},
-              {"phase", f.phase},
-              {"kind", f.kind},
-              {"score", json_number(f.score)},
-              {"verified", f.verified},
-              {"verification", f.verification},
-              {"sample", f.sample},
-              {"detail", f.detail},
-              {"repro", f.repro.empty() ? json(nullptr) : json(f.repro)}};
+    json o = verified_finding_json(f);
+    o["node"] = f.node_name;
+    o["sample"] = f.sample;
     if (!f.output.empty()) {
       o["output"] = f.output;
       o["index"] = f.index;
@@ -191,7 +177,7 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
       o["binding_value"] = json_number(f.binding_value);
       o["tolerance"] = json_number(f.tolerance);
     }
-    if (f.kind == "accuracy" || f.kind == "nonfinite") {
+    if (f.numerical()) {
       o["model_error_before"] = json_number(f.model_error_before);
       o["model_error_after"] = json_number(f.model_error_after);
     }
@@ -277,8 +263,8 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
           "<tr><td class='{}'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}<br><i>{}</i></td><td><code>{}</code></td></tr>",
           f.defect() ? "bad" : "", f.kind, f.binding, html_escape(f.node_name), f.op_type,
-          fmt_score(f.score), f.kind == "unsupported" ? "-" : (f.verified ? "yes" : "no"),
-          html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
+          fmt_score(f.score), f.defect() ? (f.verified ? "yes" : "no") : "-", html_escape(f.detail),
+          html_escape(f.verification), html_escape(f.repro));
     h += "</table>";
   }
   h += "<h2>Time and memory per node</h2><p>Mean time over samples, and the largest heap peak "
@@ -306,86 +292,6 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
   }
   h += "</table></body></html>\n";
   write_file((fs::path(dir) / "index.html").string(), h);
-}
-
-std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                             const std::vector<std::string>& inject) {
-  std::string extra_args;
-  for (const auto& s : inject) extra_args += " --inject " + shell_quote(s);
-  // repro.json for `metaop repro`: the inputs' files in node order (null: an initializer of
-  // model.onnx, or an omitted input).
-  nlohmann::json manifest{{"schema", "metaop-repro/1"},
-                          {"phase", "forward"},
-                          {"kind", f.kind},
-                          {"binding", f.binding},
-                          {"node", g.nodes[f.node].name},
-                          {"op_type", g.nodes[f.node].op_type},
-                          {"model", g.path},
-                          {"detail", f.detail},
-                          {"inject", inject}};
-  manifest["files"]["inputs"] = nlohmann::json::array();
-  manifest["files"]["got"] = nlohmann::json::array();
-  const Node& node = g.nodes[f.node];
-  fs::path dir = fs::path(root) / safe_file_name(f.binding + "_" + f.kind + "_" + node.name);
-  fs::create_directories(dir);
-  SubgraphSpec spec;
-  spec.nodes = {f.node};
-  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
-    if (!node.inputs[i].empty() && f.inputs[i].defined()) spec.values[node.inputs[i]] = f.inputs[i];
-  for (std::size_t i = 0; i < node.outputs.size() && i < f.reference_outputs.size(); ++i)
-    if (!node.outputs[i].empty() && f.reference_outputs[i].defined())
-      spec.values[node.outputs[i]] = f.reference_outputs[i];
-  write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
-  // The commands pass the inputs by position, in the order they are model.onnx's graph inputs
-  // (first use in the node; a value used twice is one input): names never need quoting there.
-  std::string input_args, input_list;
-  std::vector<std::string> files(node.inputs.size());
-  std::map<std::string, std::string> file_of;
-  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i) {
-    if (node.inputs[i].empty() || !f.inputs[i].defined() || g.initializers.count(node.inputs[i]))
-      continue;
-    std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
-    write_npy((dir / file).string(), f.inputs[i]);
-    files[i] = file;
-    if (file_of.emplace(node.inputs[i], file).second) {
-      input_args += " --input " + shell_quote(file);
-      input_list += fmt::format("  {} <- '{}'\n", file, printable(node.inputs[i]));
-    }
-  }
-  for (const auto& file : files)
-    manifest["files"]["inputs"].push_back(file.empty() ? nlohmann::json() : nlohmann::json(file));
-  input_args += extra_args;
-  auto save = [&](const Tensors& ts, const std::string& who) {
-    nlohmann::json list = nlohmann::json::array();
-    for (std::size_t i = 0; i < ts.size() && i < node.outputs.size(); ++i) {
-      std::string file = fmt::format("{}_{}_{}.npy", who, i, safe_file_name(node.outputs[i]));
-      bool kept = ts[i].defined() && ts[i].dtype() != DType::BFloat16;
-      if (kept) write_npy((dir / file).string(), ts[i]);
-      list.push_back(kept ? nlohmann::json(file) : nlohmann::json());
-    }
-    return list;
-  };
-  save(f.reference_outputs, "reference");
-  manifest["files"]["got"] = save(f.binding_outputs, f.binding);
-  write_file((dir / "repro.json").string(), dump_json(manifest));
-  std::string b = shell_quote(f.binding);
-  // Names and details are data: escaped, one line each; every command is one line.
-  write_file(
-      (dir / "README.txt").string(),
-      fmt::format(
-          "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
-          "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
-          "files (in the order the commands pass them):\n{}reference_*.npy are the float64\n"
-          "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n\n"
-          "Show it:\n"
-          "  metaop repro .\n"
-          "  metaop check model.onnx{} --bind {}\n"
-          "  metaop run model.onnx{} --bind {} --out out-{}\n"
-          "  metaop run model.onnx{} --bind reference --out out-reference\n",
-          f.kind, f.binding, printable(node.name), printable(node.op_type), printable(g.path),
-          printable(f.detail, 4000), printable(f.verification, 4000), input_list, f.binding,
-          input_args, b, input_args, b, safe_file_name(f.binding), input_args));
-  return dir.string();
 }
 
 }  // namespace metaop

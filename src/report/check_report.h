@@ -1,6 +1,6 @@
 #pragma once
 // What `metaop check` hands to people: the console summary, the JSON document (schema in
-// docs/check.md), the offline HTML report, and one reproducer folder per verified finding.
+// docs/check.md) and the offline HTML report (reproducers: report/repro.h).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,9 +8,6 @@
 #include "analysis/check.h"
 
 namespace metaop {
-
-// A number for JSON, which has no infinity: non-finite ones become "inf", "-inf", "nan".
-nlohmann::json json_number(double v);
 
 // A score for people: three digits, or "inf".
 std::string fmt_score(double s);
@@ -26,11 +23,5 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r);
 nlohmann::json check_to_json(const Graph& g, const CheckResult& r);
 // Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
 void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir);
-// Writes the one-node model, its inputs, the reference's and the binding's outputs, repro.json
-// (for `metaop repro DIR`) and a README with the commands that show the discrepancy into a new
-// folder under `root`; returns it. `inject`: the --inject specs of an evaluation run, passed on
-// to each command.
-std::string write_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                             const std::vector<std::string>& inject = {});
 
 }  // namespace metaop

@@ -11,7 +11,7 @@
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
 #include "report/html.h"
-#include "report/train_report.h"
+#include "report/repro.h"
 #include "tensor/npy.h"
 
 namespace metaop {
@@ -217,7 +217,8 @@ void write_framework_reproducers(DiagnoseResult& r, const TrainSetup& s, const s
     if (d.category != "framework") continue;
     for (std::size_t i = 0; i < findings.size(); ++i) {
       auto& f = findings[i];
-      if (f.node != d.node || f.binding != d.binding || f.phase != d.phase || f.inputs.empty())
+      if (f.node != d.node || f.binding != d.binding || to_string(f.phase) != d.phase ||
+          f.inputs.empty())
         continue;
       if (f.repro.empty())
         f.repro = write_train_reproducer(r.split.training_graph, f, s.config.optimizer,

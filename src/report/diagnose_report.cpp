@@ -6,7 +6,7 @@
 
 #include "report/check_report.h"
 #include "report/diagnose_html.h"
-#include "report/train_report.h"
+#include "report/repro.h"
 
 namespace metaop {
 

@@ -6,14 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "graph/onnx_io.h"
-#include "ops/kernel_util.h"
 #include "report/check_report.h"
 #include "report/html.h"
-#include "tensor/npy.h"
-#include "tensor/text.h"
 
 namespace metaop {
 
@@ -105,131 +101,6 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
   }
   h += "</body></html>\n";
   write_file((std::filesystem::path(dir) / "index.html").string(), h);
-}
-
-nlohmann::json optimizer_to_json(const OptimizerConfig& c) {
-  return {{"kind", c.kind},
-          {"lr", c.lr},
-          {"momentum", c.momentum},
-          {"nesterov", c.nesterov},
-          {"weight_decay", c.weight_decay},
-          {"beta1", c.beta1},
-          {"beta2", c.beta2},
-          {"eps", c.eps}};
-}
-
-OptimizerConfig optimizer_from_json(const nlohmann::json& j) {
-  OptimizerConfig c;
-  c.kind = j.at("kind").get<std::string>();
-  c.lr = j.at("lr").get<double>();
-  c.momentum = j.at("momentum").get<double>();
-  c.nesterov = j.at("nesterov").get<bool>();
-  c.weight_decay = j.at("weight_decay").get<double>();
-  c.beta1 = j.at("beta1").get<double>();
-  c.beta2 = j.at("beta2").get<double>();
-  c.eps = j.at("eps").get<double>();
-  return c;
-}
-
-std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
-                                   const OptimizerConfig& optimizer,
-                                   const std::vector<std::string>& inject, const std::string& model,
-                                   const std::string& root) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(root) /
-                 safe_file_name(fmt::format("{}_{}_{}_{}", f.binding, f.phase, f.kind, f.node));
-  fs::create_directories(dir);
-  nlohmann::json j;
-  j["schema"] = "metaop-repro/1";
-  j["phase"] = f.phase;
-  j["kind"] = f.kind;
-  j["binding"] = f.binding;
-  j["node"] = f.node;
-  j["op_type"] = f.op_type;
-  j["model"] = model;
-  j["step"] = f.step;
-  j["detail"] = f.detail;
-  j["inject"] = inject;
-  // Files named after the values: ROLE_INDEX_NAME.npy; null for an omitted or absent tensor.
-  auto save = [&](const std::string& role, const Tensors& ts,
-                  const std::vector<std::string>& names) {
-    nlohmann::json list = nlohmann::json::array();
-    for (std::size_t i = 0; i < ts.size(); ++i) {
-      if (!ts[i].defined()) {
-        list.push_back(nullptr);
-        continue;
-      }
-      std::string file = safe_file_name(
-          fmt::format("{}_{}_{}.npy", role, i, i < names.size() ? names[i] : std::string()));
-      // .npy has no bfloat16: such tensors are stored as float32 (exactly) and listed in
-      // "bfloat16", for `metaop repro` to convert back.
-      bool bf16 = ts[i].dtype() == DType::BFloat16;
-      write_npy((dir / file).string(), bf16 ? ts[i].to(DType::Float32) : ts[i]);
-      if (bf16) j["bfloat16"].push_back(file);
-      list.push_back(file);
-    }
-    j["files"][role] = list;
-  };
-  std::string what;
-  if (f.phase == "update") {
-    std::vector<std::string> names{"weight", "grad"};
-    for (const auto& s : optimizer_slots(optimizer)) names.push_back(s);
-    save("inputs", f.inputs, names);
-    names.erase(names.begin() + 1);
-    save("got", f.got, names);
-    j["optimizer"] = optimizer_to_json(optimizer);
-    what = fmt::format(
-        "the {} update of weight '{}' at step {}: inputs_0 is the weight before the step, "
-        "inputs_1 its gradient, the others the optimizer's state before the step (none at the "
-        "first step); got_* are what {} made of them (the new weight, then the new state)",
-        optimizer.kind, f.node, f.step, f.binding);
-  } else {
-    std::size_t k = 0;
-    while (k < h.nodes.size() && h.nodes[k].name != f.node) ++k;
-    if (k == h.nodes.size()) fail("reproducer: node '{}' is not in {}", f.node, h.path);
-    const Node& node = h.nodes[k];
-    SubgraphSpec spec;
-    spec.nodes = {k};
-    for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
-      if (!node.inputs[i].empty() && f.inputs[i].defined())
-        spec.values[node.inputs[i]] = f.inputs[i];
-    const Tensors& outs = f.phase == "backward" ? f.outputs : f.got;
-    for (std::size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
-      if (!node.outputs[i].empty() && outs[i].defined()) spec.values[node.outputs[i]] = outs[i];
-    write_file((dir / "model.onnx").string(), export_subgraph(h, spec));
-    save("inputs", f.inputs, node.inputs);
-    if (f.phase == "backward") {
-      save("outputs", f.outputs, node.outputs);
-      save("output_grads", f.output_grads, node.outputs);
-      save("got", f.got, node.inputs);
-    } else {
-      save("got", f.got, node.outputs);
-    }
-    what = f.phase == "backward"
-               ? fmt::format(
-                     "the backward of node '{}' ({}) at step {}: model.onnx is the node "
-                     "alone, inputs_* its inputs, outputs_* its forward outputs, "
-                     "output_grads_* the gradients that reached them; got_* are the input "
-                     "gradients {} computed",
-                     f.node, f.op_type, f.step, f.binding)
-               : fmt::format(
-                     "the forward of node '{}' ({}) at step {}: model.onnx is the node "
-                     "alone, inputs_* its inputs; got_* are its outputs under {}",
-                     f.node, f.op_type, f.step, f.binding);
-  }
-  write_file((dir / "repro.json").string(), dump_json(j));
-  std::string inject_text;
-  for (const auto& s : inject) inject_text += " (injected: " + printable(s) + ")";
-  write_file(
-      (dir / "README.txt").string(),
-      fmt::format(
-          "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
-          "Judge it again against the float64 reference and the error model (exit 1 when the "
-          "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
-          "--bind reference\n",
-          f.phase, f.kind, f.binding, inject_text, printable(model), printable(f.detail, 4000),
-          printable(f.verification, 4000), printable(what, 4000)));
-  return dir.string();
 }
 
 }  // namespace metaop

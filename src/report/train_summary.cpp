@@ -9,6 +9,7 @@
 #include "graph/onnx_io.h"
 #include "report/check_report.h"
 #include "report/diagnose_report.h"
+#include "report/repro.h"
 #include "report/train_report.h"
 
 namespace metaop {
@@ -86,20 +87,13 @@ nlohmann::json train_to_json(const TrainSetup& s, const TrainSession& session) {
                                 {"forward", tc->forward_scores[k]},
                                 {"backward", tc->backward_scores[k]}});
   for (const auto& [w, score] : tc->update_scores) j["update_scores"][w] = json_number(score);
-  for (const auto& f : tc->findings)
-    j["findings"].push_back(
-        {{"node", f.node},
-         {"op_type", f.op_type},
-         {"binding", f.binding},
-         {"phase", f.phase},
-         {"kind", f.kind},
-         {"score", json_number(f.score)},
-         {"iteration", f.step},
-         {"iterations", f.steps},
-         {"verified", f.verified},
-         {"verification", f.verification},
-         {"repro", f.repro.empty() ? nlohmann::json() : nlohmann::json(f.repro)},
-         {"detail", f.detail}});
+  for (const auto& f : tc->findings) {
+    nlohmann::json o = verified_finding_json(f);
+    o["node"] = f.node;
+    o["iteration"] = f.step;
+    o["iterations"] = f.steps;
+    j["findings"].push_back(o);
+  }
   return j;
 }
 

@@ -1,16 +1,16 @@
-#include "report/repro_manifest.h"
-
 #include <filesystem>
 
+#include "report/repro.h"
 #include "tensor/error.h"
 #include "tensor/files.h"
 #include "tensor/text.h"
 
 namespace metaop {
 
-namespace {
-
+namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
 
 const char* type_of(const json& v) {
   return v.type_name();
@@ -41,6 +41,32 @@ std::vector<std::string> get_strings(const json& j, const std::string& key,
   return out;
 }
 
+// The files of each role, confined to the folder.
+void parse_files(const json& j, const std::string& dir, const std::string& label,
+                 ReproManifest& m) {
+  auto files = j.find("files");
+  if (files == j.end() || files->is_null()) return;
+  if (!files->is_object()) fail("{}: 'files' is {}, expected an object", label, type_of(*files));
+  for (const auto& [role, list] : files->items()) {
+    if (role != "inputs" && role != "outputs" && role != "output_grads" && role != "got") continue;
+    if (!list.is_array()) fail("{}: 'files.{}' is {}, expected a list", label, role, type_of(list));
+    auto& out = m.files[role];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const json& f = list[i];
+      if (f.is_null()) {
+        out.emplace_back();
+        continue;
+      }
+      if (!f.is_string())
+        fail("{}: 'files.{}[{}]' is {}, expected a file name or null", label, role, i, type_of(f));
+      std::string name = f.get<std::string>();
+      std::string path =
+          confined_path(dir, name, fmt::format("{}: 'files.{}[{}]'", label, role, i));
+      out.push_back(ReproManifest::File{name, path});
+    }
+  }
+}
+
 }  // namespace
 
 ReproManifest parse_repro_manifest(const std::string& text, const std::string& dir,
@@ -52,16 +78,15 @@ ReproManifest parse_repro_manifest(const std::string& text, const std::string& d
   if (schema != "metaop-repro/1")
     fail("{}: schema '{}', expected metaop-repro/1", label, printable(schema, 80));
   ReproManifest m;
-  m.phase = get_string(j, "phase", label, true);
-  if (m.phase != "forward" && m.phase != "backward" && m.phase != "update")
-    fail("{}: phase '{}' (expected forward, backward or update)", label, printable(m.phase, 80));
+  m.phase = parse_phase(get_string(j, "phase", label, true), label);
   m.binding = get_string(j, "binding", label, true);
-  m.kind = get_string(j, "kind", label, false);
-  m.node = get_string(j, "node", label, m.phase == "update");
+  if (std::string kind = get_string(j, "kind", label, false); !kind.empty())
+    m.kind = parse_finding_kind(kind, label);
+  m.node = get_string(j, "node", label, m.phase == Phase::Update);
   m.op_type = get_string(j, "op_type", label, false);
   m.inject = get_strings(j, "inject", label);
   m.bfloat16 = get_strings(j, "bfloat16", label);
-  if (m.phase == "update") {
+  if (m.phase == Phase::Update) {
     auto step = j.find("step");
     if (step == j.end() || !step->is_number_integer())
       fail("{}: an update needs 'step', an integer", label);
@@ -72,38 +97,14 @@ ReproManifest parse_repro_manifest(const std::string& text, const std::string& d
       fail("{}: an update needs 'optimizer', the optimizer's settings", label);
     m.optimizer = *opt;
   }
-  auto files = j.find("files");
-  if (files != j.end() && !files->is_null()) {
-    if (!files->is_object()) fail("{}: 'files' is {}, expected an object", label, type_of(*files));
-    for (const auto& [role, list] : files->items()) {
-      if (role != "inputs" && role != "outputs" && role != "output_grads" && role != "got")
-        continue;
-      if (!list.is_array())
-        fail("{}: 'files.{}' is {}, expected a list", label, role, type_of(list));
-      auto& out = m.files[role];
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const json& f = list[i];
-        if (f.is_null()) {
-          out.emplace_back();
-          continue;
-        }
-        if (!f.is_string())
-          fail("{}: 'files.{}[{}]' is {}, expected a file name or null", label, role, i,
-               type_of(f));
-        std::string name = f.get<std::string>();
-        std::string path =
-            confined_path(dir, name, fmt::format("{}: 'files.{}[{}]'", label, role, i));
-        out.push_back(ReproManifest::File{name, path});
-      }
-    }
-  }
+  parse_files(j, dir, label, m);
   return m;
 }
 
 ReproManifest read_repro_manifest(const std::string& dir) {
-  std::string path = (std::filesystem::path(dir) / "repro.json").string();
+  std::string path = (fs::path(dir) / "repro.json").string();
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
+  if (!fs::exists(path, ec))
     fail("{}: no repro.json (a reproducer folder of metaop check, probe or train)", dir);
   InputFile f(path);
   if (f.size() > (std::int64_t{16} << 20))

@@ -1,0 +1,86 @@
+#include "analysis/finding.h"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "tensor/error.h"
+#include "tensor/text.h"
+
+namespace metaop {
+
+namespace {
+
+constexpr std::array<std::pair<FindingKind, const char*>, 6> kKinds{{
+    {FindingKind::Accuracy, "accuracy"},
+    {FindingKind::Nonfinite, "nonfinite"},
+    {FindingKind::Crash, "crash"},
+    {FindingKind::Hang, "hang"},
+    {FindingKind::Unsupported, "unsupported"},
+    {FindingKind::Hazard, "hazard"},
+}};
+
+constexpr std::array<std::pair<Phase, const char*>, 3> kPhases{{
+    {Phase::Forward, "forward"},
+    {Phase::Backward, "backward"},
+    {Phase::Update, "update"},
+}};
+
+template <typename E, std::size_t N>
+const char* word_of(const std::array<std::pair<E, const char*>, N>& words, E e) {
+  for (const auto& [value, word] : words)
+    if (value == e) return word;
+  return "?";
+}
+
+}  // namespace
+
+const char* to_string(FindingKind k) {
+  return word_of(kKinds, k);
+}
+
+const char* to_string(Phase p) {
+  return word_of(kPhases, p);
+}
+
+FindingKind parse_finding_kind(std::string_view word, std::string_view where) {
+  for (const auto& [value, w] : kKinds)
+    if (word == w) return value;
+  fail("{}: kind '{}' (expected accuracy, nonfinite, crash, hang, unsupported or hazard)", where,
+       printable(word, 80));
+}
+
+Phase parse_phase(std::string_view word, std::string_view where) {
+  for (const auto& [value, w] : kPhases)
+    if (word == w) return value;
+  fail("{}: phase '{}' (expected forward, backward or update)", where, printable(word, 80));
+}
+
+nlohmann::json json_number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+double number_from_json(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) return std::strtod(v.get<std::string>().c_str(), nullptr);
+  return NAN;
+}
+
+nlohmann::json finding_json(const FindingCore& f) {
+  return {{"op_type", f.op_type},          {"binding", f.binding},
+          {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
+          {"score", json_number(f.score)}, {"detail", f.detail}};
+}
+
+nlohmann::json verified_finding_json(const FindingCore& f) {
+  nlohmann::json j = finding_json(f);
+  j["verified"] = f.verified;
+  j["verification"] = f.verification;
+  j["repro"] = f.repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.repro);
+  return j;
+}
+
+}  // namespace metaop
