@@ -90,6 +90,7 @@ FaultSpec parse_fault(const std::string& spec) {
   }
   f.fault = rest;
   std::vector<std::string> names;
+  names.reserve(fault_catalog().size());
   for (const auto& c : fault_catalog()) names.push_back(c.name);
   if (std::find(names.begin(), names.end(), f.fault) == names.end())
     fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
@@ -292,6 +293,83 @@ Tensors FaultyBinding::forward(const Node& node, std::int64_t opset, const Tenso
   return out;
 }
 
+namespace {
+
+// abort, segv and hang: committed where the kernel runs, in the binding's worker (the
+// isolation under test), or in a one-off child when the user asked for kernels in process.
+Tensors planted_forward(Binding& inner, const std::string& fault, const Node& node,
+                        std::int64_t opset, const Tensors& inputs, std::string& note) {
+  note = fault == "abort"  ? "kernel aborted"
+         : fault == "segv" ? "kernel segfaulted"
+                           : "kernel hung";
+  if (auto* iso = dynamic_cast<IsolatedBinding*>(&inner))
+    return iso->forward_with_fault(fault, node, opset, inputs);
+  return run_isolated(node.label() + ": " + inner.name(),
+                      [fault]() -> Tensors { commit_planted_fault(fault); });
+}
+
+// eps, offbyone and drop_bias: the clean kernel run on an altered node or altered inputs.
+Tensors altered_forward(Binding& inner, const std::string& fault, const Node& node,
+                        std::int64_t opset, const Tensors& inputs, std::string& note) {
+  if (fault == "eps") {
+    Node faulty = node;
+    double eps = node.attr_f("epsilon", 1e-5), bad = std::max(100 * eps, 1e-3);
+    faulty.attrs["epsilon"] = Attribute::of_float(bad);
+    note = fmt::format("epsilon {:g} -> {:g}", eps, bad);
+    return inner.forward(faulty, opset, inputs);
+  }
+  if (fault == "offbyone") {
+    if (!is_floating(inputs[0].dtype())) {
+      // Rolling shapes or indices would break the graph, not model a kernel bug.
+      note = "not applied: input 0 is not floating point";
+      return inner.forward(node, opset, inputs);
+    }
+    Tensors in = inputs;
+    Tensor rolled = roll_last_axis(inputs[0], note);
+    if (!rolled.defined()) {
+      note = "not applied: input has no axis longer than 1";
+      return inner.forward(node, opset, inputs);
+    }
+    in[0] = rolled;
+    return inner.forward(node, opset, in);
+  }
+  // drop_bias
+  if (!has_input(inputs, 2)) {
+    note = "not applied: no bias input";
+    return inner.forward(node, opset, inputs);
+  }
+  Tensors in = inputs;
+  in[2] = Tensor::from_f64(std::vector<double>(inputs[2].numel(), 0.0), inputs[2].shape(),
+                           inputs[2].dtype());
+  note = "bias input replaced by zeros";
+  return inner.forward(node, opset, in);
+}
+
+// swap, bias and nan: the clean kernel's first output altered.
+void alter_output(const std::string& fault, Tensors& out, std::string& note) {
+  if (out.empty() || !out[0].defined() || !is_floating(out[0].dtype())) {
+    note = "not applied: no floating output";
+    return;
+  }
+  Tensor& y = out[0];
+  if (fault == "swap") {
+    if (!swap_dims(y, note)) note = "not applied: output has fewer than two dims longer than 1";
+    return;
+  }
+  auto v = y.to_f64();
+  auto i = argmax_abs(v);
+  if (i < 0 || v[i] == 0) {
+    note = "not applied: output is zero";
+    return;
+  }
+  if (fault == "bias") v[i] *= 1 + 1e-3;
+  if (fault == "nan") v[i] = NAN;
+  note = fmt::format("{} at {}", fault, index_str(y.shape(), i));
+  y = Tensor::from_f64(v, y.shape(), y.dtype());
+}
+
+}  // namespace
+
 Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, std::int64_t opset,
                                       const Tensors& inputs, std::string& note) {
   const std::string& fault = spec.fault;
@@ -299,24 +377,8 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
     note = fmt::format("not applied: {} does not apply to {}", fault, node.op_type);
     return inner_->forward(node, opset, inputs);
   }
-  if (fault == "abort" || fault == "segv" || fault == "hang") {
-    // Committed where the kernel runs: in the binding's worker (the isolation under test), or
-    // in a one-off child when the user asked for kernels in process.
-    note = fault == "abort"  ? "kernel aborted"
-           : fault == "segv" ? "kernel segfaulted"
-                             : "kernel hung";
-    if (auto* iso = dynamic_cast<IsolatedBinding*>(inner_.get()))
-      return iso->forward_with_fault(fault, node, opset, inputs);
-    return run_isolated(node.label() + ": " + name(),
-                        [fault]() -> Tensors { commit_planted_fault(fault); });
-  }
-  if (fault == "eps") {
-    Node faulty = node;
-    double eps = node.attr_f("epsilon", 1e-5), bad = std::max(100 * eps, 1e-3);
-    faulty.attrs["epsilon"] = Attribute::of_float(bad);
-    note = fmt::format("epsilon {:g} -> {:g}", eps, bad);
-    return inner_->forward(faulty, opset, inputs);
-  }
+  if (fault == "abort" || fault == "segv" || fault == "hang")
+    return planted_forward(*inner_, fault, node, opset, inputs, note);
   if (fault == "nomax") {
     note = "softmax without max subtraction";
     return no_max(node, opset, inputs);
@@ -325,52 +387,10 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
     note = "float16 accumulation";
     return forward_with_gemm(KernelContext{node, opset}, inputs, half_accumulating_gemm);
   }
-  if (fault == "offbyone") {
-    if (!is_floating(inputs[0].dtype())) {
-      // Rolling shapes or indices would break the graph, not model a kernel bug.
-      note = "not applied: input 0 is not floating point";
-      return inner_->forward(node, opset, inputs);
-    }
-    Tensors in = inputs;
-    Tensor rolled = roll_last_axis(inputs[0], note);
-    if (!rolled.defined()) {
-      note = "not applied: input has no axis longer than 1";
-      return inner_->forward(node, opset, inputs);
-    }
-    in[0] = rolled;
-    return inner_->forward(node, opset, in);
-  }
-  if (fault == "drop_bias") {
-    if (!has_input(inputs, 2)) {
-      note = "not applied: no bias input";
-      return inner_->forward(node, opset, inputs);
-    }
-    Tensors in = inputs;
-    in[2] = Tensor::from_f64(std::vector<double>(inputs[2].numel(), 0.0), inputs[2].shape(),
-                             inputs[2].dtype());
-    note = "bias input replaced by zeros";
-    return inner_->forward(node, opset, in);
-  }
+  if (fault == "eps" || fault == "offbyone" || fault == "drop_bias")
+    return altered_forward(*inner_, fault, node, opset, inputs, note);
   Tensors out = inner_->forward(node, opset, inputs);
-  if (out.empty() || !out[0].defined() || !is_floating(out[0].dtype())) {
-    note = "not applied: no floating output";
-    return out;
-  }
-  Tensor& y = out[0];
-  if (fault == "swap") {
-    if (!swap_dims(y, note)) note = "not applied: output has fewer than two dims longer than 1";
-    return out;
-  }
-  auto v = y.to_f64();
-  auto i = argmax_abs(v);
-  if (i < 0 || v[i] == 0) {
-    note = "not applied: output is zero";
-    return out;
-  }
-  if (fault == "bias") v[i] *= 1 + 1e-3;
-  if (fault == "nan") v[i] = NAN;
-  note = fmt::format("{} at {}", fault, index_str(y.shape(), i));
-  y = Tensor::from_f64(v, y.shape(), y.dtype());
+  alter_output(fault, out, note);
   return out;
 }
 

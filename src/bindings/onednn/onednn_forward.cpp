@@ -46,7 +46,7 @@ dnnl::memory mem(const dnnl::memory::desc& d, const Tensor& t) {
   return dnnl::memory(d, eng(), const_cast<std::byte*>(t.raw()));
 }
 
-void run(dnnl::primitive p, const std::unordered_map<int, dnnl::memory>& args) {
+void run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
   p.execute(strm(), args);
   strm().wait();
 }

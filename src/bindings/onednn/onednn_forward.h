@@ -28,7 +28,7 @@ dnnl::engine& eng();
 // Plain row-major layout for any rank (oneDNN wants at least 1 dim).
 dnnl::memory::desc md(const Shape& s, dt t = dt::f32);
 dnnl::memory mem(const dnnl::memory::desc& d, const Tensor& t);
-void run(dnnl::primitive p, const std::unordered_map<int, dnnl::memory>& args);
+void run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
 
 struct Ctx {
   const KernelContext& k;

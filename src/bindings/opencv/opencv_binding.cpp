@@ -21,92 +21,32 @@ namespace {
 // and Squeeze have importer entries but OpenCV refused every case tried (opset 13 forms), so
 // they are not claimed. A node it refuses anyway is reported as unsupported with its message.
 const std::set<std::string>& opencv_ops() {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Acos",
-                                            "Acosh",
-                                            "Add",
-                                            "ArgMax",
-                                            "ArgMin",
-                                            "Asin",
-                                            "Asinh",
-                                            "Atan",
-                                            "Atanh",
-                                            "AveragePool",
-                                            "BatchNormalization",
-                                            "Cast",
-                                            "Ceil",
-                                            "Celu",
-                                            "Concat",
-                                            "Conv",
-                                            "ConvTranspose",
-                                            "Cos",
-                                            "Cosh",
-                                            "CumSum",
-                                            "DepthToSpace",
-                                            "Div",
-                                            "Dropout",
-                                            "Elu",
-                                            "Equal",
-                                            "Erf",
-                                            "Exp",
-                                            "Expand",
-                                            "Flatten",
-                                            "Floor",
-                                            "Gemm",
-                                            "GlobalAveragePool",
-                                            "GlobalMaxPool",
-                                            "Greater",
-                                            "HardSigmoid",
-                                            "HardSwish",
-                                            "Identity",
-                                            "InstanceNormalization",
-                                            "LRN",
-                                            "LeakyRelu",
-                                            "Less",
-                                            "Log",
-                                            "LogSoftmax",
-                                            "MatMul",
-                                            "Max",
-                                            "MaxPool",
-                                            "Min",
-                                            "Mul",
-                                            "Neg",
-                                            "PRelu",
-                                            "Pad",
-                                            "Reciprocal",
-                                            "ReduceL1",
-                                            "ReduceL2",
-                                            "ReduceLogSum",
-                                            "ReduceLogSumExp",
-                                            "ReduceMax",
-                                            "ReduceMean",
-                                            "ReduceMin",
-                                            "ReduceProd",
-                                            "ReduceSumSquare",
-                                            "Relu",
-                                            "Reshape",
-                                            "Resize",
-                                            "Round",
-                                            "Selu",
-                                            "Sigmoid",
-                                            "Sign",
-                                            "Sin",
-                                            "Sinh",
-                                            "Slice",
-                                            "Softmax",
-                                            "Softplus",
-                                            "Softsign",
-                                            "SpaceToDepth",
-                                            "Split",
-                                            "Sqrt",
-                                            "Sub",
-                                            "Sum",
-                                            "Tan",
-                                            "Tanh",
-                                            "ThresholdedRelu",
-                                            "Transpose",
-                                            "Unsqueeze",
-                                            "Upsample"};
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> s;
+    // Element-wise math, one input.
+    s.insert({"Abs", "Cast", "Ceil", "Erf", "Exp", "Floor", "Identity", "Log", "Neg", "Reciprocal",
+              "Round", "Sign", "Sqrt"});
+    // Trigonometric and hyperbolic.
+    s.insert({"Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cos", "Cosh", "Sin", "Sinh",
+              "Tan", "Tanh"});
+    // Activations.
+    s.insert({"Celu", "Dropout", "Elu", "HardSigmoid", "HardSwish", "LeakyRelu", "PRelu", "Relu",
+              "Selu", "Sigmoid", "Softplus", "Softsign", "ThresholdedRelu"});
+    // Element-wise, two or more inputs.
+    s.insert({"Add", "Div", "Equal", "Greater", "Less", "Max", "Min", "Mul", "Sub", "Sum"});
+    // Layers: convolution, pooling, normalization, products, softmax.
+    s.insert({"AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "Gemm",
+              "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN", "LogSoftmax",
+              "MatMul", "MaxPool", "Softmax"});
+    // Reductions and scans.
+    s.insert({"ArgMax", "ArgMin", "CumSum", "ReduceL1", "ReduceL2", "ReduceLogSum",
+              "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
+              "ReduceSumSquare"});
+    // Shape and data movement.
+    s.insert({"Concat", "DepthToSpace", "Expand", "Flatten", "Pad", "Reshape", "Resize", "Slice",
+              "SpaceToDepth", "Split", "Transpose", "Unsqueeze", "Upsample"});
+    return s;
+  }();
   static const bool checked = [] {
     for (const auto& op : ops) require_registered(op, "the OpenCV op list");
     return true;
@@ -117,6 +57,7 @@ const std::set<std::string>& opencv_ops() {
 
 cv::Mat to_mat(const Tensor& t) {
   std::vector<int> dims;
+  dims.reserve(t.shape().size() + 1);
   for (auto d : t.shape()) dims.push_back(static_cast<int>(d));
   if (dims.empty()) dims.push_back(1);
   cv::Mat m(static_cast<int>(dims.size()), dims.data(), CV_32F);
@@ -190,12 +131,8 @@ CachedNet& net_for(const std::string& key, const std::string& bytes, const Node&
   return net_cache[key] = std::move(c);
 }
 
-Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  static const bool quiet = [] {
-    cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    return true;
-  }();
-  (void)quiet;
+// Refuses what OpenCV 4.6 cannot run faithfully before the node is exported.
+void check_opencv_inputs(const Node& node, const Tensors& inputs) {
   if (inputs.empty() || !inputs[0].defined() || inputs[0].dtype() != DType::Float32)
     throw Unsupported(node.label() + ": the OpenCV binding runs float32 data inputs only");
   // cv::Mat has at least 2 dims: a 1-D or scalar blob cannot be told apart from [n, 1].
@@ -207,18 +144,16 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
   if (node.op_type == "Dropout" && node.outputs.size() > 1 && !node.outputs[1].empty())
     throw Unsupported(node.label() +
                       ": OpenCV 4.6 leaves Dropout's mask output unwritten (docs/findings.md)");
-  // Data inputs are network inputs; the others become initializers (weights, shapes, axes...),
-  // which is how OpenCV's importer expects them. Input 0 is always data; for ops that combine
-  // activations (element-wise, Concat, MatMul) every float32 input is.
+}
+
+// Data inputs are network inputs; the others become initializers (weights, shapes, axes...),
+// which is how OpenCV's importer expects them. Input 0 is always data; for ops that combine
+// activations (element-wise, Concat, MatMul) every float32 input is.
+SubgraphSpec opencv_spec(const Node& node, const Tensors& inputs) {
   static const std::set<std::string> all_data = {"Add",    "Sub",   "Mul",     "Div",  "Pow",
                                                  "Max",    "Min",   "Sum",     "Mean", "Concat",
                                                  "MatMul", "Equal", "Greater", "Less"};
   bool every = all_data.count(node.op_type) > 0;
-  Graph g;
-  g.path = node.label();
-  g.name = "metaop_opencv";
-  g.opset = opset;
-  g.nodes = {node};
   SubgraphSpec spec;
   spec.nodes = {0};
   for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
@@ -227,56 +162,88 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
     bool data = i == 0 || (every && inputs[i].dtype() == DType::Float32);
     if (!data) spec.constants.insert(node.inputs[i]);
   }
-  std::string bytes = export_subgraph(g, spec);
+  return spec;
+}
+
+// The node as a one-node model, as OpenCV's importer reads it.
+std::string export_for_opencv(const Node& node, std::int64_t opset, const SubgraphSpec& spec) {
+  Graph g;
+  g.path = node.label();
+  g.name = "metaop_opencv";
+  g.opset = opset;
+  g.nodes = {node};
+  return export_subgraph(g, spec);
+}
+
+// One output blob as a tensor of the node's output `o`.
+Tensor from_opencv_output(const Node& node, const std::string& o, const cv::Mat& m,
+                          const Graph& exported) {
+  if (m.depth() != CV_32F)
+    throw Unsupported(
+        fmt::format("{}: OpenCV returned a non-float32 output '{}'", node.label(), o));
+  Shape s;
+  s.reserve(static_cast<std::size_t>(m.dims));
+  for (int d = 0; d < m.dims; ++d) s.push_back(m.size[d]);
+  // OpenCV keeps at least 2 dims (and may drop or add unit dims); where ONNX shape
+  // inference knows the shape and the element count agrees, report that shape.
+  const ValueInfo* vi = exported.find_value_info(o);
+  if (vi && vi->dims) {
+    const Shape& want = *vi->dims;
+    bool known = std::all_of(want.begin(), want.end(), [](auto d) { return d >= 0; });
+    if (known && shape_numel(want) == static_cast<std::int64_t>(m.total())) s = want;
+  }
+  Tensor t(DType::Float32, s);
+  if (static_cast<std::int64_t>(m.total()) != t.numel())
+    fail("{}: OpenCV output '{}' has {} elements for shape {}", node.label(), o, m.total(),
+         shape_str(s));
+  cv::Mat c = m.isContinuous() ? m : m.clone();
+  std::memcpy(t.raw(), c.data, t.nbytes());
+  // OpenCV keeps every blob in float32 (ArgMax indices too); the ONNX output type is the
+  // model's, so integral results are converted to it.
+  if (vi && vi->dtype && *vi->dtype != DType::Float32) t = t.to(*vi->dtype);
+  return t;
+}
+
+// Feeds the data inputs, runs the net and reads back every named output.
+Tensors forward_net(CachedNet& cached, const Node& node, const Tensors& inputs,
+                    const SubgraphSpec& spec) {
+  cv::dnn::Net& net = cached.net;
+  std::set<std::string> fed;
+  for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
+    const std::string& n = node.inputs[i];
+    if (n.empty() || spec.constants.count(n) || !fed.insert(n).second) continue;
+    net.setInput(to_mat(inputs[i]), n);
+  }
+  std::vector<std::string> names;
+  for (const auto& o : node.outputs)
+    if (!o.empty()) names.push_back(o);
+  std::vector<cv::Mat> outs;
+  net.forward(outs, names);
+  Tensors result;
+  result.reserve(node.outputs.size());
+  std::size_t k = 0;
+  for (const auto& o : node.outputs) {
+    if (o.empty()) {
+      result.emplace_back();
+      continue;
+    }
+    result.push_back(from_opencv_output(node, o, outs.at(k++), cached.exported));
+  }
+  return result;
+}
+
+Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) {
+  static const bool quiet = [] {
+    cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
+    return true;
+  }();
+  (void)quiet;
+  check_opencv_inputs(node, inputs);
+  SubgraphSpec spec = opencv_spec(node, inputs);
+  std::string bytes = export_for_opencv(node, opset, spec);
   std::string key = signature(bytes);
   try {
-    CachedNet& cached = net_for(key, bytes, node);
-    cv::dnn::Net& net = cached.net;
-    const Graph& exported = cached.exported;
-    std::set<std::string> fed;
-    for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
-      const std::string& n = node.inputs[i];
-      if (n.empty() || spec.constants.count(n) || !fed.insert(n).second) continue;
-      net.setInput(to_mat(inputs[i]), n);
-    }
-    std::vector<std::string> names;
-    for (const auto& o : node.outputs)
-      if (!o.empty()) names.push_back(o);
-    std::vector<cv::Mat> outs;
-    net.forward(outs, names);
-    Tensors result;
-    std::size_t k = 0;
-    for (const auto& o : node.outputs) {
-      if (o.empty()) {
-        result.emplace_back();
-        continue;
-      }
-      const cv::Mat& m = outs.at(k++);
-      if (m.depth() != CV_32F)
-        throw Unsupported(
-            fmt::format("{}: OpenCV returned a non-float32 output '{}'", node.label(), o));
-      Shape s;
-      for (int d = 0; d < m.dims; ++d) s.push_back(m.size[d]);
-      // OpenCV keeps at least 2 dims (and may drop or add unit dims); where ONNX shape
-      // inference knows the shape and the element count agrees, report that shape.
-      if (const ValueInfo* vi = exported.find_value_info(o); vi && vi->dims) {
-        Shape want = *vi->dims;
-        bool known = std::all_of(want.begin(), want.end(), [](auto d) { return d >= 0; });
-        if (known && shape_numel(want) == static_cast<std::int64_t>(m.total())) s = want;
-      }
-      Tensor t(DType::Float32, s);
-      if (static_cast<std::int64_t>(m.total()) != t.numel())
-        fail("{}: OpenCV output '{}' has {} elements for shape {}", node.label(), o, m.total(),
-             shape_str(s));
-      cv::Mat c = m.isContinuous() ? m : m.clone();
-      std::memcpy(t.raw(), c.data, t.nbytes());
-      // OpenCV keeps every blob in float32 (ArgMax indices too); the ONNX output type is the
-      // model's, so integral results are converted to it.
-      const ValueInfo* vi = exported.find_value_info(o);
-      if (vi && vi->dtype && *vi->dtype != DType::Float32) t = t.to(*vi->dtype);
-      result.push_back(t);
-    }
-    return result;
+    return forward_net(net_for(key, bytes, node), node, inputs, spec);
   } catch (const cv::Exception& e) {
     forget(key);
     std::string msg = e.what();

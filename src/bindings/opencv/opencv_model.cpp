@@ -15,6 +15,7 @@ namespace {
 
 cv::Mat as_mat(const Tensor& t) {
   std::vector<int> dims;
+  dims.reserve(t.shape().size() + 1);
   for (auto d : t.shape()) dims.push_back(static_cast<int>(d));
   if (dims.empty()) dims.push_back(1);
   cv::Mat m(static_cast<int>(dims.size()), dims.data(), CV_32F);
@@ -75,6 +76,7 @@ class OpenCVModelRunner final : public WholeModelRunner {
           if (mat.depth() != CV_32F)
             throw Unsupported(what + ": OpenCV returned a non-float32 output");
           Shape s;
+          s.reserve(static_cast<std::size_t>(mat.dims));
           for (int d = 0; d < mat.dims; ++d) s.push_back(mat.size[d]);
           Tensor t(DType::Float32, s);
           cv::Mat c = mat.isContinuous() ? mat : mat.clone();

@@ -59,7 +59,12 @@ bool on_path(const std::string& program) {
   while (start <= p.size()) {
     auto colon = p.find(':', start);
     std::string dir = p.substr(start, colon - start);
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    if (!dir.empty()) {
+      std::string file = dir;
+      file += '/';
+      file += program;
+      if (::access(file.c_str(), X_OK) == 0) return true;
+    }
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
@@ -112,6 +117,31 @@ class ReplyReader {
   std::size_t left_, pos_ = 0;
   Clock::time_point deadline_;
 };
+
+// One output of a run reply: name, ONNX element type, shape, byte count, then the data
+// (8-aligned).
+Tensor read_output(ReplyReader& r, const std::string& what) {
+  std::string name = r.str();
+  auto elem = r.get<std::uint8_t>();
+  auto rank = r.get<std::uint32_t>();
+  Shape s(rank);
+  for (auto& d : s) d = r.get<std::int64_t>();
+  auto nbytes = r.get<std::uint64_t>();
+  r.align();
+  auto dt = dtype_from_onnx(elem);
+  if (!dt) {
+    std::string skip(nbytes, '\0');
+    if (nbytes) r.read(skip.data(), nbytes);
+    throw Unsupported(fmt::format("{}: output '{}' has ONNX type {}, which MetaOp lacks", what,
+                                  name, onnx_type_name(elem)));
+  }
+  Tensor t = Tensor::empty(*dt, s);
+  if (t.nbytes() != nbytes)
+    fail("{}: ONNX Runtime's output '{}' has {} bytes for shape {}", what, name, nbytes,
+         shape_str(s));
+  if (nbytes) r.read(t.raw(), nbytes);
+  return t;
+}
 
 }  // namespace
 
@@ -173,10 +203,12 @@ void OrtProcess::start() {
     if (std::strncmp(*e, "NODE_PATH=", 10) != 0) env_store.emplace_back(*e);
   env_store.push_back("NODE_PATH=" + node_modules());
   std::vector<char*> envp;
+  envp.reserve(env_store.size() + 1);
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> args_store = {node, script, flavor_};
   std::vector<char*> argv;
+  argv.reserve(args_store.size() + 1);
   for (auto& a : args_store) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
@@ -278,28 +310,7 @@ std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::s
     std::string rest;
     if (outputs) {
       auto n = r.get<std::uint32_t>();
-      for (std::uint32_t i = 0; i < n; ++i) {
-        std::string name = r.str();
-        auto elem = r.get<std::uint8_t>();
-        auto rank = r.get<std::uint32_t>();
-        Shape s(rank);
-        for (auto& d : s) d = r.get<std::int64_t>();
-        auto nbytes = r.get<std::uint64_t>();
-        r.align();
-        auto dt = dtype_from_onnx(elem);
-        if (!dt) {
-          std::string skip(nbytes, '\0');
-          if (nbytes) r.read(skip.data(), nbytes);
-          throw Unsupported(fmt::format("{}: output '{}' has ONNX type {}, which MetaOp lacks",
-                                        what, name, onnx_type_name(elem)));
-        }
-        Tensor t = Tensor::empty(*dt, s);
-        if (t.nbytes() != nbytes)
-          fail("{}: ONNX Runtime's output '{}' has {} bytes for shape {}", what, name, nbytes,
-               shape_str(s));
-        if (nbytes) r.read(t.raw(), nbytes);
-        outputs->push_back(t);
-      }
+      for (std::uint32_t i = 0; i < n; ++i) outputs->push_back(read_output(r, what));
     } else {
       rest.resize(r.left());
       if (!rest.empty()) r.read(rest.data(), rest.size());
