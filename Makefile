@@ -34,11 +34,12 @@ test: build
 test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow|fuzz'
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) and its unit and CLI
-# tests (CMakePresets.json).
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) of what the unit and CLI
+# tests run (metaop and the unit tests), and those tests (CMakePresets.json); CI runs it after
+# make test (about 10 minutes to build, 2 to test on two cores).
 test-sanitize: deps
 	cmake --preset sanitize
-	cmake --build --preset sanitize
+	cmake --build --preset sanitize --target metaop metaop_unit_tests
 	ctest --preset sanitize
 
 # clang-tidy (.clang-tidy) on the project's sources, but for the torch binding's: clang 16 cannot
