@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "engine/executor.h"
@@ -229,13 +230,74 @@ class Checker {
     result_.runs.push_back(std::move(run));
   }
 
+  // The finding of one node's run under the binding, if any: its crash or hang, its fallback to
+  // the reference, or its forward outside the error model (then nc.local is its score).
+  std::optional<Finding> node_finding(const Sample& smp, const std::string& binding,
+                                      const NodeRecord& rec, const Tensors& in, const Tensors& out,
+                                      NodeCheck& nc) const {
+    const Node& node = g_.nodes[rec.node];
+    if (!rec.crash.empty()) {
+      Finding f = make_finding(g_, rec.node, binding,
+                               rec.hang ? FindingKind::Hang : FindingKind::Crash, smp.index);
+      f.score = INFINITY;
+      f.detail = rec.crash;
+      f.verified = true;
+      f.verification =
+          rec.hang ? "the kernel was killed after the kernel timeout; the reference ran the node"
+                   : "the kernel crashed; the reference ran the node";
+      f.inputs = in;
+      f.reference_outputs = out;
+      return f;
+    }
+    if (!rec.fallback_reason.empty()) {
+      Finding f = make_finding(g_, rec.node, binding, FindingKind::Unsupported, smp.index);
+      f.detail = rec.fallback_reason;
+      return f;
+    }
+    LocalCheck lc = check_local(node, g_.opset, in, out, opt_.bound);
+    nc.local = lc.score;
+    if (!lc.score.bad()) return std::nullopt;
+    Finding f = make_finding(g_, rec.node, binding, score_kind(lc.score), smp.index);
+    f.score = lc.score.score;
+    describe_worst(f, node, lc.score, in, lc.reference);
+    f.inputs = in;
+    f.reference_outputs = lc.reference;
+    f.binding_outputs = out;
+    return f;
+  }
+
+  // Keeps one finding per (node, binding, kind): the worst over samples; verifies the numerical
+  // ones (up to max_verify per binding).
+  void keep_worst(Sample& smp, const std::string& binding, const RunResult& run,
+                  std::vector<Finding>& found) {
+    std::sort(found.begin(), found.end(),
+              [](const Finding& a, const Finding& b) { return a.score > b.score; });
+    std::set<std::size_t> suspects;
+    for (const auto& f : found)
+      if (f.numerical()) suspects.insert(f.node);
+    for (auto& f : found) {
+      Finding* prev = nullptr;
+      for (auto& e : result_.findings)
+        if (e.node == f.node && e.binding == f.binding && e.kind == f.kind) prev = &e;
+      if (prev && (prev->verified || prev->score >= f.score)) continue;
+      if (f.numerical() && opt_.verify && verified_count_[binding] < opt_.max_verify) {
+        ++verified_count_[binding];
+        verify(smp, binding, run, f, suspects);
+      }
+      if (prev)
+        *prev = std::move(f);
+      else
+        result_.findings.push_back(std::move(f));
+    }
+  }
+
   void check_binding(Sample& smp, const std::string& binding) {
     status(fmt::format("sample {}: {} run", smp.index, binding));
     Plan plan = plan_for(binding);
     RunResult run = run_graph(g_, *smp.inputs, plan, keep_all());
     if (faulty_)
       for (const auto& [node, note] : faulty_->log())
-        result_.fault_log[binding + "/" + node] = note;
+        result_.fault_log[fmt::format("{}/{}", binding, node)] = note;
     BindingRun br;
     br.binding = binding;
     br.sample = smp.index;
@@ -256,35 +318,7 @@ class Checker {
         if (d.rel > nc.propagated.rel || std::isnan(d.rel)) nc.propagated = d;
         nc.propagated.nonfinite = std::max(nc.propagated.nonfinite, d.nonfinite);
       }
-      if (!rec.crash.empty()) {
-        Finding f = make_finding(g_, rec.node, binding,
-                                 rec.hang ? FindingKind::Hang : FindingKind::Crash, smp.index);
-        f.score = INFINITY;
-        f.detail = rec.crash;
-        f.verified = true;
-        f.verification =
-            rec.hang ? "the kernel was killed after the kernel timeout; the reference ran the node"
-                     : "the kernel crashed; the reference ran the node";
-        f.inputs = in;
-        f.reference_outputs = out;
-        found.push_back(std::move(f));
-      } else if (!rec.fallback_reason.empty()) {
-        Finding f = make_finding(g_, rec.node, binding, FindingKind::Unsupported, smp.index);
-        f.detail = rec.fallback_reason;
-        found.push_back(std::move(f));
-      } else {
-        LocalCheck lc = check_local(node, g_.opset, in, out, opt_.bound);
-        nc.local = lc.score;
-        if (lc.score.bad()) {
-          Finding f = make_finding(g_, rec.node, binding, score_kind(lc.score), smp.index);
-          f.score = lc.score.score;
-          describe_worst(f, node, lc.score, in, lc.reference);
-          f.inputs = in;
-          f.reference_outputs = lc.reference;
-          f.binding_outputs = out;
-          found.push_back(std::move(f));
-        }
-      }
+      if (auto f = node_finding(smp, binding, rec, in, out, nc)) found.push_back(std::move(*f));
       br.nodes.push_back(std::move(nc));
     }
     br.output = Drift{};
@@ -294,27 +328,7 @@ class Checker {
       br.output.nonfinite += d.nonfinite;
     }
     result_.runs.push_back(std::move(br));
-
-    // Keep one finding per (node, binding, kind): the worst over samples.
-    std::sort(found.begin(), found.end(),
-              [](const Finding& a, const Finding& b) { return a.score > b.score; });
-    std::set<std::size_t> suspects;
-    for (const auto& f : found)
-      if (f.numerical()) suspects.insert(f.node);
-    for (auto& f : found) {
-      Finding* prev = nullptr;
-      for (auto& e : result_.findings)
-        if (e.node == f.node && e.binding == f.binding && e.kind == f.kind) prev = &e;
-      if (prev && (prev->verified || prev->score >= f.score)) continue;
-      if (f.numerical() && opt_.verify && verified_count_[binding] < opt_.max_verify) {
-        ++verified_count_[binding];
-        verify(smp, binding, run, f, suspects);
-      }
-      if (prev)
-        *prev = std::move(f);
-      else
-        result_.findings.push_back(std::move(f));
-    }
+    keep_worst(smp, binding, run, found);
   }
 
   // Re-runs the model with the finding's node on the reference and compares the values that

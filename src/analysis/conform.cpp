@@ -44,6 +44,7 @@ std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix)
   }
   std::sort(v.begin(), v.end());
   std::vector<fs::path> out;
+  out.reserve(v.size());
   for (auto& [i, p] : v) out.push_back(p);
   return out;
 }

@@ -112,6 +112,75 @@ Diagnosis framework_diagnosis(const TrainFinding& f, const ReplaySplit& split) {
 }
 
 // Replays the first failing steps on the reference; where symptoms vanish, names the kernels.
+// The symptoms of the run that vanish on the reference replay (none when one of the earliest
+// recurs there: the later ones are its consequences there as well); returns the last step of
+// one that vanished.
+std::size_t find_vanished(ReplaySplit& split, const std::vector<Symptom>& symptoms) {
+  auto recurs = [&](const Symptom& sy) {
+    for (const auto& x : split.replay_symptoms)
+      if (x.kind == sy.kind) return true;
+    return false;
+  };
+  // The earliest symptoms start the chain; when one of them recurs on the reference, the later
+  // ones are its consequences there as well.
+  std::size_t first = SIZE_MAX, fw_last = 0;
+  for (const auto& sy : symptoms) first = std::min(first, sy.step);
+  bool leading_recurs = false;
+  for (const auto& sy : symptoms)
+    if (sy.step == first) leading_recurs |= recurs(sy);
+  for (const auto& sy : symptoms)
+    if (!leading_recurs && !recurs(sy)) {
+      split.vanished.push_back(symptom_label(sy));
+      fw_last = std::max(fw_last, sy.step);
+    }
+  return fw_last;
+}
+
+// Whether every floating-point input of the finding's kernel was finite.
+bool finite_inputs(const TrainFinding& f) {
+  for (const auto& t : f.inputs)
+    if (t.defined() && is_floating(t.dtype()))
+      for (double v : t.to_f64())
+        if (!std::isfinite(v)) return false;
+  return true;
+}
+
+// One diagnosis per node (at most 3), from the findings whose kernel went wrong on finite
+// inputs (a kernel fed the non-finite values of another is downstream of it).
+std::vector<Diagnosis> framework_diagnoses(const ReplaySplit& split) {
+  const auto& findings = split.check->findings;
+  std::vector<const TrainFinding*> origins;
+  for (const auto& f : findings)
+    if (finite_inputs(f)) origins.push_back(&f);
+  if (origins.empty()) origins.push_back(&findings.front());
+  std::vector<Diagnosis> fw;
+  std::set<std::string> nodes;
+  for (const auto* f : origins)
+    if (nodes.insert(f->node + "|" + f->binding).second && fw.size() < 3)
+      fw.push_back(framework_diagnosis(*f, split));
+  return fw;
+}
+
+// Removes the model's tentative causes whose symptoms all vanished on the reference; returns
+// their labels.
+std::vector<std::string> rule_out_vanished(std::vector<Diagnosis>& ds,
+                                           const std::vector<std::string>& vanished_labels) {
+  std::vector<std::string> ruled_out;
+  std::set<std::string> vanished(vanished_labels.begin(), vanished_labels.end());
+  ds.erase(std::remove_if(ds.begin(), ds.end(),
+                          [&](const Diagnosis& d) {
+                            if (d.definite || d.symptoms.empty()) return false;
+                            for (const auto& l : d.symptoms)
+                              if (!vanished.count(l.substr(0, l.find(' ')))) return false;
+                            ruled_out.push_back(
+                                d.category + (d.node.empty() ? "" : " " + d.node) +
+                                (d.hyperparameter.empty() ? "" : " " + d.hyperparameter));
+                            return true;
+                          }),
+           ds.end());
+  return ruled_out;
+}
+
 void split_model_framework(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o) {
   auto& split = r.split;
   const auto& symptoms = r.run.record.symptoms;
@@ -134,23 +203,7 @@ void split_model_framework(DiagnoseResult& r, const TrainSetup& s, const Diagnos
   split.done = true;
   split.steps = rep.result.losses.size();
   split.replay_symptoms = rep.diagnosis.record.symptoms;
-  auto recurs = [&](const Symptom& sy) {
-    for (const auto& x : split.replay_symptoms)
-      if (x.kind == sy.kind) return true;
-    return false;
-  };
-  // The earliest symptoms start the chain; when one of them recurs on the reference, the later
-  // ones are its consequences there as well.
-  std::size_t first = SIZE_MAX, fw_last = 0;
-  for (const auto& sy : symptoms) first = std::min(first, sy.step);
-  bool leading_recurs = false;
-  for (const auto& sy : symptoms)
-    if (sy.step == first) leading_recurs |= recurs(sy);
-  for (const auto& sy : symptoms)
-    if (!leading_recurs && !recurs(sy)) {
-      split.vanished.push_back(symptom_label(sy));
-      fw_last = std::max(fw_last, sy.step);
-    }
+  std::size_t fw_last = find_vanished(split, symptoms);
   if (split.vanished.empty()) {
     split.note = fmt::format(
         "the symptoms recur with every node and update on the float64 reference ({} steps): "
@@ -163,8 +216,7 @@ void split_model_framework(DiagnoseResult& r, const TrainSetup& s, const Diagnos
   }
   say(o, fmt::format("checking every kernel of steps 1-{} against the reference", fw_last));
   check_kernels(split, s, fw_last);
-  const auto& findings = split.check->findings;
-  if (findings.empty()) {
+  if (split.check->findings.empty()) {
     split.note = fmt::format(
         "{} vanish on the float64 reference, but no kernel is outside its error model over "
         "steps 1-{}: the symptoms depend on rounding (the setup is at the edge of stability), "
@@ -173,39 +225,11 @@ void split_model_framework(DiagnoseResult& r, const TrainSetup& s, const Diagnos
     for (auto& d : r.diagnoses()) d.evidence += "; " + split.note;
     return;
   }
-  // The framework's kernels are the cause: one diagnosis per node, from the findings whose
-  // kernel went wrong on finite inputs (a kernel fed the non-finite values of another is
-  // downstream of it); model causes of the symptoms that vanished are ruled out.
-  auto finite_inputs = [](const TrainFinding& f) {
-    for (const auto& t : f.inputs)
-      if (t.defined() && is_floating(t.dtype()))
-        for (double v : t.to_f64())
-          if (!std::isfinite(v)) return false;
-    return true;
-  };
-  std::vector<const TrainFinding*> origins;
-  for (const auto& f : findings)
-    if (finite_inputs(f)) origins.push_back(&f);
-  if (origins.empty()) origins.push_back(&findings.front());
-  std::vector<Diagnosis> fw;
-  std::set<std::string> nodes;
-  for (const auto* f : origins)
-    if (nodes.insert(f->node + "|" + f->binding).second && fw.size() < 3)
-      fw.push_back(framework_diagnosis(*f, split));
-  std::vector<std::string> ruled_out;
+  // The framework's kernels are the cause; model causes of the symptoms that vanished are
+  // ruled out.
+  std::vector<Diagnosis> fw = framework_diagnoses(split);
   auto& ds = r.diagnoses();
-  std::set<std::string> vanished(split.vanished.begin(), split.vanished.end());
-  ds.erase(std::remove_if(ds.begin(), ds.end(),
-                          [&](const Diagnosis& d) {
-                            if (d.definite || d.symptoms.empty()) return false;
-                            for (const auto& l : d.symptoms)
-                              if (!vanished.count(l.substr(0, l.find(' ')))) return false;
-                            ruled_out.push_back(
-                                d.category + (d.node.empty() ? "" : " " + d.node) +
-                                (d.hyperparameter.empty() ? "" : " " + d.hyperparameter));
-                            return true;
-                          }),
-           ds.end());
+  std::vector<std::string> ruled_out = rule_out_vanished(ds, split.vanished);
   split.note = fmt::format(
       "{} vanish on the float64 reference ({} steps); train --check names {} kernel(s) "
       "outside their error models{}",

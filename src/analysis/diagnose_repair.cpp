@@ -175,6 +175,49 @@ bool diverges_only(const RepairAttempt& a, const std::set<std::string>& before) 
 
 }  // namespace
 
+namespace {
+
+// Re-initializes the layer of the fix and the other layers whose initial weights are off the same
+// way (seeds from `seed` on); returns the note naming those others ("" when none).
+std::string reinitialize_layers(Graph& g, const Fix& f, const StaticChecks& checks,
+                                std::uint64_t seed) {
+  const LayerInit* l = nullptr;
+  for (const auto& x : checks.layers)
+    if (x.node == f.node) l = &x;
+  if (!l) fail("{}: no layer '{}' to re-initialize", g.path, f.node);
+  bool large = l->gain > kGainHigh, small = l->gain < kGainLow;
+  std::vector<std::string> others;
+  for (const auto& x : checks.layers) {
+    bool same = x.node == l->node || (large && x.gain > kGainHigh) || (small && x.gain < kGainLow);
+    if (!same) continue;
+    std::string init = x.activation == "Relu" || x.activation == "LeakyRelu" ? "he" : "xavier";
+    reinitialize(g, x, x.node == l->node ? f.init : init, seed++);
+    if (x.node != l->node) others.push_back(x.node);
+  }
+  if (others.empty()) return "";
+  return fmt::format(" (and of {}, whose weights are off the same way)", fmt::join(others, ", "));
+}
+
+// Binds the fix's node (its forward or backward) or weight update to the reference.
+void rebind_reference(TrainSetup& setup, const Fix& f) {
+  if (f.phase == "update") {
+    setup.bind_update.push_back(f.node + "=reference");
+    return;
+  }
+  auto make = setup.make_plan;
+  std::string node = f.node, phase = f.phase;
+  setup.make_plan = [make, node, phase](const std::string& bind) {
+    Plan p = make(bind);
+    if (phase == "backward")
+      p.bind_backward(node, "reference");
+    else
+      p.bind_op(node, "reference");
+    return p;
+  };
+}
+
+}  // namespace
+
 RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
                         const StaticChecks& checks) {
   RepairAttempt a;
@@ -188,26 +231,7 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
     o.lr *= factor;
     a.hparams_changed = true;
   } else if (f.kind == "reinitialize") {
-    const LayerInit* l = nullptr;
-    for (const auto& x : checks.layers)
-      if (x.node == f.node) l = &x;
-    if (!l) fail("{}: no layer '{}' to re-initialize", g.path, f.node);
-    // The other layers whose initial weights are off the same way get the same treatment.
-    bool large = l->gain > kGainHigh, small = l->gain < kGainLow;
-    std::vector<std::string> others;
-    std::uint64_t seed = 0x5eed + s.config.seed;
-    for (const auto& x : checks.layers) {
-      bool same =
-          x.node == l->node || (large && x.gain > kGainHigh) || (small && x.gain < kGainLow);
-      if (!same) continue;
-      std::string init = x.activation == "Relu" || x.activation == "LeakyRelu" ? "he" : "xavier";
-      reinitialize(g, x, x.node == l->node ? f.init : init, seed++);
-      if (x.node != l->node) others.push_back(x.node);
-    }
-    a.description = f.description;
-    if (!others.empty())
-      a.description +=
-          fmt::format(" (and of {}, whose weights are off the same way)", fmt::join(others, ", "));
+    a.description = f.description + reinitialize_layers(g, f, checks, 0x5eed + s.config.seed);
     a.weights_changed = true;
   } else if (f.kind == "standardize") {
     a.setup.X = standardize(s.X, checks);
@@ -229,20 +253,7 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
     a.description = f.description;
     a.graph_changed = true;
   } else if (f.kind == "rebind") {
-    if (f.phase == "update") {
-      a.setup.bind_update.push_back(f.node + "=reference");
-    } else {
-      auto make = s.make_plan;
-      std::string node = f.node, phase = f.phase;
-      a.setup.make_plan = [make, node, phase](const std::string& bind) {
-        Plan p = make(bind);
-        if (phase == "backward")
-          p.bind_backward(node, "reference");
-        else
-          p.bind_op(node, "reference");
-        return p;
-      };
-    }
+    rebind_reference(a.setup, f);
     a.description = f.description;
   } else if (f.kind != "swap_loss") {
     fail("unknown fix '{}'", f.kind);

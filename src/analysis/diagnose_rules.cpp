@@ -240,37 +240,54 @@ class Rules {
   }
 
   // Non-finite or exploding loss, gradients, activations.
+  // A loss node without a static mismatch: bce's log of a probability rounded to 0 or 1.
+  void sigmoid_rounding(const Symptom& s, const std::string& where) {
+    std::size_t p = output_producer(g_);
+    if (p == SIZE_MAX || g_.nodes[p].op_type != "Sigmoid" || where.find("log") == std::string::npos)
+      return;
+    Diagnosis d;
+    d.category = "loss";
+    d.loss = "bce on a Sigmoid output that rounds to 0 or 1";
+    d.node = g_.nodes[p].name;
+    d.op_type = "Sigmoid";
+    d.score = 0.85;
+    d.evidence = fmt::format(
+        "the first non-finite value is in the loss's {}: bce takes the "
+        "log of the Sigmoid's output, which float32 rounds to exactly 0 "
+        "or 1 for inputs beyond about +-17",
+        where);
+    d.fix.kind = "remove_node";
+    d.fix.node = d.node;
+    d.fix.loss = "bce_with_logits";
+    d.fix.description = "the Sigmoid '" + d.node +
+                        "' removed and bce_with_logits (the "
+                        "stable form) used";
+    add(std::move(d), s);
+  }
+
+  // Where the first non-finite values appear (as DeepLocalize localizes): a cause of its own
+  // for an op with a restricted domain, else only when nothing else explains the symptom.
+  void nonfinite_site(const Symptom& s, const std::string& where) {
+    std::size_t k = index_of(where);
+    const std::string op = k == SIZE_MAX ? "" : g_.nodes[k].op_type;
+    bool domain = domain_op(op);
+    bool explained = false;
+    for (const auto& d : list_) explained |= explains(d, symptom_label(s));
+    if (explained && !domain) return;
+    add(activation(where, op, domain ? 0.5 : 0.3,
+                   fmt::format("the first non-finite values appear at {} ({}){}", where, op,
+                               domain ? ", an op with a restricted domain or that overflows" : ""),
+                   "", false),
+        s);
+  }
+
   void divergence(const Symptom& s) {
     const Symptom* nf = r_.first("nonfinite_activation");
     std::string where = s.kind == "nonfinite_activation" ? s.node : (nf ? nf->node : "");
     bool at_init = s.step == 1 || (s.kind == "exploding_gradient" && !r_.grad_ratio.empty() &&
                                    r_.grad_ratio[0] > t_.explode_ratio);
     if (static_loss(s) && (where.empty() || is_loss_node(where))) return;
-    if (is_loss_node(where)) {
-      // A loss node without a static mismatch: bce's log of a probability rounded to 0 or 1.
-      std::size_t p = output_producer(g_);
-      if (p != SIZE_MAX && g_.nodes[p].op_type == "Sigmoid" &&
-          where.find("log") != std::string::npos) {
-        Diagnosis d;
-        d.category = "loss";
-        d.loss = "bce on a Sigmoid output that rounds to 0 or 1";
-        d.node = g_.nodes[p].name;
-        d.op_type = "Sigmoid";
-        d.score = 0.85;
-        d.evidence = fmt::format(
-            "the first non-finite value is in the loss's {}: bce takes the "
-            "log of the Sigmoid's output, which float32 rounds to exactly 0 "
-            "or 1 for inputs beyond about +-17",
-            where);
-        d.fix.kind = "remove_node";
-        d.fix.node = d.node;
-        d.fix.loss = "bce_with_logits";
-        d.fix.description = "the Sigmoid '" + d.node +
-                            "' removed and bce_with_logits (the "
-                            "stable form) used";
-        add(std::move(d), s);
-      }
-    }
+    if (is_loss_node(where)) sigmoid_rounding(s, where);
     if (!c_.off_scale.empty())
       add(data(at_init ? 0.8 : 0.7,
                "input features far from unit scale make the first layer's "
@@ -294,22 +311,7 @@ class Rules {
                   rise > 1 ? fmt::format(", loss up to {:.3g}x the first step's", rise) : "")),
           s);
     }
-    if (!where.empty() && !is_loss_node(where)) {
-      // Where the first non-finite values appear (as DeepLocalize localizes): a cause of its own
-      // for an op with a restricted domain, else only when nothing else explains the symptom.
-      std::size_t k = index_of(where);
-      const std::string op = k == SIZE_MAX ? "" : g_.nodes[k].op_type;
-      bool domain = domain_op(op);
-      bool explained = false;
-      for (const auto& d : list_) explained |= explains(d, symptom_label(s));
-      if (explained && !domain) return;
-      add(activation(
-              where, op, domain ? 0.5 : 0.3,
-              fmt::format("the first non-finite values appear at {} ({}){}", where, op,
-                          domain ? ", an op with a restricted domain or that overflows" : ""),
-              "", false),
-          s);
-    }
+    if (!where.empty() && !is_loss_node(where)) nonfinite_site(s, where);
   }
 
   void vanishing(const Symptom& s) {
@@ -348,6 +350,52 @@ class Rules {
       add(data(0.5, "input features of tiny scale make the first layer's gradient tiny"), s);
   }
 
+  // Dead units or saturation already at the initial weights: the first layer's input, or the
+  // initialization of the layer feeding the activation (`l`, if any); `share` on the first batch.
+  void activation_at_init(const Symptom& s, const LayerInit* l, double share) {
+    bool dead = s.kind == "dead_relu";
+    if (l && l->first && !c_.off_scale.empty())
+      add(data(0.8, fmt::format("{} at the initial weights, behind the first layer '{}', which "
+                                "reads the input",
+                                dead ? "dead units" : "saturation", l->node)),
+          s);
+    if (l) {
+      bool off = l->gain > kGainHigh || (dead && l->gain < kGainLow) ||
+                 (dead && l->activation == "Relu" && l->bias_mean < -0.5);
+      add(initialization(
+              *l, off ? 0.85 : 0.55,
+              fmt::format("{:.0f}% {} on the first batch, before any update; {}{}", 100 * share,
+                          dead ? "dead units" : "saturated values", gain_text(*l),
+                          l->bias.empty() ? "" : fmt::format("; bias mean {:.3g}", l->bias_mean))),
+          s);
+    }
+  }
+
+  // Dead units or saturation that appear only after training started (`a`: the series, if any).
+  void activation_after_updates(const Symptom& s, const LayerInit* l, const ActivationSeries* a) {
+    bool dead = s.kind == "dead_relu";
+    if (const LayerInit* big = abnormal_layer(true))
+      add(initialization(*big, 0.7,
+                         fmt::format("{} after large updates, which the abnormal initial weights "
+                                     "of '{}' cause: {}",
+                                     dead ? "dead units appear" : "saturation appears", big->node,
+                                     gain_text(*big))),
+          s);
+    if (l && l->first && !c_.off_scale.empty())
+      add(data(0.7, fmt::format("{} behind the first layer '{}', which reads the input",
+                                dead ? "dead units" : "saturation", l->node)),
+          s);
+    double ratio = update_ratio_before(s.step);
+    add(learning_rate(0.1, ratio > t_.update_ratio_high && !confounded() ? 0.8 : 0.6,
+                      fmt::format("{} only after training started ({:.0f}% on the first batch); "
+                                  "largest update-to-weight ratio before it {:.3g} (high above "
+                                  "{:g})",
+                                  dead ? "dead units appear" : "saturation appears",
+                                  a && !a->per_step.empty() ? 100 * a->per_step[0] : 0.0, ratio,
+                                  t_.update_ratio_high)),
+        s);
+  }
+
   void activation_symptom(const Symptom& s) {
     std::size_t k = index_of(s.node);
     const ActivationSeries* a = nullptr;
@@ -358,45 +406,10 @@ class Rules {
     bool at_init = a && !a->per_step.empty() && a->per_step[0] >= limit;
     std::size_t li = k == SIZE_MAX ? SIZE_MAX : feeding_layer(g_, k);
     const LayerInit* l = li == SIZE_MAX ? nullptr : layer(g_.nodes[li].name);
-    if (at_init) {
-      if (l && l->first && !c_.off_scale.empty())
-        add(data(0.8, fmt::format("{} at the initial weights, behind the first layer '{}', which "
-                                  "reads the input",
-                                  dead ? "dead units" : "saturation", l->node)),
-            s);
-      if (l) {
-        bool off = l->gain > kGainHigh || (dead && l->gain < kGainLow) ||
-                   (dead && l->activation == "Relu" && l->bias_mean < -0.5);
-        add(initialization(
-                *l, off ? 0.85 : 0.55,
-                fmt::format(
-                    "{:.0f}% {} on the first batch, before any update; {}{}", 100 * a->per_step[0],
-                    dead ? "dead units" : "saturated values", gain_text(*l),
-                    l->bias.empty() ? "" : fmt::format("; bias mean {:.3g}", l->bias_mean))),
-            s);
-      }
-    } else {
-      if (const LayerInit* big = abnormal_layer(true))
-        add(initialization(*big, 0.7,
-                           fmt::format("{} after large updates, which the abnormal initial weights "
-                                       "of '{}' cause: {}",
-                                       dead ? "dead units appear" : "saturation appears", big->node,
-                                       gain_text(*big))),
-            s);
-      if (l && l->first && !c_.off_scale.empty())
-        add(data(0.7, fmt::format("{} behind the first layer '{}', which reads the input",
-                                  dead ? "dead units" : "saturation", l->node)),
-            s);
-      double ratio = update_ratio_before(s.step);
-      add(learning_rate(0.1, ratio > t_.update_ratio_high && !confounded() ? 0.8 : 0.6,
-                        fmt::format("{} only after training started ({:.0f}% on the first batch); "
-                                    "largest update-to-weight ratio before it {:.3g} (high above "
-                                    "{:g})",
-                                    dead ? "dead units appear" : "saturation appears",
-                                    a && !a->per_step.empty() ? 100 * a->per_step[0] : 0.0, ratio,
-                                    t_.update_ratio_high)),
-          s);
-    }
+    if (at_init)
+      activation_at_init(s, l, a->per_step[0]);
+    else
+      activation_after_updates(s, l, a);
     bool output = k != SIZE_MAX && k == output_producer(g_);
     if (!output)
       add(activation(s.node, s.kind == "dead_relu" ? "Relu" : g_.nodes[k].op_type, 0.3,

@@ -45,6 +45,31 @@ double rms(const Tensor& t) {
   return v.empty() ? 0 : std::sqrt(s / static_cast<double>(v.size()));
 }
 
+// A layer's fan-in and fan-out from its weight `w` (Gemm, MatMul, or Conv-like: output and
+// input channels times the kernel's size).
+void set_fans(LayerInit& l, const Node& n, const Tensor& w) {
+  std::int64_t k_size = 1;
+  for (std::int64_t d = 2; d < w.rank(); ++d) k_size *= w.dim(d);
+  if (n.op_type == "Gemm") {
+    bool tb = n.attr_i("transB", 0) != 0;
+    l.fan_in = tb ? w.dim(1) : w.dim(0);
+    l.fan_out = tb ? w.dim(0) : w.dim(1);
+  } else if (n.op_type == "MatMul") {
+    l.fan_in = w.dim(-2);
+    l.fan_out = w.dim(-1);
+  } else {  // Conv and the other layers
+    l.fan_in = w.dim(1) * k_size;
+    l.fan_out = w.dim(0) * k_size;
+  }
+}
+
+double element_mean(const Tensor& t) {
+  auto b = t.to_f64();
+  double s = 0;
+  for (double x : b) s += x;
+  return b.empty() ? 0 : s / static_cast<double>(b.size());
+}
+
 std::vector<LayerInit> layer_inits(const Graph& g) {
   auto trainable = trainable_initializers(g);
   std::set<std::string> train(trainable.begin(), trainable.end());
@@ -63,22 +88,7 @@ std::vector<LayerInit> layer_inits(const Graph& g) {
     l.node = n.name;
     l.op_type = n.op_type;
     l.weight = n.inputs[wi];
-    std::int64_t k_size = 1;
-    for (std::int64_t d = 2; d < w.rank(); ++d) k_size *= w.dim(d);
-    if (n.op_type == "Gemm") {
-      bool tb = n.attr_i("transB", 0) != 0;
-      l.fan_in = tb ? w.dim(1) : w.dim(0);
-      l.fan_out = tb ? w.dim(0) : w.dim(1);
-    } else if (n.op_type == "MatMul") {
-      l.fan_in = w.dim(-2);
-      l.fan_out = w.dim(-1);
-    } else if (n.op_type == "Conv") {
-      l.fan_in = w.dim(1) * k_size;
-      l.fan_out = w.dim(0) * k_size;
-    } else {
-      l.fan_in = w.dim(1) * k_size;
-      l.fan_out = w.dim(0) * k_size;
-    }
+    set_fans(l, n, w);
     l.gain = rms(w) * std::sqrt(static_cast<double>(std::max<std::int64_t>(l.fan_in, 1)));
     if (n.inputs.size() > 2 && train.count(n.inputs[2])) l.bias = n.inputs[2];
     if (l.bias.empty() && n.op_type == "MatMul")  // Linear exported as MatMul + Add
@@ -86,12 +96,7 @@ std::vector<LayerInit> layer_inits(const Graph& g) {
         if (m.op_type == "Add" && m.inputs.size() == 2 && m.inputs[0] == n.outputs[0] &&
             train.count(m.inputs[1]))
           l.bias = m.inputs[1];
-    if (!l.bias.empty()) {
-      auto b = g.initializers.at(l.bias).to_f64();
-      double s = 0;
-      for (double x : b) s += x;
-      l.bias_mean = b.empty() ? 0 : s / static_cast<double>(b.size());
-    }
+    if (!l.bias.empty()) l.bias_mean = element_mean(g.initializers.at(l.bias));
     l.first = from_input(g, prod, n.inputs[wi == 1 ? 0 : 1]);
     of_node[k] = out.size();
     out.push_back(std::move(l));
@@ -108,6 +113,62 @@ std::vector<LayerInit> layer_inits(const Graph& g) {
 
 // Per feature (axis 1) of x: mean and standard deviation of the finite values, and which
 // features hold non-finite ones.
+// A definite data diagnosis when some features hold non-finite values (`nonfinite`: their
+// count per feature).
+void nonfinite_features(StaticChecks& c, const std::vector<std::int64_t>& nonfinite,
+                        const std::string& input) {
+  std::vector<std::int64_t> bad;
+  for (std::size_t f = 0; f < nonfinite.size(); ++f)
+    if (nonfinite[f]) bad.push_back(static_cast<std::int64_t>(f));
+  if (bad.empty()) return;
+  Diagnosis d;
+  d.category = "data";
+  d.input = input;
+  d.features = bad;
+  d.definite = true;
+  d.score = 1;
+  d.evidence = fmt::format(
+      "input '{}' holds non-finite values in {} feature(s) (first: {}, "
+      "{} values)",
+      input, bad.size(), bad[0], nonfinite[static_cast<std::size_t>(bad[0])]);
+  c.definite.push_back(std::move(d));
+}
+
+// Scale: the root mean square of each feature, against 1 and against the median feature's
+// (`n`: the samples).
+void feature_scale(StaticChecks& c, const std::string& input, std::int64_t n) {
+  std::vector<double> scale(c.feature_mean.size());
+  for (std::size_t f = 0; f < scale.size(); ++f)
+    scale[f] =
+        std::sqrt(c.feature_mean[f] * c.feature_mean[f] + c.feature_std[f] * c.feature_std[f]);
+  std::vector<double> sorted;
+  for (double s : scale)
+    if (s > 0) sorted.push_back(s);
+  std::sort(sorted.begin(), sorted.end());
+  double med = sorted.empty() ? 1 : sorted[sorted.size() / 2];
+  for (std::size_t f = 0; f < scale.size(); ++f) {
+    double s = scale[f];
+    if (s == 0) continue;  // a constant zero feature carries nothing, and harms nothing
+    if (s > 10 || s < 0.01 || s / med > 100 || s / med < 0.01)
+      c.off_scale.push_back(static_cast<std::int64_t>(f));
+  }
+  if (c.off_scale.empty()) return;
+  for (auto f : c.off_scale) {
+    double x = scale[static_cast<std::size_t>(f)];
+    c.off_scale_factor = std::max({c.off_scale_factor, x, 1 / x, x / med, med / x});
+  }
+  auto worst = *std::max_element(c.off_scale.begin(), c.off_scale.end(), [&](auto a, auto b) {
+    return std::fabs(std::log(scale[static_cast<std::size_t>(a)])) <
+           std::fabs(std::log(scale[static_cast<std::size_t>(b)]));
+  });
+  auto w = static_cast<std::size_t>(worst);
+  c.data_detail = fmt::format(
+      "{} of {} feature(s) of input '{}' are far from unit scale or from the others' (median "
+      "scale {:.3g}); the farthest, feature {}, has mean {:.4g} and standard deviation {:.4g} "
+      "over {} samples",
+      c.off_scale.size(), scale.size(), input, med, worst, c.feature_mean[w], c.feature_std[w], n);
+}
+
 void feature_stats(StaticChecks& c, const Tensor& x, const std::string& input) {
   std::int64_t n = x.dim(0), features = x.rank() >= 2 ? x.dim(1) : 1, inner = 1;
   for (std::int64_t d = 2; d < x.rank(); ++d) inner *= x.dim(d);
@@ -144,53 +205,8 @@ void feature_stats(StaticChecks& c, const Tensor& x, const std::string& input) {
   c.feature_std.resize(sum.size());
   for (std::size_t f = 0; f < sum.size(); ++f)
     c.feature_std[f] = cnt[f] ? std::sqrt(sq[f] / cnt[f]) : 0;
-  std::vector<std::int64_t> bad;
-  for (std::size_t f = 0; f < sum.size(); ++f)
-    if (nonfinite[f]) bad.push_back(static_cast<std::int64_t>(f));
-  if (!bad.empty()) {
-    Diagnosis d;
-    d.category = "data";
-    d.input = input;
-    d.features = bad;
-    d.definite = true;
-    d.score = 1;
-    d.evidence = fmt::format(
-        "input '{}' holds non-finite values in {} feature(s) (first: {}, "
-        "{} values)",
-        input, bad.size(), bad[0], nonfinite[static_cast<std::size_t>(bad[0])]);
-    c.definite.push_back(std::move(d));
-  }
-  // Scale: the root mean square of each feature, against 1 and against the median feature's.
-  std::vector<double> scale(sum.size());
-  for (std::size_t f = 0; f < sum.size(); ++f)
-    scale[f] =
-        std::sqrt(c.feature_mean[f] * c.feature_mean[f] + c.feature_std[f] * c.feature_std[f]);
-  std::vector<double> sorted;
-  for (double s : scale)
-    if (s > 0) sorted.push_back(s);
-  std::sort(sorted.begin(), sorted.end());
-  double med = sorted.empty() ? 1 : sorted[sorted.size() / 2];
-  for (std::size_t f = 0; f < scale.size(); ++f) {
-    double s = scale[f];
-    if (s == 0) continue;  // a constant zero feature carries nothing, and harms nothing
-    if (s > 10 || s < 0.01 || s / med > 100 || s / med < 0.01)
-      c.off_scale.push_back(static_cast<std::int64_t>(f));
-  }
-  if (c.off_scale.empty()) return;
-  for (auto f : c.off_scale) {
-    double x = scale[static_cast<std::size_t>(f)];
-    c.off_scale_factor = std::max({c.off_scale_factor, x, 1 / x, x / med, med / x});
-  }
-  auto worst = *std::max_element(c.off_scale.begin(), c.off_scale.end(), [&](auto a, auto b) {
-    return std::fabs(std::log(scale[static_cast<std::size_t>(a)])) <
-           std::fabs(std::log(scale[static_cast<std::size_t>(b)]));
-  });
-  auto w = static_cast<std::size_t>(worst);
-  c.data_detail = fmt::format(
-      "{} of {} feature(s) of input '{}' are far from unit scale or from the others' (median "
-      "scale {:.3g}); the farthest, feature {}, has mean {:.4g} and standard deviation {:.4g} "
-      "over {} samples",
-      c.off_scale.size(), scale.size(), input, med, worst, c.feature_mean[w], c.feature_std[w], n);
+  nonfinite_features(c, nonfinite, input);
+  feature_scale(c, input, n);
 }
 
 Diagnosis loss_diagnosis(const std::string& what, const Node* node, Fix fix, std::string why) {
@@ -226,9 +242,10 @@ Fix swap_loss(const std::string& to, const std::string& why) {
 void check_labels(StaticChecks& c, const Graph& g, const Tensor& Y, LossKind loss) {
   if (loss == LossKind::CrossEntropy || loss == LossKind::NLL) {
     if (Y.dtype() != DType::Int64 && Y.dtype() != DType::Int32) return;  // with_loss says so
-    if (!g.outputs.empty() && g.outputs[0].dims && g.outputs[0].dims->size() >= 2 &&
-        (*g.outputs[0].dims)[1] > 0)
-      c.classes = (*g.outputs[0].dims)[1];
+    if (!g.outputs.empty()) {
+      const auto& dims = g.outputs[0].dims;
+      if (dims && dims->size() >= 2 && (*dims)[1] > 0) c.classes = (*dims)[1];
+    }
     if (c.classes <= 0) return;  // not known before running: the loss kernel will say
     auto labels = Y.to_i64();
     if (labels.empty()) return;
@@ -286,6 +303,35 @@ std::size_t output_producer(const Graph& g) {
   return SIZE_MAX;
 }
 
+namespace {
+
+// The output activation's range against the targets' (DeepDiagnosis's out-of-range check): a
+// definite diagnosis when some targets lie outside it.
+void output_range(StaticChecks& c, const Node& prod, const Tensor& Y) {
+  const std::string& op = prod.op_type;
+  double lo = op == "Tanh" ? -1 : 0, hi = op == "Relu" ? INFINITY : 1;
+  auto v = Y.to_f64();
+  std::int64_t outside = 0;
+  for (double y : v) outside += y < lo || y > hi;
+  if (!outside) return;
+  Diagnosis d;
+  d.category = "activation";
+  d.node = prod.name;
+  d.op_type = op;
+  d.definite = true;
+  d.score = 1;
+  d.evidence = fmt::format(
+      "the model's output comes from {}, whose values lie in [{:g}, {:g}], and {} of {} "
+      "targets lie outside it: mse can never reach them",
+      prod.label(), lo, hi, outside, v.size());
+  d.fix.kind = "remove_node";
+  d.fix.node = prod.name;
+  d.fix.description = "the output's " + op + " '" + prod.name + "' removed";
+  c.definite.push_back(std::move(d));
+}
+
+}  // namespace
+
 StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, LossKind loss) {
   StaticChecks c;
   c.layers = layer_inits(g);
@@ -331,27 +377,7 @@ StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, Los
                     prod->label())));
   } else if (loss == LossKind::MSE && (op == "Relu" || op == "Sigmoid" || op == "Tanh") &&
              is_floating(Y.dtype())) {
-    // The output activation's range against the targets' (DeepDiagnosis's out-of-range check).
-    double lo = op == "Tanh" ? -1 : 0, hi = op == "Relu" ? INFINITY : 1;
-    auto v = Y.to_f64();
-    std::int64_t outside = 0;
-    for (double y : v) outside += y < lo || y > hi;
-    if (outside) {
-      Diagnosis d;
-      d.category = "activation";
-      d.node = prod->name;
-      d.op_type = op;
-      d.definite = true;
-      d.score = 1;
-      d.evidence = fmt::format(
-          "the model's output comes from {}, whose values lie in [{:g}, {:g}], and {} of {} "
-          "targets lie outside it: mse can never reach them",
-          prod->label(), lo, hi, outside, v.size());
-      d.fix.kind = "remove_node";
-      d.fix.node = prod->name;
-      d.fix.description = "the output's " + op + " '" + prod->name + "' removed";
-      c.definite.push_back(std::move(d));
-    }
+    output_range(c, *prod, Y);
   } else if (loss == LossKind::BCEWithLogits && op == "Sigmoid") {
     // Removing the Sigmoid keeps the stable loss (bce on a Sigmoid's output takes log(0) once
     // the Sigmoid rounds to 0 or 1).

@@ -12,57 +12,63 @@
 
 namespace metaop::expose_detail {
 
+// Every floating-point input, in the clip box (--clip, or the input's own range).
+void Searcher::vary_inputs() {
+  for (const auto& vi : g_.inputs) {
+    const Tensor& t = inputs_.at(vi.name);
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;  // integers, booleans: left alone
+    Varied v{vi.name, false, t.dtype(), t.shape(), {}, {}};
+    auto x = t.to_f64();
+    double lo = opt_.clip.first, hi = opt_.clip.second;
+    if (opt_.clip_from_inputs) {
+      lo = *std::min_element(x.begin(), x.end());
+      hi = *std::max_element(x.begin(), x.end());
+      if (!std::isfinite(lo) || !std::isfinite(hi))
+        fail("input '{}' has non-finite values: --clip-from-inputs needs finite ones", vi.name);
+    }
+    std::size_t outside = 0;
+    for (double e : x) outside += !(e >= lo && e <= hi);
+    if (outside)
+      notes_.push_back(fmt::format(
+          "input '{}': {} of {} values lie outside the clip box [{:.6g}, {:.6g}] and start "
+          "clipped (give --clip LO,HI or --clip-from-inputs)",
+          vi.name, outside, x.size(), lo, hi));
+    v.lo.assign(x.size(), lo);
+    v.hi.assign(x.size(), hi);
+    varied_.push_back(std::move(v));
+  }
+}
+
+// Every trainable weight, within --weight-radius times its largest magnitude (or the mean of
+// the others' for a zero weight) of its value.
+void Searcher::vary_weights() {
+  auto names = trainable_initializers(g_);
+  std::vector<double> scale;
+  for (const auto& n : names) {
+    double m = 0;
+    for (double e : g_.initializers.at(n).to_f64()) m = std::max(m, std::fabs(e));
+    scale.push_back(std::isfinite(m) ? m : 0);
+  }
+  double mean = 0, count = 0;
+  for (double m : scale)
+    if (m > 0) mean += m, ++count;
+  mean = count ? mean / count : 1.0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const Tensor& t = g_.initializers.at(names[i]);
+    if (t.numel() == 0) continue;
+    Varied v{names[i], true, t.dtype(), t.shape(), {}, {}};
+    double r = opt_.weight_radius * (scale[i] > 0 ? scale[i] : mean);
+    for (double e : t.to_f64()) {
+      v.lo.push_back(e - r);
+      v.hi.push_back(e + r);
+    }
+    varied_.push_back(std::move(v));
+  }
+}
+
 void Searcher::choose_varied() {
-  bool inputs = opt_.vary != ExposeVary::Weights, weights = opt_.vary != ExposeVary::Inputs;
-  if (inputs) {
-    for (const auto& vi : g_.inputs) {
-      const Tensor& t = inputs_.at(vi.name);
-      if (!is_floating(t.dtype()) || t.numel() == 0) continue;  // integers, booleans: left alone
-      Varied v{vi.name, false, t.dtype(), t.shape(), {}, {}};
-      auto x = t.to_f64();
-      double lo = opt_.clip.first, hi = opt_.clip.second;
-      if (opt_.clip_from_inputs) {
-        lo = *std::min_element(x.begin(), x.end());
-        hi = *std::max_element(x.begin(), x.end());
-        if (!std::isfinite(lo) || !std::isfinite(hi))
-          fail("input '{}' has non-finite values: --clip-from-inputs needs finite ones", vi.name);
-      }
-      std::size_t outside = 0;
-      for (double e : x) outside += !(e >= lo && e <= hi);
-      if (outside)
-        notes_.push_back(fmt::format(
-            "input '{}': {} of {} values lie outside the clip box [{:.6g}, {:.6g}] and start "
-            "clipped (give --clip LO,HI or --clip-from-inputs)",
-            vi.name, outside, x.size(), lo, hi));
-      v.lo.assign(x.size(), lo);
-      v.hi.assign(x.size(), hi);
-      varied_.push_back(std::move(v));
-    }
-  }
-  if (weights) {
-    auto names = trainable_initializers(g_);
-    std::vector<double> scale;
-    for (const auto& n : names) {
-      double m = 0;
-      for (double e : g_.initializers.at(n).to_f64()) m = std::max(m, std::fabs(e));
-      scale.push_back(std::isfinite(m) ? m : 0);
-    }
-    double mean = 0, count = 0;
-    for (double m : scale)
-      if (m > 0) mean += m, ++count;
-    mean = count ? mean / count : 1.0;
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      const Tensor& t = g_.initializers.at(names[i]);
-      if (t.numel() == 0) continue;
-      Varied v{names[i], true, t.dtype(), t.shape(), {}, {}};
-      double r = opt_.weight_radius * (scale[i] > 0 ? scale[i] : mean);
-      for (double e : t.to_f64()) {
-        v.lo.push_back(e - r);
-        v.hi.push_back(e + r);
-      }
-      varied_.push_back(std::move(v));
-    }
-  }
+  if (opt_.vary != ExposeVary::Weights) vary_inputs();
+  if (opt_.vary != ExposeVary::Inputs) vary_weights();
   if (varied_.empty())
     fail("{}: nothing to vary: {}", g_.path,
          opt_.vary == ExposeVary::Inputs
@@ -251,6 +257,64 @@ void Searcher::restart(std::size_t t) {
 // the sign of the gradient whatever happens; the gradient strategy tries a sign step and a
 // Newton step (to the zone's edge under the linear model), keeps the better one only if it
 // brings the target closer, and adapts the step.
+std::vector<Point> Searcher::step_candidates(std::size_t t,
+                                             const std::vector<std::vector<double>>& grad,
+                                             bool grist) {
+  auto& s = state_[t];
+  std::vector<Point> candidates;
+  if (grist) {
+    if (!grad.empty()) candidates.push_back(grist_step(s.point, grad));
+  } else if (grad.empty()) {
+    // No gradient here (a flat region: dead ReLUs, comparisons): a random move of the step.
+    std::uniform_real_distribution<double> u(0, 1);
+    Point p = s.point;
+    for (std::size_t v = 0; v < p.size(); ++v)
+      for (std::size_t i = 0; i < p[v].size(); ++i)
+        p[v][i] += (2 * u(rng_) - 1) * s.sigma * (varied_[v].hi[i] - varied_[v].lo[i]);
+    candidates.push_back(clip(p));
+  } else {
+    gradient_steps(t, grad, candidates);
+  }
+  return candidates;
+}
+
+// GRIST's step: each coordinate moved against its gradient's sign by a fixed step.
+Point Searcher::grist_step(Point p, const std::vector<std::vector<double>>& grad) const {
+  for (std::size_t v = 0; v < p.size(); ++v)
+    for (std::size_t i = 0; i < p[v].size(); ++i) {
+      double step =
+          varied_[v].weight ? kStartFraction * (varied_[v].hi[i] - varied_[v].lo[i]) : kGristStep;
+      p[v][i] -= step * (grad[v][i] > 0 ? 1 : (grad[v][i] < 0 ? -1 : 0));
+    }
+  return clip(p);
+}
+
+// A sign step of the trajectory's sigma, and a Newton step to the zone when the gradient is
+// not zero.
+void Searcher::gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
+                              std::vector<Point>& candidates) const {
+  const auto& s = state_[t];
+  Point sign = s.point, newton = s.point;
+  double norm = 0;
+  for (std::size_t v = 0; v < grad.size(); ++v)
+    for (std::size_t i = 0; i < grad[v].size(); ++i) {
+      double w = varied_[v].hi[i] - varied_[v].lo[i];
+      norm += w * w * grad[v][i] * grad[v][i];
+    }
+  // Zones at a point (a divisor at 0, a constant group) need the exact step; beyond a
+  // threshold, overshooting is fine.
+  const std::string& kind = targets_[t].kind;
+  double over = kind == "zero_divisor" || kind == "zero_variance" ? 1.0 : 1.5;
+  for (std::size_t v = 0; v < grad.size(); ++v)
+    for (std::size_t i = 0; i < grad[v].size(); ++i) {
+      double w = varied_[v].hi[i] - varied_[v].lo[i], gi = grad[v][i];
+      sign[v][i] -= s.sigma * w * (gi > 0 ? 1 : (gi < 0 ? -1 : 0));
+      if (norm > 0) newton[v][i] -= over * s.current * w * w * gi / norm;
+    }
+  candidates.push_back(clip(sign));
+  if (norm > 0 && std::isfinite(s.current)) candidates.push_back(clip(newton));
+}
+
 void Searcher::run_slice(std::size_t t, int steps, bool grist) {
   auto& s = state_[t];
   if (!grist && s.best_distance < s.current && !s.best.empty()) {
@@ -267,50 +331,10 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
     consider(s.point, cur);
     s.current = cur.distance[t];
   };
-  std::uniform_real_distribution<double> u(0, 1);
   for (int k = 0; k < steps && !s.done && budget_left(); ++k) {
     ++s.steps;
     auto grad = gradient(t, cur);
-    std::vector<Point> candidates;
-    if (grist) {
-      if (!grad.empty()) {
-        Point p = s.point;
-        for (std::size_t v = 0; v < p.size(); ++v)
-          for (std::size_t i = 0; i < p[v].size(); ++i) {
-            double step = varied_[v].weight ? kStartFraction * (varied_[v].hi[i] - varied_[v].lo[i])
-                                            : kGristStep;
-            p[v][i] -= step * (grad[v][i] > 0 ? 1 : (grad[v][i] < 0 ? -1 : 0));
-          }
-        candidates.push_back(clip(p));
-      }
-    } else if (grad.empty()) {
-      // No gradient here (a flat region: dead ReLUs, comparisons): a random move of the step.
-      Point p = s.point;
-      for (std::size_t v = 0; v < p.size(); ++v)
-        for (std::size_t i = 0; i < p[v].size(); ++i)
-          p[v][i] += (2 * u(rng_) - 1) * s.sigma * (varied_[v].hi[i] - varied_[v].lo[i]);
-      candidates.push_back(clip(p));
-    } else {
-      Point sign = s.point, newton = s.point;
-      double norm = 0;
-      for (std::size_t v = 0; v < grad.size(); ++v)
-        for (std::size_t i = 0; i < grad[v].size(); ++i) {
-          double w = varied_[v].hi[i] - varied_[v].lo[i];
-          norm += w * w * grad[v][i] * grad[v][i];
-        }
-      // Zones at a point (a divisor at 0, a constant group) need the exact step; beyond a
-      // threshold, overshooting is fine.
-      const std::string& kind = targets_[t].kind;
-      double over = kind == "zero_divisor" || kind == "zero_variance" ? 1.0 : 1.5;
-      for (std::size_t v = 0; v < grad.size(); ++v)
-        for (std::size_t i = 0; i < grad[v].size(); ++i) {
-          double w = varied_[v].hi[i] - varied_[v].lo[i], gi = grad[v][i];
-          sign[v][i] -= s.sigma * w * (gi > 0 ? 1 : (gi < 0 ? -1 : 0));
-          if (norm > 0) newton[v][i] -= over * s.current * w * w * gi / norm;
-        }
-      candidates.push_back(clip(sign));
-      if (norm > 0 && std::isfinite(s.current)) candidates.push_back(clip(newton));
-    }
+    std::vector<Point> candidates = step_candidates(t, grad, grist);
     if (candidates.empty()) {  // GRIST without a gradient: it stays where it is
       tick();
       continue;
@@ -363,10 +387,8 @@ void Searcher::run_random() {
   }
 }
 
-ExposeResult Searcher::run() {
-  t0_ = std::chrono::steady_clock::now();
-  state_.resize(targets_.size());
-  // Targets whose node does not depend on any varied tensor keep their start distance.
+// Targets whose node does not depend on any varied tensor keep their start distance.
+void Searcher::mark_independent() {
   std::set<std::string> live;
   for (const auto& v : varied_) live.insert(v.name);
   for (auto k : topological_order(g_))
@@ -379,73 +401,54 @@ ExposeResult Searcher::run() {
       depends |= !in.empty() && live.count(in);
     state_[t].independent = !depends;
   }
-  Point start = start_point();
-  phase_ = "start point";
-  Evaluation e0 = evaluate(start);
-  if (!e0.ok) {
-    // The model fails on the reference at the start point: say so (the CLI exits 2).
-    apply(start);
-    RunOptions ro;
-    run_graph(work_, inputs_, ref_plan_, ro);
+}
+
+// Degenerate starting points: every varied input constant (at each bound, the middle of the
+// box, 0), the classic edge case of normalizations, min-max scalings and norms, which
+// gradients over the extremes alone approach slowly.
+void Searcher::try_constant_starts(const Point& start) {
+  phase_ = "constant start point";
+  std::vector<std::function<double(double, double)>> levels = {
+      [](double lo, double) { return lo; }, [](double, double hi) { return hi; },
+      [](double lo, double hi) { return lo + (hi - lo) / 2; },
+      [](double lo, double hi) { return lo <= 0 && 0 <= hi ? 0.0 : lo; }};
+  for (const auto& level : levels) {
+    Point p = start;
+    for (std::size_t k = 0; k < varied_.size(); ++k)
+      if (!varied_[k].weight)
+        for (std::size_t i = 0; i < p[k].size(); ++i)
+          p[k][i] = level(varied_[k].lo[i], varied_[k].hi[i]);
+    p = clip(p);
+    consider(p, evaluate(p));
   }
-  for (std::size_t t = 0; t < targets_.size(); ++t) {
-    auto& s = state_[t];
-    s.point = s.best = start;
-    s.start = s.current = s.best_distance = e0.distance[t];
-    s.history.emplace_back(0, 1.0);
-  }
-  consider(start, e0);
-  if (opt_.strategy == ExposeStrategy::Gradient && opt_.constant_starts) {
-    // Degenerate starting points: every varied input constant (at each bound, the middle of the
-    // box, 0), the classic edge case of normalizations, min-max scalings and norms, which
-    // gradients over the extremes alone approach slowly.
-    phase_ = "constant start point";
-    std::vector<std::function<double(double, double)>> levels = {
-        [](double lo, double) { return lo; }, [](double, double hi) { return hi; },
-        [](double lo, double hi) { return lo + (hi - lo) / 2; },
-        [](double lo, double hi) { return lo <= 0 && 0 <= hi ? 0.0 : lo; }};
-    for (const auto& level : levels) {
-      Point p = start;
-      for (std::size_t k = 0; k < varied_.size(); ++k)
-        if (!varied_[k].weight)
-          for (std::size_t i = 0; i < p[k].size(); ++i)
-            p[k][i] = level(varied_[k].lo[i], varied_[k].hi[i]);
-      p = clip(p);
-      consider(p, evaluate(p));
+}
+
+// Rounds of slices over the targets not done yet, until the budget runs out.
+void Searcher::search_rounds() {
+  bool grist = opt_.strategy == ExposeStrategy::Grist;
+  for (int round = 0; budget_left() && !all_done(); ++round) {
+    std::vector<std::size_t> order;
+    for (std::size_t t = 0; t < targets_.size(); ++t)
+      if (!state_[t].done) order.push_back(t);
+    if (!grist && round > 0) {
+      // Closest first (relative to where each started), restarts counting against.
+      auto key = [&](std::size_t t) {
+        const auto& s = state_[t];
+        double rel = s.start > 0 && std::isfinite(s.start) ? s.best_distance / s.start : 1;
+        return std::log10(std::max(rel, 1e-300)) + 0.5 * s.restarts;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key(a) < key(b); });
+    }
+    std::size_t top = std::max<std::size_t>(1, order.size() / 3);
+    for (std::size_t i = 0; i < order.size() && budget_left(); ++i) {
+      if (state_[order[i]].done) continue;
+      int slice = grist || round == 0 ? 4 : (i < top ? 16 : 4);
+      run_slice(order[i], slice, grist);
     }
   }
-  step_in_progress_ = 1;
-  for (auto& s : state_)
-    if (s.independent && !s.done) {
-      s.done = true;
-      s.status = "independent";
-    }
-  if (opt_.strategy == ExposeStrategy::Random) {
-    run_random();
-  } else {
-    bool grist = opt_.strategy == ExposeStrategy::Grist;
-    for (int round = 0; budget_left() && !all_done(); ++round) {
-      std::vector<std::size_t> order;
-      for (std::size_t t = 0; t < targets_.size(); ++t)
-        if (!state_[t].done) order.push_back(t);
-      if (!grist && round > 0) {
-        // Closest first (relative to where each started), restarts counting against.
-        auto key = [&](std::size_t t) {
-          const auto& s = state_[t];
-          double rel = s.start > 0 && std::isfinite(s.start) ? s.best_distance / s.start : 1;
-          return std::log10(std::max(rel, 1e-300)) + 0.5 * s.restarts;
-        };
-        std::stable_sort(order.begin(), order.end(),
-                         [&](auto a, auto b) { return key(a) < key(b); });
-      }
-      std::size_t top = std::max<std::size_t>(1, order.size() / 3);
-      for (std::size_t i = 0; i < order.size() && budget_left(); ++i) {
-        if (state_[order[i]].done) continue;
-        int slice = grist || round == 0 ? 4 : (i < top ? 16 : 4);
-        run_slice(order[i], slice, grist);
-      }
-    }
-  }
+}
+
+ExposeResult Searcher::result() {
   ExposeResult r;
   r.model = g_.path;
   r.binding = opt_.binding;
@@ -466,6 +469,40 @@ ExposeResult Searcher::run() {
     r.notes.push_back(fmt::format("{} lacks {}: those nodes ran on the reference in the verdict",
                                   opt_.binding, fmt::join(fallback_ops_, ", ")));
   return r;
+}
+
+ExposeResult Searcher::run() {
+  t0_ = std::chrono::steady_clock::now();
+  state_.resize(targets_.size());
+  mark_independent();
+  Point start = start_point();
+  phase_ = "start point";
+  Evaluation e0 = evaluate(start);
+  if (!e0.ok) {
+    // The model fails on the reference at the start point: say so (the CLI exits 2).
+    apply(start);
+    RunOptions ro;
+    run_graph(work_, inputs_, ref_plan_, ro);
+  }
+  for (std::size_t t = 0; t < targets_.size(); ++t) {
+    auto& s = state_[t];
+    s.point = s.best = start;
+    s.start = s.current = s.best_distance = e0.distance[t];
+    s.history.emplace_back(0, 1.0);
+  }
+  consider(start, e0);
+  if (opt_.strategy == ExposeStrategy::Gradient && opt_.constant_starts) try_constant_starts(start);
+  step_in_progress_ = 1;
+  for (auto& s : state_)
+    if (s.independent && !s.done) {
+      s.done = true;
+      s.status = "independent";
+    }
+  if (opt_.strategy == ExposeStrategy::Random)
+    run_random();
+  else
+    search_rounds();
+  return result();
 }
 
 }  // namespace metaop::expose_detail

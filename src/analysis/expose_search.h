@@ -87,6 +87,8 @@ class Searcher {
 
  private:
   void choose_varied();
+  void vary_inputs();
+  void vary_weights();
   Point start_point() const;
   void apply(const Point& p);
   Evaluation evaluate(const Point& p);
@@ -124,6 +126,16 @@ class Searcher {
   Point uniform_point();
   void run_random();
   void run_slice(std::size_t t, int steps, bool grist);
+  // The points a step of target t tries from where it is, `grad` its gradient there.
+  std::vector<Point> step_candidates(std::size_t t, const std::vector<std::vector<double>>& grad,
+                                     bool grist);
+  Point grist_step(Point p, const std::vector<std::vector<double>>& grad) const;
+  void gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
+                      std::vector<Point>& candidates) const;
+  void mark_independent();
+  void try_constant_starts(const Point& start);
+  void search_rounds();
+  ExposeResult result();
   void restart(std::size_t t);
   TargetOutcome outcome(std::size_t t);
 

@@ -68,6 +68,7 @@ void Searcher::verify(const Point& p) {
   for (const auto& o : g_.outputs)
     if (!all_finite(r.outputs.at(o.name))) bad_outputs.push_back(o.name);
   std::vector<std::size_t> order;
+  order.reserve(r.records.size());
   for (const auto& rec : r.records) order.push_back(rec.node);
   std::size_t origin = g_.nodes.size();
   std::string why;

@@ -132,6 +132,7 @@ class Tally {
         {"testdata", o.testdata},
         {"bound", o.bound.kind == AccumulationBound::Rigorous ? "rigorous" : "probabilistic"}};
     std::vector<std::string> dtypes;
+    dtypes.reserve(o.dtypes.size());
     for (DType t : o.dtypes) dtypes.emplace_back(dtype_name(t));
     options["dtypes"] = dtypes;
     bool resumed = o.resume && fs::exists(o.journal) && replay(options);
@@ -306,6 +307,86 @@ class Tally {
   std::map<std::tuple<std::string, std::string, FindingKind>, std::size_t> index_;
 };
 
+// Every combination of the pattern's values as the k inputs of an update (see probe_updates).
+Tensors update_inputs(const std::vector<double>& V, std::size_t k, DType dt) {
+  std::size_t P = V.size(), n = 1;
+  for (std::size_t i = 0; i < k; ++i) n *= P;
+  std::vector<std::vector<double>> cols(k, std::vector<double>(n));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0, q = i; j < k; ++j, q /= P)
+      cols[j][i] = j == 3 ? std::fabs(V[q % P]) : V[q % P];
+  Shape s{static_cast<std::int64_t>(n)};
+  Tensors in;
+  in.reserve(cols.size());
+  for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, dt));
+  return in;
+}
+
+// The worst element of a bad update, with its inputs as rounded to their dtype.
+std::string update_detail(const OptimizerConfig& c, long t, const std::string& b,
+                          const LocalCheck& lc, const Tensors& in) {
+  const Score& sc = lc.score;
+  std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
+  for (const auto& slot : optimizer_slots(c)) {
+    outs.push_back("new " + slot);
+    ins.push_back(slot);
+  }
+  std::string detail = describe_worst(sc, lc.reference, outs, b);
+  if (sc.mismatch.empty() && sc.worst_index >= 0) {
+    detail += fmt::format("; at step {} with ", t);
+    for (std::size_t j = 0; j < in.size(); ++j)
+      detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
+                            in[j].f64_at(sc.worst_index));  // as rounded to dt
+  }
+  return detail;
+}
+
+// One update case: binding b's kernel for optimizer setting `name` (c) on the pattern's
+// combinations `in` at step t.
+void probe_update_case(const ProbeOptions& o, Tally& tally, const std::string& b,
+                       const std::string& name, const OptimizerConfig& c,
+                       const std::string& pattern, long t, const Tensors& in) {
+  Tensors state(in.begin() + 2, in.end());
+  std::string key = fmt::format("update|{}|{}|{}|{}", b, name, pattern, t);
+  if (tally.done(key)) return;
+  if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
+  tally.begin(key, name, fmt::format("step {}", t), pattern);
+  auto kernel = make_update_kernel(b, c);
+  Tensors got;
+  LocalCheck lc;
+  std::optional<FindingKind> kind;
+  std::string detail;
+  try {
+    if (!state.empty()) kernel->set_state("weight", t - 1, state);
+    got = {kernel->step("weight", t, in[0], in[1])};
+    Tensors after = kernel->state("weight");
+    got.insert(got.end(), after.begin(), after.end());
+    lc = check_update(c, t, in[0], in[1], state, got[0], after);
+    if (lc.score.bad()) kind = score_kind(lc.score);
+  } catch (const Unsupported&) {
+    tally.unsupported(b);
+    tally.end();
+    return;
+  } catch (const std::exception& e) {
+    kind = FindingKind::Crash;
+    detail = fmt::format("threw: {}", e.what());
+    lc.score.score = INFINITY;
+  }
+  if (!kind) {
+    tally.ok(b);
+    tally.end();
+    return;
+  }
+  if (detail.empty()) detail = update_detail(c, t, b, lc, in);
+  ProbeFinding f = probe_finding(name, b, *kind, fmt::format("step {}", t), pattern, lc.score.score,
+                                 detail, in, lc.reference, got);
+  f.phase = Phase::Update;
+  f.optimizer = c;
+  f.step = t;
+  tally.finding(std::move(f), lc.score);
+  tally.end();
+}
+
 // Each framework update kernel on every combination of the pattern's values as weight,
 // gradient and state (the second moment takes their magnitudes: its domain is v >= 0), at the
 // first step (no state) and at step 10, against the float64 rule with the update's error model.
@@ -321,68 +402,8 @@ void probe_updates(const ProbeOptions& o, Tally& tally) {
             dt == DType::Float32 ? setting : setting + "/" + std::string(dtype_name(dt));
         for (const auto& [pattern, V] : update_patterns())
           for (long t : {1L, 10L}) {
-            std::size_t P = V.size(), k = t == 1 ? 2 : 2 + optimizer_slots(c).size(), n = 1;
-            for (std::size_t i = 0; i < k; ++i) n *= P;
-            std::vector<std::vector<double>> cols(k, std::vector<double>(n));
-            for (std::size_t i = 0; i < n; ++i)
-              for (std::size_t j = 0, q = i; j < k; ++j, q /= P)
-                cols[j][i] = j == 3 ? std::fabs(V[q % P]) : V[q % P];
-            Shape s{static_cast<std::int64_t>(n)};
-            Tensors in;
-            for (const auto& col : cols) in.push_back(Tensor::from_f64(col, s, dt));
-            Tensors state(in.begin() + 2, in.end());
-            std::string key = fmt::format("update|{}|{}|{}|{}", b, name, pattern, t);
-            if (tally.done(key)) continue;
-            if (o.progress) o.progress(fmt::format("{} {} {} step {}", name, b, pattern, t));
-            tally.begin(key, name, fmt::format("step {}", t), pattern);
-            auto kernel = make_update_kernel(b, c);
-            Tensors got;
-            LocalCheck lc;
-            std::optional<FindingKind> kind;
-            std::string detail;
-            try {
-              if (!state.empty()) kernel->set_state("weight", t - 1, state);
-              got = {kernel->step("weight", t, in[0], in[1])};
-              Tensors after = kernel->state("weight");
-              got.insert(got.end(), after.begin(), after.end());
-              lc = check_update(c, t, in[0], in[1], state, got[0], after);
-              if (lc.score.bad()) kind = score_kind(lc.score);
-            } catch (const Unsupported&) {
-              tally.unsupported(b);
-              tally.end();
-              continue;
-            } catch (const std::exception& e) {
-              kind = FindingKind::Crash;
-              detail = fmt::format("threw: {}", e.what());
-              lc.score.score = INFINITY;
-            }
-            if (!kind) {
-              tally.ok(b);
-              tally.end();
-              continue;
-            }
-            const Score& sc = lc.score;
-            if (detail.empty()) {
-              std::vector<std::string> outs{"new weight"}, ins{"weight", "grad"};
-              for (const auto& slot : optimizer_slots(c)) {
-                outs.push_back("new " + slot);
-                ins.push_back(slot);
-              }
-              detail = describe_worst(sc, lc.reference, outs, b);
-              if (sc.mismatch.empty() && sc.worst_index >= 0) {
-                detail += fmt::format("; at step {} with ", t);
-                for (std::size_t j = 0; j < k; ++j)
-                  detail += fmt::format("{}{} = {:.9g}", j ? ", " : "", ins[j],
-                                        in[j].f64_at(sc.worst_index));  // as rounded to dt
-              }
-            }
-            ProbeFinding f = probe_finding(name, b, *kind, fmt::format("step {}", t), pattern,
-                                           sc.score, detail, in, lc.reference, got);
-            f.phase = Phase::Update;
-            f.optimizer = c;
-            f.step = t;
-            tally.finding(std::move(f), sc);
-            tally.end();
+            std::size_t k = t == 1 ? 2 : 2 + optimizer_slots(c).size();
+            probe_update_case(o, tally, b, name, c, pattern, t, update_inputs(V, k, dt));
           }
       }
     }
@@ -522,6 +543,7 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
 ProbeResult probe(const ProbeOptions& o) {
   ProbeResult res;
   std::vector<std::unique_ptr<Binding>> bindings;
+  bindings.reserve(o.bindings.size());
   for (const auto& b : o.bindings) bindings.push_back(make_binding(b));
   std::vector<std::string> dirs = find_conformance_tests({o.testdata});
   // One finding per (op, binding, kind): the worst case, and how many cases failed.
@@ -540,7 +562,7 @@ ProbeResult probe(const ProbeOptions& o) {
     if (t->op->domain.critical) critical = t->op->domain.critical(node);
     std::string test = fs::path(dir).filename().string();
     for (const auto& [pattern, values] : probe_patterns(critical)) {
-      std::string key = test + "|" + pattern;
+      std::string key = fmt::format("{}|{}", test, pattern);
       if (tally.done(key)) continue;
       Tensors in = fill_inputs(*t, values);
       if (in.empty()) break;

@@ -141,6 +141,100 @@ void verify_train_finding(TrainFinding& f, const Graph& g, const Tensor& X, cons
       f.phase == Phase::Update ? "s" : "", after_drift, before_drift);
 }
 
+namespace {
+
+// Judges each node of a checked step's forward run that did not run on the reference.
+void judge_forward(TrainCheck& tc, const AccumulationBound& bound, std::size_t n, std::size_t step,
+                   const Graph& h, const RunResult& f) {
+  for (const auto& rec : f.records) {
+    const Node& node = h.nodes[rec.node];
+    if (rec.binding == "reference" && rec.crash.empty()) continue;  // nothing to judge
+    Tensors in, out;
+    for (const auto& i : node.inputs) in.push_back(i.empty() ? Tensor() : f.values.at(i));
+    if (!rec.crash.empty()) {
+      auto c = finding(node.name, node.op_type, rec.planned, Phase::Forward, FindingKind::Crash,
+                       INFINITY, step, rec.crash);
+      c.inputs = in;
+      record(tc, std::move(c));
+      continue;
+    }
+    for (const auto& o : node.outputs) out.push_back(o.empty() ? Tensor() : f.values.at(o));
+    LocalCheck lc = check_local(node, h.opset, in, out, bound);
+    if (rec.node < n)
+      tc.forward_scores[rec.node] = std::max(tc.forward_scores[rec.node], lc.score.score);
+    if (lc.score.bad()) {
+      auto found = finding(node.name, node.op_type, rec.binding, Phase::Forward,
+                           score_kind(lc.score), lc.score.score, step,
+                           describe_worst(lc.score, lc.reference, node.outputs, rec.binding));
+      found.inputs = in;
+      found.got = out;
+      record(tc, std::move(found));
+    }
+  }
+}
+
+// The inputs and outputs of one node's backward call.
+struct BackwardCall {
+  const Tensors& ins;
+  const Tensors& outs;
+  const Tensors& grads;
+  const Tensors& gin;
+};
+
+// Judges one node's backward call of a checked step.
+void judge_backward(TrainCheck& tc, const AccumulationBound& bound, std::size_t n,
+                    std::int64_t opset, std::size_t step, const Node& node, const BackwardCall& b,
+                    const NodeRecord& rec) {
+  if (!rec.crash.empty()) {
+    auto c = finding(node.name, node.op_type, rec.planned, Phase::Backward, FindingKind::Crash,
+                     INFINITY, step, rec.crash);
+    c.inputs = b.ins;
+    c.outputs = b.outs;
+    c.output_grads = b.grads;
+    record(tc, std::move(c));
+    return;
+  }
+  if (rec.binding == "reference") return;
+  LocalCheck lc = check_local_backward(node, opset, b.ins, b.outs, b.grads, b.gin, bound);
+  std::vector<std::string> names;
+  names.reserve(node.inputs.size());
+  for (const auto& i : node.inputs) names.push_back("grad " + i);
+  if (rec.node < n)
+    tc.backward_scores[rec.node] = std::max(tc.backward_scores[rec.node], lc.score.score);
+  if (lc.score.bad()) {
+    auto f =
+        finding(node.name, node.op_type, rec.binding, Phase::Backward, score_kind(lc.score),
+                lc.score.score, step, describe_worst(lc.score, lc.reference, names, rec.binding));
+    f.inputs = b.ins;
+    f.outputs = b.outs;
+    f.output_grads = b.grads;
+    f.got = b.gin;
+    record(tc, std::move(f));
+  }
+}
+
+// Judges one weight's update by a framework's optimizer.
+void judge_update(TrainCheck& tc, const OptimizerConfig& opt, std::size_t step,
+                  const UpdateCall& u) {
+  if (u.binding == "reference") return;
+  LocalCheck lc =
+      check_update(opt, u.t, *u.before, *u.grad, *u.state_before, *u.after, *u.state_after);
+  double& worst = tc.update_scores[u.weight];
+  worst = std::max(worst, lc.score.score);
+  if (!lc.score.bad()) return;
+  std::vector<std::string> names{u.weight};
+  for (const auto& s : optimizer_slots(opt)) names.push_back(s);
+  auto f = finding(u.weight, opt.kind, u.binding, Phase::Update, score_kind(lc.score),
+                   lc.score.score, step, describe_worst(lc.score, lc.reference, names, u.binding));
+  f.inputs = {*u.before, *u.grad};
+  for (const auto& s : *u.state_before) f.inputs.push_back(s);
+  f.got = {*u.after};
+  for (const auto& s : *u.state_after) f.got.push_back(s);
+  record(tc, std::move(f));
+}
+
+}  // namespace
+
 std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& config,
                                                 std::size_t every, const AccumulationBound& bound) {
   auto tc = std::make_shared<TrainCheck>();
@@ -154,79 +248,16 @@ std::shared_ptr<TrainCheck> install_train_check(const Graph& g, TrainConfig& con
     return w;
   };
   config.on_forward = [tc, bound, n](std::size_t step, const Graph& h, const RunResult& f) {
-    for (const auto& rec : f.records) {
-      const Node& node = h.nodes[rec.node];
-      if (rec.binding == "reference" && rec.crash.empty()) continue;  // nothing to judge
-      Tensors in, out;
-      for (const auto& i : node.inputs) in.push_back(i.empty() ? Tensor() : f.values.at(i));
-      if (!rec.crash.empty()) {
-        auto c = finding(node.name, node.op_type, rec.planned, Phase::Forward, FindingKind::Crash,
-                         INFINITY, step, rec.crash);
-        c.inputs = in;
-        record(*tc, std::move(c));
-        continue;
-      }
-      for (const auto& o : node.outputs) out.push_back(o.empty() ? Tensor() : f.values.at(o));
-      LocalCheck lc = check_local(node, h.opset, in, out, bound);
-      if (rec.node < n)
-        tc->forward_scores[rec.node] = std::max(tc->forward_scores[rec.node], lc.score.score);
-      if (lc.score.bad()) {
-        auto f = finding(node.name, node.op_type, rec.binding, Phase::Forward, score_kind(lc.score),
-                         lc.score.score, step,
-                         describe_worst(lc.score, lc.reference, node.outputs, rec.binding));
-        f.inputs = in;
-        f.got = out;
-        record(*tc, std::move(f));
-      }
-    }
+    judge_forward(*tc, bound, n, step, h, f);
   };
   config.on_backward = [tc, bound, n, opset = g.opset](std::size_t step, const Node& node,
                                                        const Tensors& ins, const Tensors& outs,
                                                        const Tensors& grads, const Tensors& gin,
                                                        const NodeRecord& rec) {
-    if (!rec.crash.empty()) {
-      auto c = finding(node.name, node.op_type, rec.planned, Phase::Backward, FindingKind::Crash,
-                       INFINITY, step, rec.crash);
-      c.inputs = ins;
-      c.outputs = outs;
-      c.output_grads = grads;
-      record(*tc, std::move(c));
-      return;
-    }
-    if (rec.binding == "reference") return;
-    LocalCheck lc = check_local_backward(node, opset, ins, outs, grads, gin, bound);
-    std::vector<std::string> names;
-    for (const auto& i : node.inputs) names.push_back("grad " + i);
-    if (rec.node < n)
-      tc->backward_scores[rec.node] = std::max(tc->backward_scores[rec.node], lc.score.score);
-    if (lc.score.bad()) {
-      auto f =
-          finding(node.name, node.op_type, rec.binding, Phase::Backward, score_kind(lc.score),
-                  lc.score.score, step, describe_worst(lc.score, lc.reference, names, rec.binding));
-      f.inputs = ins;
-      f.outputs = outs;
-      f.output_grads = grads;
-      f.got = gin;
-      record(*tc, std::move(f));
-    }
+    judge_backward(*tc, bound, n, opset, step, node, BackwardCall{ins, outs, grads, gin}, rec);
   };
   config.on_update = [tc, opt = config.optimizer](std::size_t step, const UpdateCall& u) {
-    if (u.binding == "reference") return;
-    LocalCheck lc =
-        check_update(opt, u.t, *u.before, *u.grad, *u.state_before, *u.after, *u.state_after);
-    double& worst = tc->update_scores[u.weight];
-    worst = std::max(worst, lc.score.score);
-    if (!lc.score.bad()) return;
-    std::vector<std::string> names{u.weight};
-    for (const auto& s : optimizer_slots(opt)) names.push_back(s);
-    auto f =
-        finding(u.weight, opt.kind, u.binding, Phase::Update, score_kind(lc.score), lc.score.score,
-                step, describe_worst(lc.score, lc.reference, names, u.binding));
-    f.inputs = {*u.before, *u.grad};
-    for (const auto& s : *u.state_before) f.inputs.push_back(s);
-    f.got = {*u.after};
-    for (const auto& s : *u.state_after) f.got.push_back(s);
-    record(*tc, std::move(f));
+    judge_update(*tc, opt, step, u);
   };
   return tc;
 }

@@ -184,6 +184,7 @@ class WholeGraphChecker {
     v.seconds_node_by_node = seconds_since(t0);
     status(fmt::format("whole-graph sample {}: {} whole model", sample, b));
     std::vector<std::string> outs;
+    outs.reserve(g_.outputs.size());
     for (const auto& o : g_.outputs) outs.push_back(o.name);
     WholeModel m{g_, bytes_};
     Values got;
@@ -274,17 +275,11 @@ class WholeGraphChecker {
     return picked;
   }
 
-  Reduction reduce(const WholeGraphVerdict& v) {
-    Reduction r;
-    const std::size_t N = order_.size();
-    r.nodes = N;
-    r.budget =
-        static_cast<int>(std::ceil(std::log2(static_cast<double>(std::max<std::size_t>(N, 2))))) +
-        4;
-    const std::string level = v.level;
-    // 1. Prefixes: the nodes before position k, their frontier (values read later, or graph
-    // outputs) marked as outputs. The whole model (k = N) shows it; k = 0 computes nothing.
-    std::size_t lo = 0, hi = N;
+  // 1. Prefixes: the nodes before position k, their frontier (values read later, or graph
+  // outputs) marked as outputs. The whole model (k = N) shows it; k = 0 computes nothing.
+  // Returns the first value that shows it; `hi` becomes the shortest prefix that does.
+  std::string bisect_prefixes(const WholeGraphVerdict& v, Reduction& r, std::size_t& hi) {
+    std::size_t lo = 0;
     std::string bad_value;
     for (const auto& t : v.outputs)
       if (t.bad && bad_value.empty()) bad_value = t.value;
@@ -294,7 +289,7 @@ class WholeGraphChecker {
       std::vector<std::size_t> nodes(order_.begin(),
                                      order_.begin() + static_cast<std::ptrdiff_t>(mid));
       auto out = frontier(mid);
-      auto t = shows(nodes, out, level, nbn_, r.prefix_runs);
+      auto t = shows(nodes, out, v.level, nbn_, r.prefix_runs);
       if (t) {
         hi = mid;
         bad_value = t->value;
@@ -302,13 +297,15 @@ class WholeGraphChecker {
         lo = mid;
       }
     }
-    r.first_value = bad_value;
-    std::size_t end = position_.at(producer_.at(bad_value));
-    // 2. Windows ending at that tensor's node, fed the reference's values: 1, 2, 4... nodes of
-    // the run order back (only those the node depends on), then bisected.
-    std::vector<std::string> outs;
-    for (const auto& o : g_.nodes[order_[end]].outputs)
-      if (!o.empty()) outs.push_back(o);
+    return bad_value;
+  }
+
+  // 2. Windows ending at the node at position `end`, fed the reference's values: 1, 2, 4...
+  // nodes of the run order back (only those the node depends on), then bisected. Returns the
+  // smallest window that shows it (r.window, r.evidence), or nothing (r.note says why).
+  std::optional<std::vector<std::size_t>> reduce_window(const WholeGraphVerdict& v, std::size_t end,
+                                                        const std::vector<std::string>& outs,
+                                                        std::size_t prefix, Reduction& r) {
     std::map<std::vector<std::size_t>, bool> tried;
     auto window_shows = [&](std::size_t len) -> std::optional<TensorVerdict> {
       auto nodes = cone(end + 1 - len, end);
@@ -316,7 +313,7 @@ class WholeGraphChecker {
       status(fmt::format("whole-graph {}: window of {} node(s) at '{}'", v.binding, nodes.size(),
                          g_.nodes[order_[end]].name));
       Values yard = window_yardstick(nodes, outs, r);
-      auto t = shows(nodes, outs, level, yard, r.window_runs);
+      auto t = shows(nodes, outs, v.level, yard, r.window_runs);
       tried[nodes] = t.has_value();
       return t;
     };
@@ -332,8 +329,8 @@ class WholeGraphChecker {
       r.note = fmt::format(
           "no window ending at '{}' fed the reference's values shows it (the prefix of {} nodes "
           "does): the discrepancy needs upstream values as the framework computes them",
-          g_.nodes[order_[end]].name, hi);
-      return r;
+          g_.nodes[order_[end]].name, prefix);
+      return std::nullopt;
     }
     std::size_t quiet = last_quiet, loud = len;
     while (loud - quiet > 1) {
@@ -351,13 +348,18 @@ class WholeGraphChecker {
       r.window_ops.push_back(g_.nodes[i].op_type);
     }
     r.evidence = *found;
-    // 3. The lowest optimization level that shows it, bisected over the levels below the
-    // users' one (which does).
+    return nodes;
+  }
+
+  // 3. The lowest optimization level that shows it, bisected over the levels below the
+  // users' one (which does).
+  void lowest_level(const WholeGraphVerdict& v, const std::vector<std::size_t>& nodes,
+                    const std::vector<std::string>& outs, Reduction& r) {
     auto levels = runner_->levels();
-    std::ptrdiff_t hi_level = std::find(levels.begin(), levels.end(), level) - levels.begin();
+    std::ptrdiff_t hi_level = std::find(levels.begin(), levels.end(), v.level) - levels.begin();
     std::ptrdiff_t lo_level = -1;
     Values yard = window_yardstick(nodes, outs, r);
-    r.levels_tried.emplace_back(level, true);
+    r.levels_tried.emplace_back(v.level, true);
     while (hi_level - lo_level > 1) {
       std::ptrdiff_t mid = lo_level + (hi_level - lo_level) / 2;
       const std::string& lv = levels[static_cast<std::size_t>(mid)];
@@ -370,8 +372,26 @@ class WholeGraphChecker {
         lo_level = mid;
     }
     r.level = levels[static_cast<std::size_t>(hi_level)];
+  }
+
+  Reduction reduce(const WholeGraphVerdict& v) {
+    Reduction r;
+    const std::size_t N = order_.size();
+    r.nodes = N;
+    r.budget =
+        static_cast<int>(std::ceil(std::log2(static_cast<double>(std::max<std::size_t>(N, 2))))) +
+        4;
+    std::size_t hi = N;
+    r.first_value = bisect_prefixes(v, r, hi);
+    std::size_t end = position_.at(producer_.at(r.first_value));
+    std::vector<std::string> outs;
+    for (const auto& o : g_.nodes[order_[end]].outputs)
+      if (!o.empty()) outs.push_back(o);
+    auto nodes = reduce_window(v, end, outs, hi, r);
+    if (!nodes) return r;
+    lowest_level(v, *nodes, outs, r);
     // The reduced model and its data, for the reproducer.
-    r.graph = cut(g_, nodes, outs, ref_);
+    r.graph = cut(g_, *nodes, outs, ref_);
     for (const auto& in : r.graph.inputs) r.inputs[in.name] = ref_.at(in.name);
     for (const auto& o : outs) r.reference[o] = ref_.at(o);
     return r;
@@ -417,6 +437,7 @@ bool verify_reduced(const Graph& reduced, const Values& inputs, const Values& re
                     const WholeGraphOptions& options, TensorVerdict& evidence) {
   auto runner = with_fusion_faults(make_whole_model_runner(binding), options.faults);
   std::vector<std::string> outs;
+  outs.reserve(reduced.outputs.size());
   for (const auto& o : reduced.outputs) outs.push_back(o.name);
   Plan plan;
   plan.set_default(binding);

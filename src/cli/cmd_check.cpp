@@ -86,14 +86,8 @@ WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
   return w;
 }
 
-int run(const CheckArgs& a) {
-  apply_ort_options(a.ort);
-  // Where results go is checked before anything runs: a long check must not end in a write
-  // that fails.
-  if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
-  if (!a.report_dir.empty()) check_writable_dir("--report", a.report_dir);
-  if (!a.repro_dir.empty()) check_writable_dir("--repro", a.repro_dir);
-  Graph g = load_onnx(a.model);
+// The op-by-op check's options; the model must be one the reference runs.
+CheckOptions check_options(const CheckArgs& a, const Graph& g) {
   CheckOptions opt;
   opt.bindings = framework_bindings("--bind", a.bind);
   if (a.samples < 1) fail("--samples {}: must be at least 1", a.samples);
@@ -107,23 +101,55 @@ int run(const CheckArgs& a) {
   opt.verify = !a.no_verify;
   Plan reference_only;
   check_supported(g, reference_only);
-  // Whole-graph options are checked before anything runs.
+  return opt;
+}
+
+// Whole-graph options, checked before anything runs (empty without --whole-graph).
+WholeGraphOptions whole_graph_options(const CheckArgs& a,
+                                      const std::vector<std::string>& bindings) {
   WholeGraphOptions wopt;
   if (!a.inject_fusion.empty() && !a.whole_graph) fail("--inject-fusion needs --whole-graph");
-  if (a.whole_graph) {
-    wopt.bindings = opt.bindings;
-    for (const auto& b : wopt.bindings)
-      if (!has_whole_model_runner(b))
-        fail(
-            "--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
-            "opencv have)",
-            a.bind, b);
-    wopt.ort_level = a.ort.level;
-    for (const auto& s : a.inject_fusion) {
-      wopt.faults.push_back(parse_fusion_fault(s));
-      wopt.extra_args.push_back("--inject-fusion " + shell_quote(s));
-    }
+  if (!a.whole_graph) return wopt;
+  wopt.bindings = bindings;
+  for (const auto& b : wopt.bindings)
+    if (!has_whole_model_runner(b))
+      fail(
+          "--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
+          "opencv have)",
+          a.bind, b);
+  wopt.ort_level = a.ort.level;
+  for (const auto& s : a.inject_fusion) {
+    wopt.faults.push_back(parse_fusion_fault(s));
+    wopt.extra_args.push_back("--inject-fusion " + shell_quote(s));
   }
+  return wopt;
+}
+
+// Writes --json and --report.
+void write_check_outputs(const CheckArgs& a, const Graph& g, const CheckResult& r,
+                         const std::optional<WholeGraphResult>& whole, double factor) {
+  if (!a.json_file.empty()) {
+    nlohmann::json j = check_to_json(g, r);
+    if (whole) j["whole_graph"] = whole_graph_to_json(*whole, factor);
+    write_file(a.json_file, dump_json(j));
+    fmt::print("wrote {}\n", a.json_file);
+  }
+  if (!a.report_dir.empty()) {
+    write_html_report(g, r, a.report_dir);
+    fmt::print("wrote {}/index.html\n", a.report_dir);
+  }
+}
+
+int run(const CheckArgs& a) {
+  apply_ort_options(a.ort);
+  // Where results go is checked before anything runs: a long check must not end in a write
+  // that fails.
+  if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
+  if (!a.report_dir.empty()) check_writable_dir("--report", a.report_dir);
+  if (!a.repro_dir.empty()) check_writable_dir("--repro", a.repro_dir);
+  Graph g = load_onnx(a.model);
+  CheckOptions opt = check_options(a, g);
+  WholeGraphOptions wopt = whole_graph_options(a, opt.bindings);
 
   // Samples: the given files (one sample), else seeded random inputs per sample, made one at a
   // time as the check reaches them. The first is made here, so that bad inputs fail at once.
@@ -164,16 +190,7 @@ int run(const CheckArgs& a) {
   print_check_summary(stdout, g, r);
   std::optional<WholeGraphResult> whole;
   if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);
-  if (!a.json_file.empty()) {
-    nlohmann::json j = check_to_json(g, r);
-    if (whole) j["whole_graph"] = whole_graph_to_json(*whole, wopt.factor);
-    write_file(a.json_file, dump_json(j));
-    fmt::print("wrote {}\n", a.json_file);
-  }
-  if (!a.report_dir.empty()) {
-    write_html_report(g, r, a.report_dir);
-    fmt::print("wrote {}/index.html\n", a.report_dir);
-  }
+  write_check_outputs(a, g, r, whole, wopt.factor);
   return r.defects() || (whole && whole->defects()) ? 1 : 0;
 }
 

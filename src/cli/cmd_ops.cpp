@@ -110,6 +110,7 @@ int run(const OpsArgs& a) {
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
   std::vector<std::unique_ptr<Binding>> bindings;
+  bindings.reserve(names.size());
   for (const auto& n : names) bindings.push_back(make_binding(n));
   nlohmann::json out = nlohmann::json::array();
   std::map<std::string, std::pair<int, int>> totals;
@@ -123,6 +124,7 @@ int run(const OpsArgs& a) {
     for (const auto& b : bindings) {
       Support s = b->supports(type);
       std::vector<std::string> dts;
+      dts.reserve(s.dtypes.size());
       for (auto d : s.dtypes) dts.emplace_back(dtype_name(d));
       out.push_back({{"op", type},
                      {"binding", b->name()},

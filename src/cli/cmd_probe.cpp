@@ -36,8 +36,23 @@ struct ProbeArgs {
   bool resume = false;
 };
 
-int run(const ProbeArgs& a) {
-  apply_ort_options(a.ort);
+// The dtypes named by --dtype (each must be a floating-point dtype).
+std::vector<DType> probe_dtypes(const std::vector<std::string>& names) {
+  std::vector<DType> dtypes;
+  for (const auto& d : names) {
+    bool found = false;
+    for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+      if (dtype_name(t) == d) {
+        dtypes.push_back(t);
+        found = true;
+      }
+    if (!found) fail("--dtype {}: expected float32, float64, float16 or bfloat16", d);
+  }
+  return dtypes;
+}
+
+// The probe's options from the command line, checking its files, folders, ops and bindings.
+ProbeOptions probe_options(const ProbeArgs& a) {
   if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
   check_writable_dir("--out", a.out_dir);
   ProbeOptions opt;
@@ -45,7 +60,7 @@ int run(const ProbeArgs& a) {
       a.journal.empty() ? (std::filesystem::path(a.out_dir) / "journal.jsonl").string() : a.journal;
   check_writable_file("--journal", opt.journal);
   opt.resume = a.resume;
-  opt.reproducer = [&](const ProbeFinding& f) { return write_probe_reproducer(f, a.out_dir); };
+  opt.reproducer = [&a](const ProbeFinding& f) { return write_probe_reproducer(f, a.out_dir); };
   opt.testdata = a.testdata;
   if (!std::filesystem::is_directory(a.testdata))
     fail("--testdata {}: no such folder (ONNX node tests, from libonnx-testdata)", a.testdata);
@@ -54,28 +69,16 @@ int run(const ProbeArgs& a) {
     if (op != "update" && !OpRegistry::instance().find(op))
       fail("--op {}: no such meta operator (or 'update', the optimizers)", op);
   opt.ops = a.ops;
-  for (const auto& d : a.dtypes) {
-    bool found = false;
-    for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
-      if (dtype_name(t) == d) {
-        opt.dtypes.push_back(t);
-        found = true;
-      }
-    if (!found) fail("--dtype {}: expected float32, float64, float16 or bfloat16", d);
-  }
+  opt.dtypes = probe_dtypes(a.dtypes);
   if (isatty(STDERR_FILENO))
     opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
-  ProbeResult r = probe(opt);
-  if (opt.progress) fmt::print(stderr, "\r\033[K");
+  return opt;
+}
 
-  fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
-             r.counts.size(), fmt::join(opt.bindings, ", "));
-  nlohmann::json j;
-  j["schema"] = "metaop-probe/1";
-  j["cases"] = r.cases;
-  j["counts"] = r.counts;
+// Prints each finding and returns them as JSON.
+nlohmann::json print_findings(const ProbeResult& r) {
   nlohmann::json fs = nlohmann::json::array();
-  for (auto& f : r.findings) {
+  for (const auto& f : r.findings) {
     const std::string& repro = f.repro;
     fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
                f.op_type, f.binding, f.kind, f.cases, printable(f.test), f.pattern,
@@ -87,7 +90,22 @@ int run(const ProbeArgs& a) {
     o["repro"] = repro;  // "" when none was written
     fs.push_back(o);
   }
-  j["findings"] = fs;
+  return fs;
+}
+
+int run(const ProbeArgs& a) {
+  apply_ort_options(a.ort);
+  ProbeOptions opt = probe_options(a);
+  ProbeResult r = probe(opt);
+  if (opt.progress) fmt::print(stderr, "\r\033[K");
+
+  fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
+             r.counts.size(), fmt::join(opt.bindings, ", "));
+  nlohmann::json j;
+  j["schema"] = "metaop-probe/1";
+  j["cases"] = r.cases;
+  j["counts"] = r.counts;
+  j["findings"] = print_findings(r);
   fmt::print("{} finding(s) (op x binding x kind); reproducers in {}\n", r.findings.size(),
              a.out_dir);
   if (!a.json_file.empty()) {

@@ -29,130 +29,164 @@ struct ReproArgs {
   std::string dir, bind;
 };
 
+// What replaying the finding gave: the local check, the names of its outputs, a description of
+// what was judged and the binding's crash ("" when it did not crash).
+struct Replay {
+  LocalCheck lc;
+  std::vector<std::string> names;
+  std::string what, crash;
+};
+
+// The binding to judge: --bind, else the finding's; it must be a known binding for the phase.
+std::string replay_binding(const ReproArgs& a, const ReproManifest& m,
+                           const std::string& manifest) {
+  std::string binding = a.bind.empty() ? m.binding : a.bind;
+  auto known = m.phase == Phase::Update ? update_binding_names() : binding_names();
+  if (std::find(known.begin(), known.end(), binding) == known.end())
+    fail("{}: binding '{}' is not one of {}", a.bind.empty() ? manifest : "--bind",
+         printable(binding, 80), fmt::join(known, ", "));
+  return binding;
+}
+
+// The tensors of one role (inputs, outputs, output_grads) in the manifest; an omitted one is
+// left undefined, one that was bfloat16 is converted back.
+Tensors role_files(const ReproManifest& m, const std::string& role) {
+  Tensors ts;
+  auto it = m.files.find(role);
+  if (it == m.files.end()) return ts;
+  for (const auto& f : it->second) {
+    if (!f) {
+      ts.emplace_back();
+      continue;
+    }
+    Tensor t = read_npy(f->path);
+    bool was_bf16 = std::find(m.bfloat16.begin(), m.bfloat16.end(), f->name) != m.bfloat16.end();
+    ts.push_back(was_bf16 ? t.to(DType::BFloat16) : t);
+  }
+  return ts;
+}
+
+// Runs the binding's kernel: an exception it throws (other than Unsupported) is the crash.
+template <class Kernel>
+void guarded(std::string& crash, Kernel&& kernel) {
+  try {
+    kernel();
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const std::exception& e) {
+    crash = e.what();
+  }
+}
+
+// The optimizer of an update's manifest, after checking each of its fields' types.
+OptimizerConfig manifest_optimizer(const ReproManifest& m, const std::string& manifest) {
+  for (const char* key :
+       {"kind", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps"}) {
+    auto it = m.optimizer.find(key);
+    bool ok = it != m.optimizer.end() && (std::string(key) == "kind"       ? it->is_string()
+                                          : std::string(key) == "nesterov" ? it->is_boolean()
+                                                                           : it->is_number());
+    if (!ok) fail("{}: 'optimizer.{}' is missing or of the wrong type", manifest, key);
+  }
+  return optimizer_from_json(m.optimizer);
+}
+
+// A weight's update by the binding's optimizer, against the float64 rule.
+Replay replay_update(const ReproArgs& a, const ReproManifest& m, const std::string& manifest,
+                     const std::string& binding, const std::vector<FaultSpec>& faults,
+                     const Tensors& inputs) {
+  Replay out;
+  const std::string& weight = m.node;
+  long t = m.step;
+  OptimizerConfig c = manifest_optimizer(m, manifest);
+  if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
+  Tensors before(inputs.begin() + 2, inputs.end());
+  auto kernel = make_update_kernel(binding, c);
+  std::map<std::string, FaultSpec> mine;
+  for (const auto& f : faults)
+    if (f.phase == "update") mine.emplace(weight, f);
+  if (!mine.empty()) kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
+  out.what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
+  out.names = {weight};
+  for (const auto& s : optimizer_slots(c)) out.names.push_back(s);
+  guarded(out.crash, [&] {
+    if (!before.empty()) kernel->set_state(weight, t - 1, before);
+    Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
+    out.lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
+  });
+  return out;
+}
+
+// The node's forward or backward under the binding, against the float64 reference.
+Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string& manifest,
+                   const std::string& binding, const std::vector<FaultSpec>& faults,
+                   Tensors inputs) {
+  Replay out;
+  Graph g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
+  if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
+  const Node& node = g.nodes[0];
+  // Inputs without a file are the model's initializers (or omitted).
+  if (inputs.size() > node.inputs.size())
+    fail("{}: {} input files for a node of {} inputs", manifest, inputs.size(), node.inputs.size());
+  inputs.resize(node.inputs.size());
+  std::map<std::string, Tensor> given;
+  std::map<std::string, std::string> sources;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+        inputs[i] = it->second;
+    } else if (!g.initializers.count(node.inputs[i])) {
+      given[node.inputs[i]] = inputs[i];
+      // A defined input was read from its file (role_files).
+      const auto& file = m.files.at("inputs")[i];
+      sources[node.inputs[i]] = file ? file->path : "";
+    }
+  }
+  // The files must be what model.onnx declares (a kernel fed other shapes may crash).
+  validate_inputs(g, given, sources);
+  std::unique_ptr<Binding> b = make_binding(binding);
+  if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
+  out.what = fmt::format("the {} of node '{}' ({})", m.phase, node.name, node.op_type);
+  if (m.phase == Phase::Forward) {
+    out.names = node.outputs;
+    guarded(out.crash, [&] {
+      Tensors got = b->forward(node, g.opset, inputs);
+      out.lc = check_local(node, g.opset, inputs, got);
+    });
+  } else {
+    for (const auto& i : node.inputs) out.names.push_back("grad " + i);
+    Tensors outs = role_files(m, "outputs"), grads = role_files(m, "output_grads");
+    guarded(out.crash, [&] {
+      Tensors got = b->backward(node, g.opset, inputs, outs, grads);
+      out.lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
+    });
+  }
+  return out;
+}
+
 int run(const ReproArgs& a) {
   namespace fs = std::filesystem;
   fs::path dir(a.dir);
   std::string manifest = (dir / "repro.json").string();
   ReproManifest m = read_repro_manifest(a.dir);
-  std::string binding = a.bind.empty() ? m.binding : a.bind;
-  std::vector<std::string> inject = m.inject;
-  {
-    auto known = m.phase == Phase::Update ? update_binding_names() : binding_names();
-    if (std::find(known.begin(), known.end(), binding) == known.end())
-      fail("{}: binding '{}' is not one of {}", a.bind.empty() ? manifest : "--bind",
-           printable(binding, 80), fmt::join(known, ", "));
-  }
-  auto files = [&](const std::string& role) {
-    Tensors ts;
-    auto it = m.files.find(role);
-    if (it == m.files.end()) return ts;
-    for (const auto& f : it->second) {
-      if (!f) {
-        ts.emplace_back();
-        continue;
-      }
-      Tensor t = read_npy(f->path);
-      bool was_bf16 = std::find(m.bfloat16.begin(), m.bfloat16.end(), f->name) != m.bfloat16.end();
-      ts.push_back(was_bf16 ? t.to(DType::BFloat16) : t);
-    }
-    return ts;
-  };
+  std::string binding = replay_binding(a, m, manifest);
   std::vector<FaultSpec> faults;
-  for (const auto& s : inject) {
+  for (const auto& s : m.inject) {
     FaultSpec f = parse_fault(s);
     if (f.binding.empty() || f.binding == binding) faults.push_back(f);
   }
-  Tensors inputs = files("inputs");
-  LocalCheck lc;
-  std::vector<std::string> names;
-  std::string what, crash;
-  // The binding's kernel: an exception it throws (other than Unsupported) is the crash.
-  auto guarded = [&](auto&& kernel) {
-    try {
-      kernel();
-    } catch (const Unsupported&) {
-      throw;
-    } catch (const std::exception& e) {
-      crash = e.what();
-    }
-  };
-  if (m.phase == Phase::Update) {
-    OptimizerConfig c;
-    std::string weight = m.node;
-    long t = m.step;
-    for (const char* key :
-         {"kind", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps"}) {
-      auto it = m.optimizer.find(key);
-      bool ok = it != m.optimizer.end() && (std::string(key) == "kind"       ? it->is_string()
-                                            : std::string(key) == "nesterov" ? it->is_boolean()
-                                                                             : it->is_number());
-      if (!ok) fail("{}: 'optimizer.{}' is missing or of the wrong type", manifest, key);
-    }
-    c = optimizer_from_json(m.optimizer);
-    if (inputs.size() < 2) fail("{}: an update needs the weight and its gradient", a.dir);
-    Tensors before(inputs.begin() + 2, inputs.end());
-    auto kernel = make_update_kernel(binding, c);
-    std::map<std::string, FaultSpec> mine;
-    for (const auto& f : faults)
-      if (f.phase == "update") mine.emplace(weight, f);
-    if (!mine.empty()) kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
-    what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
-    names = {weight};
-    for (const auto& s : optimizer_slots(c)) names.push_back(s);
-    guarded([&] {
-      if (!before.empty()) kernel->set_state(weight, t - 1, before);
-      Tensor after = kernel->step(weight, t, inputs[0], inputs[1]);
-      lc = check_update(c, t, inputs[0], inputs[1], before, after, kernel->state(weight));
-    });
-  } else {
-    Graph g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
-    if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
-    const Node& node = g.nodes[0];
-    // Inputs without a file are the model's initializers (or omitted).
-    if (inputs.size() > node.inputs.size())
-      fail("{}: {} input files for a node of {} inputs", manifest, inputs.size(),
-           node.inputs.size());
-    inputs.resize(node.inputs.size());
-    std::map<std::string, Tensor> given;
-    std::map<std::string, std::string> sources;
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      if (!inputs[i].defined()) {
-        if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
-          inputs[i] = it->second;
-      } else if (!g.initializers.count(node.inputs[i])) {
-        given[node.inputs[i]] = inputs[i];
-        sources[node.inputs[i]] = m.files["inputs"][i]->path;
-      }
-    }
-    // The files must be what model.onnx declares (a kernel fed other shapes may crash).
-    validate_inputs(g, given, sources);
-    std::unique_ptr<Binding> b = make_binding(binding);
-    if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
-    what = fmt::format("the {} of node '{}' ({})", m.phase, node.name, node.op_type);
-    if (m.phase == Phase::Forward) {
-      names = node.outputs;
-      guarded([&] {
-        Tensors got = b->forward(node, g.opset, inputs);
-        lc = check_local(node, g.opset, inputs, got);
-      });
-    } else {
-      for (const auto& i : node.inputs) names.push_back("grad " + i);
-      Tensors outs = files("outputs"), grads = files("output_grads");
-      guarded([&] {
-        Tensors got = b->backward(node, g.opset, inputs, outs, grads);
-        lc = check_local_backward(node, g.opset, inputs, outs, grads, got);
-      });
-    }
-  }
-  if (!crash.empty()) {
-    fmt::print("reproduced: {} under {} crashed: {}\n", printable(what), binding,
-               printable(crash, 4000));
+  Tensors inputs = role_files(m, "inputs");
+  Replay r = m.phase == Phase::Update ? replay_update(a, m, manifest, binding, faults, inputs)
+                                      : replay_node(a, m, manifest, binding, faults, inputs);
+  if (!r.crash.empty()) {
+    fmt::print("reproduced: {} under {} crashed: {}\n", printable(r.what), binding,
+               printable(r.crash, 4000));
     return 1;
   }
-  const Score& s = lc.score;
-  std::string worst = describe_worst(s, lc.reference, names, binding);
+  const Score& s = r.lc.score;
+  std::string worst = describe_worst(s, r.lc.reference, r.names, binding);
   fmt::print("{}: {} under {}{}: score {} ({})\n{}", s.bad() ? "reproduced" : "not reproduced",
-             printable(what), binding, faults.empty() ? "" : " (with the injected faults)",
+             printable(r.what), binding, faults.empty() ? "" : " (with the injected faults)",
              fmt_score(s.score), s.bad() ? "outside the error model" : "within the error model",
              worst.empty() ? "" : "  " + printable(worst, 4000) + "\n");
   return s.bad() ? 1 : 0;

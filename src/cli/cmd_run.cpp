@@ -77,6 +77,7 @@ int run(const RunArgs& a) {
   // Injected faults (evaluation; the commands of a reproducer made with --inject pass them on):
   // every framework binding of the plan wrapped with the faults meant for it.
   std::vector<FaultSpec> faults;
+  faults.reserve(a.inject.size());
   for (const auto& s : a.inject) faults.push_back(parse_fault(s));
   for (const auto& b : binding_names()) {
     std::vector<FaultSpec> mine;

@@ -110,8 +110,10 @@ std::string expose_run_command(const ExposeResult& r, const TargetOutcome& t,
     }
     // The file name is the input's name made safe; match it back to the input.
     for (const auto& [name, value] : t.inputs)
-      if (safe_file_name(name) + ".npy" == p.filename().string())
-        inputs += " --input " + quote(name + "=" + f);
+      if (safe_file_name(name) + ".npy" == p.filename().string()) {
+        inputs += " --input ";
+        inputs += quote(fmt::format("{}={}", name, f));
+      }
   }
   return fmt::format("metaop run {}{} --bind {}", quote(model), inputs, r.binding);
 }

@@ -77,11 +77,13 @@ void print_whole_graph_summary(std::FILE* out, const WholeGraphResult& r, double
       continue;
     }
     std::vector<std::string> parts;
+    parts.reserve(red.window.size());
     for (std::size_t i = 0; i < red.window.size(); ++i)
       parts.push_back(fmt::format("{} ({})", red.window[i], red.window_ops[i]));
     fmt::print(out, "    reduced model: {} node(s): {}\n", red.window.size(),
                fmt::join(parts, " -> "));
     std::vector<std::string> lv;
+    lv.reserve(red.levels_tried.size());
     for (const auto& [l, s] : red.levels_tried)
       lv.push_back(fmt::format("{} {}", l, s ? "shows it" : "quiet"));
     fmt::print(out, "    introduced at level '{}' ({}); {}\n", red.level, fmt::join(lv, ", "),
@@ -134,6 +136,7 @@ nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {
 
 std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::string& root,
                                          const std::vector<std::string>& extra_args) {
+  if (!v.reduction) return "";  // nothing was reduced: no reproducer
   const Reduction& red = *v.reduction;
   fs::path dir = fs::path(root) / safe_file_name("whole_" + v.binding + "_" + red.window.back());
   fs::create_directories(dir);
@@ -146,7 +149,8 @@ std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::
   for (const auto& [n, t] : red.inputs) {
     std::string file = "input_" + safe_file_name(n) + ".npy";
     write_npy((dir / file).string(), t);
-    args += " --input " + shell_quote(n + "=" + file);
+    args += " --input ";
+    args += shell_quote(fmt::format("{}={}", n, file));
   }
   for (const auto& [n, t] : red.reference)
     write_npy((dir / ("reference_" + safe_file_name(n) + ".npy")).string(), t);
