@@ -14,6 +14,7 @@
 #include <chrono>
 
 #include "bench_util.h"
+#include "bindings/factory.h"
 #include "bindings/isolate.h"
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/torch/torch_binding.h"

@@ -24,6 +24,7 @@
 #include "analysis/accuracy.h"
 #include "analysis/node_cases.h"
 #include "bindings/binding.h"
+#include "bindings/factory.h"
 #include "ops/registry.h"
 
 using namespace metaop;

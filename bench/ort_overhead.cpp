@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "bench_util.h"
+#include "bindings/factory.h"
 #include "bindings/ort/ort_binding.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"

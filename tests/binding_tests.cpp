@@ -25,6 +25,7 @@
 #include "analysis/accuracy.h"
 #include "analysis/binding_check.h"
 #include "analysis/node_cases.h"
+#include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/registry.h"
 #include "tensor/tensor_proto.h"

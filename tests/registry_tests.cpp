@@ -14,6 +14,7 @@
 #include "analysis/diagnose_monitor.h"
 #include "analysis/diagnose_static.h"
 #include "bindings/binding.h"
+#include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"

@@ -19,7 +19,8 @@ FILES=(
   src/ops/linear.cpp src/ops/loss.cpp src/ops/norm.cpp src/ops/norm_layer.cpp src/ops/norm_util.cpp
   src/ops/optimizer.cpp src/ops/params.cpp src/ops/pool.cpp src/ops/reduce.cpp src/ops/registry.cpp
   src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp src/ops/vjp_util.cpp src/ops/window.cpp
-  src/bindings/binding.cpp src/bindings/fault_injection.cpp src/bindings/isolate.cpp
+  src/bindings/binding.cpp src/bindings/factory.cpp src/bindings/fault_injection.cpp
+  src/bindings/isolate.cpp
   src/bindings/isolate_wire.cpp src/bindings/isolate_worker.cpp src/bindings/update_kernel.cpp
   src/bindings/whole_model.cpp src/bindings/worker_io.cpp
   src/bindings/onednn/onednn_binding.cpp src/bindings/onednn/onednn_forward.cpp

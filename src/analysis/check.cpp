@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "bindings/factory.h"
 #include "engine/executor.h"
 
 namespace metaop {

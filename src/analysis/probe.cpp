@@ -21,6 +21,7 @@
 #include "analysis/conform.h"
 #include "analysis/train_check.h"
 #include "bindings/binding.h"
+#include "bindings/factory.h"
 #include "bindings/update_kernel.h"
 #include "graph/onnx_io.h"
 

@@ -8,6 +8,7 @@
 
 #include "analysis/compare.h"
 #include "analysis/diagnose.h"
+#include "bindings/factory.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {

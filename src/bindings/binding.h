@@ -38,12 +38,4 @@ class Binding {
 // "file:line" of a declaration (file names relative to the project: the build maps them).
 std::string location(const std::source_location& where);
 
-// Intra-op threads of every framework and of the reference's BLAS (process-wide); 1 by default,
-// for reproducible comparisons.
-void set_threads(int n);
-
-// Bindings by name ("reference"; framework bindings register here as they arrive).
-std::vector<std::string> binding_names();
-std::unique_ptr<Binding> make_binding(const std::string& name);
-
 }  // namespace metaop

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bindings/factory.h"
 #include "bindings/isolate.h"
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"

@@ -8,6 +8,7 @@
 
 #include "analysis/check.h"
 #include "analysis/whole_graph.h"
+#include "bindings/factory.h"
 #include "bindings/ort/ort_binding.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"

@@ -7,6 +7,7 @@
 
 #include "analysis/expose.h"
 #include "bindings/binding.h"
+#include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "engine/executor.h"

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "bindings/binding.h"
+#include "bindings/factory.h"
 #include "cli/commands.h"
 #include "ops/registry.h"
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/train_check.h"
+#include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
 #include "cli/commands.h"

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "analysis/propagate.h"
+#include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"

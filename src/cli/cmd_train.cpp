@@ -1,5 +1,6 @@
 // metaop train: trains a model under a binding plan (forward and backward node by node).
 #include "analysis/train_session.h"
+#include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "cli/train_options.h"

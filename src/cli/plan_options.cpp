@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "bindings/factory.h"
 #include "bindings/ort/ort_binding.h"
 #include "ops/linear_util.h"
 #include "tensor/text.h"

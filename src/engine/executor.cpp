@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "bindings/factory.h"
 #include "ops/kernel_util.h"
 #include "tensor/heap.h"
 #include "tensor/text.h"
