@@ -32,7 +32,7 @@ test: build
 # Everything but the model tests, the slow campaigns (training, probe) and the fuzzers: about 3
 # minutes on two cores.
 test-fast: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow|fuzz'
+	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow|fuzz|tidy'
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) of what the unit and CLI
 # tests run (metaop and the unit tests), and those tests (CMakePresets.json); CI runs it after
