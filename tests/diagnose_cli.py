@@ -108,6 +108,11 @@ check(rc == 1 and got.get("category") == "framework" and got.get("node") == relu
       got.get("binding") == "torch" and got.get("phase") == "forward" and got.get("fix_verified"),
       f"a NaN planted in torch's {relu}: framework, that node, torch, forward, the rebinding "
       f"verified ({got.get('place')}: {got.get('fix_result')})", out)
+found = doc.get("replay", {}).get("findings", [])
+check(found and all(f.get("kind") in ("accuracy", "nonfinite", "crash", "hang") and
+                    f.get("phase") in ("forward", "backward", "update") for f in found),
+      "the replay's findings give their kind and phase in words "
+      f"({[(f.get('kind'), f.get('phase')) for f in found][:3]})")
 if got.get("repro"):
     again = subprocess.run([METAOP, "repro", got["repro"]], capture_output=True, text=True)
     clean = subprocess.run([METAOP, "repro", got["repro"], "--bind", "reference"],

@@ -92,7 +92,7 @@ Diagnosis framework_diagnosis(const TrainFinding& f, const ReplaySplit& split) {
   d.node = f.node;
   d.op_type = f.op_type;
   d.binding = f.binding;
-  d.phase = to_string(f.phase);
+  d.phase = f.phase;
   if (f.phase == Phase::Update) d.weight = f.node;
   d.score = 1;
   d.symptoms = split.vanished;
@@ -104,7 +104,7 @@ Diagnosis framework_diagnosis(const TrainFinding& f, const ReplaySplit& split) {
       f.binding, f.score, f.step, f.detail);
   d.fix.kind = "rebind";
   d.fix.node = f.node;
-  d.fix.phase = to_string(f.phase);
+  d.fix.phase = f.phase;
   d.fix.description = f.phase == Phase::Update
                           ? fmt::format("the update of '{}' on the reference", f.node)
                           : fmt::format("the {} of '{}' on the reference", f.phase, f.node);

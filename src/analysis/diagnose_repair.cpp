@@ -200,15 +200,16 @@ std::string reinitialize_layers(Graph& g, const Fix& f, const StaticChecks& chec
 
 // Binds the fix's node (its forward or backward) or weight update to the reference.
 void rebind_reference(TrainSetup& setup, const Fix& f) {
-  if (f.phase == "update") {
+  if (f.phase == Phase::Update) {
     setup.bind_update.push_back(f.node + "=reference");
     return;
   }
   auto make = setup.make_plan;
-  std::string node = f.node, phase = f.phase;
+  std::string node = f.node;
+  Phase phase = f.phase;
   setup.make_plan = [make, node, phase](const std::string& bind) {
     Plan p = make(bind);
-    if (phase == "backward")
+    if (phase == Phase::Backward)
       p.bind_backward(node, "reference");
     else
       p.bind_op(node, "reference");

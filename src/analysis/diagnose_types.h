@@ -3,8 +3,11 @@
 // and a mechanical fix; and what it knows before training (static checks of the graph and the
 // data). Plain data shared by diagnose_static, diagnose_rules, diagnose_repair and diagnose.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "bindings/phase.h"
 
 namespace metaop {
 
@@ -19,7 +22,8 @@ struct Fix {
   std::string kind;
   std::string description;  // in words
   double factor = 1;
-  std::string node, from, op_type, init, loss, phase;
+  std::string node, from, op_type, init, loss;
+  Phase phase = Phase::Forward;
   std::int64_t shift = 0;
   bool empty() const { return kind.empty(); }
 };
@@ -30,7 +34,8 @@ struct Diagnosis {
   std::string hyperparameter;  // hyperparameter: learning_rate
   std::string node, op_type;   // the place: a layer, an activation, the loss's input, a kernel
   std::string weight;          // initialization: the weight; framework: an updated weight
-  std::string binding, phase;  // framework: the binding and phase of the faulty kernel
+  std::string binding;         // framework: the binding of the faulty kernel,
+  std::optional<Phase> phase;  // and its phase
   std::string input;           // data: a model input, or "labels"
   std::vector<std::int64_t> features;  // data: the features concerned (axis 1 of the input)
   std::string loss;                    // loss: the mismatch, in words
@@ -43,6 +48,11 @@ struct Diagnosis {
   std::string repro;       // framework: the reproducer folder of the kernel's finding
   bool definite = false;   // from a static check: a fault whatever the run shows
 };
+
+// The phase of a framework diagnosis's kernel, in words ("" for other categories).
+inline const char* phase_text(const Diagnosis& d) {
+  return d.phase ? to_string(*d.phase) : "";
+}
 
 // One layer (Gemm, MatMul, Conv, ConvTranspose with a trainable weight) at initialization.
 struct LayerInit {

@@ -22,12 +22,6 @@ constexpr std::array<std::pair<FindingKind, const char*>, 6> kKinds{{
     {FindingKind::Hazard, "hazard"},
 }};
 
-constexpr std::array<std::pair<Phase, const char*>, 3> kPhases{{
-    {Phase::Forward, "forward"},
-    {Phase::Backward, "backward"},
-    {Phase::Update, "update"},
-}};
-
 template <typename E, std::size_t N>
 const char* word_of(const std::array<std::pair<E, const char*>, N>& words, E e) {
   for (const auto& [value, word] : words)
@@ -41,10 +35,6 @@ const char* to_string(FindingKind k) {
   return word_of(kKinds, k);
 }
 
-const char* to_string(Phase p) {
-  return word_of(kPhases, p);
-}
-
 FindingKind parse_finding_kind(std::string_view word, std::string_view where) {
   for (const auto& [value, w] : kKinds)
     if (word == w) return value;
@@ -52,10 +42,12 @@ FindingKind parse_finding_kind(std::string_view word, std::string_view where) {
        printable(word, 80));
 }
 
-Phase parse_phase(std::string_view word, std::string_view where) {
-  for (const auto& [value, w] : kPhases)
-    if (word == w) return value;
-  fail("{}: phase '{}' (expected forward, backward or update)", where, printable(word, 80));
+void to_json(nlohmann::json& j, FindingKind k) {
+  j = to_string(k);
+}
+
+void to_json(nlohmann::json& j, Phase p) {
+  j = to_string(p);
 }
 
 nlohmann::json json_number(double v) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "bindings/phase.h"
+
 namespace metaop {
 
 enum class FindingKind {
@@ -21,16 +23,15 @@ enum class FindingKind {
   Hazard,       // the exact result is non-finite on finite inputs: the model's, not a kernel's
 };
 
-enum class Phase { Forward, Backward, Update };
-
 // The words of the JSON documents, the probe journal and repro.json: accuracy, nonfinite, crash,
-// hang, unsupported, hazard; forward, backward, update.
+// hang, unsupported, hazard (a phase's words: bindings/phase.h).
 const char* to_string(FindingKind k);
-const char* to_string(Phase p);
 // The reverse, for what is read back; fails (Error) on any other word, as
 // "WHERE: kind 'WORD' (expected ...)".
 FindingKind parse_finding_kind(std::string_view word, std::string_view where);
-Phase parse_phase(std::string_view word, std::string_view where);
+// JSON holds both as their words (the build makes an enum without to_json a compile error).
+void to_json(nlohmann::json& j, FindingKind k);
+void to_json(nlohmann::json& j, Phase p);
 
 struct FindingCore {
   std::string op_type, binding;
@@ -62,12 +63,5 @@ template <>
 struct fmt::formatter<metaop::FindingKind> : fmt::formatter<std::string_view> {
   auto format(metaop::FindingKind k, format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(metaop::to_string(k), ctx);
-  }
-};
-
-template <>
-struct fmt::formatter<metaop::Phase> : fmt::formatter<std::string_view> {
-  auto format(metaop::Phase p, format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(metaop::to_string(p), ctx);
   }
 };

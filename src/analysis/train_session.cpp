@@ -43,7 +43,7 @@ InjectedFaults::InjectedFaults(const Graph& g, const std::vector<std::string>& s
   for (const auto& s : specs) {
     FaultSpec f = parse_fault(s);
     parsed_.push_back(f);
-    if (f.phase != "update") {
+    if (f.phase != Phase::Update) {
       kernel_.push_back(f);
       continue;
     }
@@ -109,8 +109,7 @@ std::vector<std::string> InjectedFaults::log() const {
 std::vector<std::string> InjectedFaults::applied(Phase phase, const std::string& binding) const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < parsed_.size(); ++i)
-    if (parsed_[i].phase == to_string(phase) &&
-        (parsed_[i].binding.empty() || parsed_[i].binding == binding))
+    if (parsed_[i].phase == phase && (parsed_[i].binding.empty() || parsed_[i].binding == binding))
       out.push_back(specs_[i]);
   return out;
 }

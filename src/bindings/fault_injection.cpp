@@ -66,10 +66,10 @@ bool fault_applies(const std::string& fault, const std::string& op_type) {
   return false;
 }
 
-std::string fault_phase(const std::string& fault) {
-  if (fault == "grad_sign" || fault == "grad_scale") return "backward";
-  if (fault.starts_with("update_") || fault.ends_with("_state")) return "update";
-  return "forward";
+Phase fault_phase(const std::string& fault) {
+  if (fault == "grad_sign" || fault == "grad_scale") return Phase::Backward;
+  if (fault.starts_with("update_") || fault.ends_with("_state")) return Phase::Update;
+  return Phase::Forward;
 }
 
 FaultSpec parse_fault(const std::string& spec) {
@@ -83,10 +83,9 @@ FaultSpec parse_fault(const std::string& spec) {
     f.binding = rest.substr(at + 1);
     rest = rest.substr(0, at);
     if (auto c = f.binding.find(':'); c != std::string::npos) {
-      f.phase = f.binding.substr(c + 1);
+      f.phase = parse_phase(std::string_view(f.binding).substr(c + 1),
+                            fmt::format("--inject '{}'", spec));
       f.binding = f.binding.substr(0, c);
-      if (f.phase != "forward" && f.phase != "backward" && f.phase != "update")
-        fail("--inject '{}': phase '{}' (expected forward, backward or update)", spec, f.phase);
     }
   }
   f.fault = rest;
@@ -95,13 +94,13 @@ FaultSpec parse_fault(const std::string& spec) {
   for (const auto& c : fault_catalog()) names.push_back(c.name);
   if (std::find(names.begin(), names.end(), f.fault) == names.end())
     fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
-  std::string phase = fault_phase(f.fault);
+  Phase phase = fault_phase(f.fault);
   if (phase != f.phase)
     fail("--inject '{}': {} is a{} {} fault (write {}:{}@BINDING{})", spec, f.fault,
-         phase == "update" ? "n" : "", phase, f.target, f.fault,
-         phase == "forward" ? "" : ":" + phase);
+         phase == Phase::Update ? "n" : "", phase, f.target, f.fault,
+         phase == Phase::Forward ? "" : fmt::format(":{}", phase));
   if (!f.binding.empty()) {
-    auto known = f.phase == "update" ? update_binding_names() : binding_names();
+    auto known = f.phase == Phase::Update ? update_binding_names() : binding_names();
     if (std::find(known.begin(), known.end(), f.binding) == known.end() || f.binding == "reference")
       fail("--inject '{}': '{}' is not a framework binding (known: {})", spec, f.binding,
            fmt::join(known, ", "));
@@ -116,7 +115,7 @@ Support FaultyBinding::supports(const std::string& op_type) const {
   return inner_->supports(op_type);
 }
 
-const FaultSpec* FaultyBinding::match(const Node& node, const std::string& phase) const {
+const FaultSpec* FaultyBinding::match(const Node& node, Phase phase) const {
   for (const auto& f : faults_)
     if (f.phase == phase && (f.target == node.name || f.target == node.op_type)) return &f;
   return nullptr;
@@ -124,7 +123,7 @@ const FaultSpec* FaultyBinding::match(const Node& node, const std::string& phase
 
 Tensors FaultyBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                                 const Tensors& outputs, const Tensors& output_grads) {
-  const FaultSpec* f = match(node, "backward");
+  const FaultSpec* f = match(node, Phase::Backward);
   Tensors g;
   try {
     g = inner_->backward(node, opset, inputs, outputs, output_grads);
@@ -255,7 +254,7 @@ bool swap_dims(Tensor& y, std::string& where) {
 }  // namespace
 
 Tensors FaultyBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  const FaultSpec* f = match(node, "forward");
+  const FaultSpec* f = match(node, Phase::Forward);
   if (!f) return inner_->forward(node, opset, inputs);
   std::string note;
   Tensors out;

@@ -7,23 +7,24 @@
 #include <vector>
 
 #include "bindings/binding.h"
+#include "bindings/phase.h"
 #include "bindings/update_kernel.h"
 
 namespace metaop {
 
 struct FaultSpec {
-  std::string target;             // node name or op type
-  std::string fault;              // one of fault_names()
-  std::string binding;            // empty: every binding under test
-  std::string phase = "forward";  // or backward (the kernel's VJP), or update (the optimizer's
-                                  // step of the weights the target names or reads)
+  std::string target;            // node name or op type
+  std::string fault;             // one of fault_names()
+  std::string binding;           // empty: every binding under test
+  Phase phase = Phase::Forward;  // or Backward (the kernel's VJP), or Update (the optimizer's
+                                 // step of the weights the target names or reads)
 };
 
 // Parses OPTYPE_OR_NODE:FAULT[@BINDING[:backward|:update]]; fails naming the spec and the known
 // faults.
 FaultSpec parse_fault(const std::string& spec);
 // The phase a fault belongs to: forward, backward or update.
-std::string fault_phase(const std::string& fault);
+Phase fault_phase(const std::string& fault);
 
 struct FaultInfo {
   std::string name;
@@ -46,7 +47,7 @@ class FaultyBinding : public Binding {
   const std::map<std::string, std::string>& log() const { return log_; }
 
  private:
-  const FaultSpec* match(const Node& node, const std::string& phase) const;
+  const FaultSpec* match(const Node& node, Phase phase) const;
   Tensors faulty_forward(const FaultSpec& spec, const Node& node, std::int64_t opset,
                          const Tensors& inputs, std::string& note);
   std::unique_ptr<Binding> inner_;

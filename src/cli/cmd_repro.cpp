@@ -105,7 +105,7 @@ Replay replay_update(const ReproArgs& a, const ReproManifest& m, const std::stri
   auto kernel = make_update_kernel(binding, c);
   std::map<std::string, FaultSpec> mine;
   for (const auto& f : faults)
-    if (f.phase == "update") mine.emplace(weight, f);
+    if (f.phase == Phase::Update) mine.emplace(weight, f);
   if (!mine.empty()) kernel = std::make_unique<FaultyUpdate>(std::move(kernel), std::move(mine));
   out.what = fmt::format("the {} update of '{}' at step {}", c.kind, weight, t);
   out.names = {weight};

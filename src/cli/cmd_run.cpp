@@ -83,7 +83,7 @@ int run(const RunArgs& a) {
   for (const auto& b : binding_names()) {
     std::vector<FaultSpec> mine;
     for (const auto& f : faults)
-      if (f.phase == "forward" && (f.binding.empty() || f.binding == b)) mine.push_back(f);
+      if (f.phase == Phase::Forward && (f.binding.empty() || f.binding == b)) mine.push_back(f);
     if (b != "reference" && !mine.empty())
       plan.add_binding(std::make_unique<FaultyBinding>(make_binding(b), mine));
   }

@@ -52,7 +52,7 @@ std::string diagnosis_rows(const DiagnoseResult& r) {
                         : d.category == "data"         ? d.input
                         : d.category == "loss"         ? d.loss + " " + d.node
                         : d.category == "framework"
-                            ? fmt::format("{} of {} under {}", d.phase, d.node, d.binding)
+                            ? fmt::format("{} of {} under {}", phase_text(d), d.node, d.binding)
                             : d.node;
     h += fmt::format(
         "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
@@ -191,8 +191,8 @@ std::vector<std::string> write_repaired(const DiagnoseResult& r, const TrainSetu
     }
     std::string extra;
     if (d.category == "framework")
-      extra = d.phase == "update" ? fmt::format(" --bind-update {}=reference", d.node)
-                                  : fmt::format(" --bind-op {}=reference", d.node);
+      extra = d.phase == Phase::Update ? fmt::format(" --bind-update {}=reference", d.node)
+                                       : fmt::format(" --bind-op {}=reference", d.node);
     std::ofstream readme(p / "README.txt");
     readme << fmt::format(
         "metaop diagnose: a verified repair of {}\n\nDiagnosis: {} {}\nEvidence: {}\nChange: "
@@ -217,8 +217,7 @@ void write_framework_reproducers(DiagnoseResult& r, const TrainSetup& s, const s
     if (d.category != "framework") continue;
     for (std::size_t i = 0; i < findings.size(); ++i) {
       auto& f = findings[i];
-      if (f.node != d.node || f.binding != d.binding || to_string(f.phase) != d.phase ||
-          f.inputs.empty())
+      if (f.node != d.node || f.binding != d.binding || f.phase != d.phase || f.inputs.empty())
         continue;
       if (f.repro.empty())
         f.repro = write_train_reproducer(r.split.training_graph, f, s.config.optimizer,

@@ -32,7 +32,7 @@ std::string place(const Diagnosis& d) {
                : fmt::format("{}, features [{}]", d.input, features_text(d.features));
   if (d.category == "loss") return d.loss + (d.node.empty() ? "" : " (" + d.node + ")");
   if (d.category == "framework")
-    return fmt::format("{} of {} ({}) under {}", d.phase, d.node, d.op_type, d.binding);
+    return fmt::format("{} of {} ({}) under {}", phase_text(d), d.node, d.op_type, d.binding);
   return d.node.empty() ? "" : fmt::format("{} ({})", d.node, d.op_type);
 }
 
@@ -97,7 +97,7 @@ nlohmann::json run_diagnosis_to_json(const RunDiagnosis& d) {
          {"op_type", text_or_null(x.op_type)},
          {"weight", text_or_null(x.weight)},
          {"binding", text_or_null(x.binding)},
-         {"phase", text_or_null(x.phase)},
+         {"phase", x.phase ? nlohmann::json(*x.phase) : nlohmann::json()},
          {"input", text_or_null(x.input)},
          {"features", x.features},
          {"loss", text_or_null(x.loss)},
