@@ -13,16 +13,48 @@
 namespace metaop {
 
 std::string describe_worst(const Score& s, const Tensors& reference,
-                           const std::vector<std::string>& names, const std::string& binding) {
+                           const std::vector<std::string>& names, const std::string& binding,
+                           const std::string& inputs) {
   if (!s.mismatch.empty()) return s.mismatch;
   if (s.worst_index < 0 || s.worst_output >= reference.size()) return "";
   std::string name = s.worst_output < names.size() ? names[s.worst_output] : "";
   return fmt::format(
-      "{}{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} over, {} non-finite "
-      "mismatches",
+      "{}{}{}: {} {:.9g}, reference {:.9g}, error {:.3g}, tolerance {:.3g}; {} of {} elements "
+      "over tolerance{}{}",
       name, index_str(reference[s.worst_output].shape(), s.worst_index),
-      s.note.empty() ? "" : " (" + s.note + ")", binding, s.worst_got, s.worst_ref, s.worst_tol,
-      s.over, s.elements, s.nonfinite);
+      s.note.empty() ? "" : " (" + s.note + ")", binding, s.worst_got, s.worst_ref,
+      std::fabs(s.worst_got - s.worst_ref), s.worst_tol, s.over, s.elements,
+      s.nonfinite ? fmt::format(", {} non-finite mismatches", s.nonfinite) : "",
+      inputs.empty() ? "" : "; inputs there: " + inputs);
+}
+
+std::string describe_inputs(const Node& node, const Tensors& in, const Tensor& out,
+                            std::int64_t index) {
+  std::vector<std::string> parts;
+  for (std::size_t k = 0; k < in.size() && k < node.inputs.size(); ++k) {
+    if (!in[k].defined()) continue;
+    const Tensor& t = in[k];
+    if (t.numel() == out.numel() && index >= 0) {
+      parts.push_back(
+          fmt::format("{} = {:.9g}", node.inputs[k], t.to_f64()[static_cast<std::size_t>(index)]));
+    } else if (t.numel() <= 4) {
+      parts.push_back(fmt::format("{} = [{:.6g}]", node.inputs[k], fmt::join(t.to_f64(), ", ")));
+    } else {
+      auto v = t.to_f64();
+      auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      parts.push_back(
+          fmt::format("{} {} in [{:.6g}, {:.6g}]", node.inputs[k], shape_str(t.shape()), *lo, *hi));
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string describe_worst(const Node& node, const Score& s, const Tensors& in,
+                           const Tensors& reference, const std::string& binding) {
+  bool at = s.mismatch.empty() && s.worst_index >= 0 && s.worst_output < reference.size();
+  return describe_worst(
+      s, reference, node.outputs, binding,
+      at ? describe_inputs(node, in, reference[s.worst_output], s.worst_index) : "");
 }
 
 FindingKind score_kind(const Score& s) {

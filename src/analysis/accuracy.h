@@ -35,10 +35,20 @@ FindingKind score_kind(const Score& s);
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol);
 
-// The worst element in words: "NAME[INDEX]: BINDING got, reference r, tolerance t; k of n over,
-// m non-finite mismatches" (names: the outputs'), or the shape/dtype mismatch; "" when none.
+// The worst element in words, one wording for check, probe and train --check:
+// "NAME[INDEX] (note): BINDING got, reference r, error e, tolerance t; k of n elements over
+// tolerance, m non-finite mismatches; inputs there: ..." (names: the outputs'; the non-finite
+// count when there are some; `inputs` when given), or the shape/dtype mismatch; "" when none.
 std::string describe_worst(const Score& s, const Tensors& reference,
-                           const std::vector<std::string>& names, const std::string& binding);
+                           const std::vector<std::string>& names, const std::string& binding,
+                           const std::string& inputs = "");
+// The same for a node, with its inputs at the worst element (describe_inputs).
+std::string describe_worst(const Node& node, const Score& s, const Tensors& in,
+                           const Tensors& reference, const std::string& binding);
+// A node's inputs at element `index` of its output `out`: the value there for inputs of the
+// output's size (element-wise ops), all values of small ones, else shape and range.
+std::string describe_inputs(const Node& node, const Tensors& in, const Tensor& out,
+                            std::int64_t index);
 
 // Local check of one node: the reference on the same `inputs`, the op's error model, the score.
 struct LocalCheck {

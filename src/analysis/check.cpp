@@ -37,32 +37,6 @@ Tensors node_values(const std::vector<std::string>& names,
   return out;
 }
 
-std::string value_at(const Tensor& t, std::int64_t i) {
-  return fmt::format("{:.9g}", t.to_f64()[static_cast<std::size_t>(i)]);
-}
-
-// The inputs behind the worst element: the value at the same index for inputs of the output's
-// size (element-wise ops), else shape and range.
-std::string describe_inputs(const Node& node, const Tensors& in, const Tensor& out,
-                            std::int64_t index) {
-  std::vector<std::string> parts;
-  for (std::size_t k = 0; k < in.size() && k < node.inputs.size(); ++k) {
-    if (!in[k].defined()) continue;
-    const Tensor& t = in[k];
-    if (t.numel() == out.numel() && index >= 0) {
-      parts.push_back(fmt::format("{} = {}", node.inputs[k], value_at(t, index)));
-    } else if (t.numel() <= 4) {
-      parts.push_back(fmt::format("{} = [{:.6g}]", node.inputs[k], fmt::join(t.to_f64(), ", ")));
-    } else {
-      auto v = t.to_f64();
-      auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-      parts.push_back(
-          fmt::format("{} {} in [{:.6g}, {:.6g}]", node.inputs[k], shape_str(t.shape()), *lo, *hi));
-    }
-  }
-  return fmt::format("{}", fmt::join(parts, "; "));
-}
-
 Finding make_finding(const Graph& g, std::size_t n, const std::string& binding, FindingKind kind,
                      int sample) {
   Finding f;
@@ -77,24 +51,14 @@ Finding make_finding(const Graph& g, std::size_t n, const std::string& binding, 
 
 void describe_worst(Finding& f, const Node& node, const Score& s, const Tensors& in,
                     const Tensors& ref) {
-  if (!s.mismatch.empty()) {
-    f.detail = s.mismatch;
-    return;
-  }
-  if (s.worst_index < 0) return;
+  f.detail = describe_worst(node, s, in, ref, f.binding);
+  if (!s.mismatch.empty() || s.worst_index < 0) return;
   const Tensor& out = ref[s.worst_output];
   f.output = s.worst_output < node.outputs.size() ? node.outputs[s.worst_output] : "";
   f.index = index_str(out.shape(), s.worst_index);
   f.reference_value = s.worst_ref;
   f.binding_value = s.worst_got;
   f.tolerance = s.worst_tol;
-  f.detail = fmt::format(
-      "{}{}: {} {:.9g}, reference {:.9g}, error {:.3g}, tolerance {:.3g}; {} of {} elements over "
-      "tolerance{}; inputs: {}",
-      f.output, f.index, f.binding, s.worst_got, s.worst_ref, std::fabs(s.worst_got - s.worst_ref),
-      s.worst_tol, s.over, s.elements,
-      s.nonfinite ? fmt::format(", {} non-finite mismatches", s.nonfinite) : "",
-      describe_inputs(node, in, out, s.worst_index));
 }
 
 // Values that depend on node n: its outputs and everything computed from them.

@@ -477,24 +477,6 @@ Tensors fill_inputs(const ProbeTest& t, const std::vector<double>& values) {
   return any ? in : Tensors{};
 }
 
-// The worst element of a bad score, with the inputs at the same position.
-std::string worst_element(const Node& node, const Tensors& in, const Tensors& ref, const Score& s,
-                          const std::string& binding) {
-  if (!s.mismatch.empty()) return s.mismatch;
-  const std::string& out_name = node.outputs[s.worst_output];
-  std::string inputs_there;
-  for (std::size_t k = 0; k < in.size(); ++k)
-    if (in[k].defined() && in[k].numel() == ref[s.worst_output].numel())
-      inputs_there += fmt::format("{}{} = {:.9g}", inputs_there.empty() ? "" : ", ", node.inputs[k],
-                                  in[k].to_f64()[static_cast<std::size_t>(s.worst_index)]);
-  return fmt::format(
-      "{}{}: {} {:.9g}, reference {:.9g}, tolerance {:.3g}; {} of {} elements over "
-      "tolerance, {} non-finite mismatches{}",
-      out_name, index_str(ref[s.worst_output].shape(), s.worst_index), binding, s.worst_got,
-      s.worst_ref, s.worst_tol, s.over, s.elements, s.nonfinite,
-      inputs_there.empty() ? "" : "; inputs there: " + inputs_there);
-}
-
 // Judge: one binding on one case, into the tally (ok, unsupported, or a finding).
 void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::string& pattern,
            const Tensors& in, const Tensors& ref, const std::vector<std::vector<double>>& tol,
@@ -532,7 +514,7 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
     tally.ok(b.name());
     return;
   }
-  if (detail.empty()) detail = worst_element(node, in, ref, s, b.name());
+  if (detail.empty()) detail = describe_worst(node, s, in, ref, b.name());
   ProbeFinding f =
       probe_finding(node.op_type, b.name(), *kind, test, pattern, s.score, detail, in, ref, got);
   f.graph = t.g;
