@@ -226,31 +226,35 @@ std::string cell(const Tally* t) {
                      t->caught_required < t->required ? " **miss**" : "");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr, "usage: bench_oracle NODE_TESTS_DIR [--bindings LIST] [--json FILE]\n");
-    return 2;
-  }
-  std::string dir = argv[1], json_path;
+// NODE_TESTS_DIR [--bindings LIST] [--json FILE].
+struct Options {
+  std::string dir, json_path;
   std::vector<std::string> names = {"torch", "onednn", "opencv", "ort"};
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  o.dir = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--json") {
-      json_path = argv[i + 1];
+      o.json_path = argv[i + 1];
     } else if (flag == "--bindings") {
-      names.clear();
+      o.names.clear();
       std::string list = argv[i + 1];
       for (std::size_t p = 0; p != std::string::npos;) {
         auto q = list.find(',', p);
-        names.push_back(list.substr(p, q == std::string::npos ? q : q - p));
+        o.names.push_back(list.substr(p, q == std::string::npos ? q : q - p));
         p = q == std::string::npos ? q : q + 1;
       }
     }
   }
-  std::vector<std::unique_ptr<Binding>> bindings;
-  for (const auto& n : names) bindings.push_back(make_binding(n));
+  return o;
+}
+
+// Every op's row: each case's inputs as given and randomized, forward and backward.
+std::map<std::string, OpRow> judge_cases(const std::string& dir,
+                                         std::vector<std::unique_ptr<Binding>>& bindings) {
   std::map<std::string, OpRow> rows;
   for (const auto& [op, cases] : node_cases_by_op(dir)) {
     OpRow& row = rows[op];
@@ -270,8 +274,13 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // The table: per op, tightness, honest error and, per perturbation, required caught of
-  // required (or, in parentheses, caught of tried where none was required).
+  return rows;
+}
+
+// The table: per op, tightness, honest error and, per perturbation, required caught of
+// required (or, in parentheses, caught of tried where none was required); the summary after
+// it; every row in JSON to `json_path` unless empty.
+void print_table(const std::map<std::string, OpRow>& rows, const std::string& json_path) {
   fmt::print("| op | honest cases | worst honest score (forward / backward) | honest error |");
   for (const auto& p : kForward) fmt::print(" {} |", p);
   for (const auto& p : kBackward) fmt::print(" {} |", p);
@@ -326,5 +335,19 @@ int main(int argc, char** argv) {
       "more than 1000x the worst honest error); {} required perturbations missed\n",
       exact, tight.size(), median, tight.empty() ? 0.0 : tight.front(), loose, misses);
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: bench_oracle NODE_TESTS_DIR [--bindings LIST] [--json FILE]\n");
+    return 2;
+  }
+  Options o = parse_options(argc, argv);
+  std::vector<std::unique_ptr<Binding>> bindings;
+  bindings.reserve(o.names.size());
+  for (const auto& n : o.names) bindings.push_back(make_binding(n));
+  print_table(judge_cases(o.dir, bindings), o.json_path);
   return 0;
 }

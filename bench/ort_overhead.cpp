@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     Graph g = load_onnx(path);
     std::map<std::string, Tensor> inputs{{g.inputs.at(0).name, read_npy(base + "/input_0.npy")}};
     std::vector<std::string> outputs;
+    outputs.reserve(g.outputs.size());
     for (const auto& o : g.outputs) outputs.push_back(o.name);
     std::ifstream f(path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -140,6 +140,7 @@ Outcome vjp_outcome(Binding& b, const Node& node, std::int64_t opset, const Tens
     Tensors got = b.backward(node, opset, in, outs, g);
     LocalCheck lc = check_local_backward(node, opset, in, outs, g, got);
     std::vector<std::string> names;
+    names.reserve(node.inputs.size());
     for (const auto& n : node.inputs) names.push_back("grad " + n);
     return from_score(lc.score,
                       fmt::format("score {:.3g}: {}", lc.score.score,
@@ -176,88 +177,116 @@ Binding& binding_named(const std::string& name) {
   return *b;
 }
 
+// One (binding, op) pair's run over the op's cases: how many were checked and passed per phase,
+// the listed findings that came up, and the outcomes not listed as they are.
+class PairRun {
+ public:
+  PairRun(const std::string& name, const std::string& op)
+      : name_(name),
+        binding_(binding_named(name)),
+        support_(binding_.supports(op)),
+        known_(known_findings().entries),
+        gradcheck_only_(name == "reference") {}
+
+  // Forward (but for the reference's), backward against finite differences and backward
+  // against the reference VJP on every input set of every case, given and randomized.
+  void run(const std::vector<NodeCase>& cases) {
+    for (const auto& c : cases)
+      for (std::size_t k = 0; k < c.input_sets.size(); ++k) {
+        Tensors given = node_inputs(c.graph, c.input_sets[k]);
+        run_inputs(c, k, given, "given");
+        run_inputs(c, k, randomized(c.graph.nodes[0], given, 17 + k), "random");
+      }
+  }
+
+  void report(const std::string& op, const std::vector<NodeCase>* cases) const {
+    std::printf(
+        "%s %s: forward %d/%d cases within the error model; backward vs finite differences "
+        "%d/%d (%d coordinates compared, %d skipped at kinks or non-finite values); backward vs "
+        "the reference VJP %d/%d\n",
+        name_.c_str(), op.c_str(), fwd_ok_, fwd_checked_, bwd_ok_, bwd_checked_, compared_,
+        skipped_, vjp_ok_, vjp_checked_);
+    // A claimed op that no case exercised (none exists, or every case was refused) fails: a
+    // claim is what a test shows.
+    if (!gradcheck_only_) {
+      EXPECT_GT(fwd_checked_, 0) << name_ << " claims " << op << " but no case ran";
+    }
+    if (support_.backward) {
+      EXPECT_GT(bwd_checked_, 0) << name_ << " claims " << op << "'s backward, but no case ran";
+    }
+    for (const auto& u : unexpected_) ADD_FAILURE() << "unexpected: " << u;
+    // Listed findings of this op that did not come up.
+    if (cases)
+      for (const auto& c : *cases)
+        for (const auto& [key, e] : known_)
+          if (e.binding == name_ && e.test == c.test && !seen_.count(key))
+            ADD_FAILURE() << "known finding no longer reproduces (line " << e.line << "): " << key;
+  }
+
+ private:
+  void run_inputs(const NodeCase& c, std::size_t k, const Tensors& in, const std::string& var) {
+    const Node& node = c.graph.nodes[0];
+    if (!gradcheck_only_) {
+      NodeVerdict f = check_forward(binding_, node, c.graph.opset, in);
+      if (f.status == "unsupported") return;
+      ++fwd_checked_;
+      fwd_ok_ += judge(c.test, "forward", var, from_verdict(f));
+    }
+    if (!support_.backward) return;
+    NodeVerdict b = check_backward(binding_, node, c.graph.opset, in, 5 + k);
+    if (b.status == "unsupported") return;
+    ++bwd_checked_;
+    compared_ += b.compared;
+    skipped_ += b.skipped;
+    bwd_ok_ += judge(c.test, "backward", var, from_verdict(b));
+    if (gradcheck_only_) return;
+    Outcome v = vjp_outcome(binding_, node, c.graph.opset, in, 11 + k);
+    ++vjp_checked_;
+    vjp_ok_ += judge(c.test, "vjp", var, v);
+  }
+
+  // True when the case passed; a failure listed as it is only joins seen_.
+  bool judge(const std::string& test, const std::string& phase, const std::string& variant,
+             const Outcome& o) {
+    std::string key = key_of(name_, test, phase, variant);
+    auto it = known_.find(key);
+    if (o.kind.empty()) return true;
+    if (it == known_.end()) {
+      unexpected_.push_back(fmt::format("{} {} {:.3g}: {}", key, o.kind, o.score, o.detail));
+      return false;
+    }
+    seen_.insert(key);
+    const Known& k = it->second;
+    if (k.kind != "any" && k.kind != o.kind)
+      unexpected_.push_back(fmt::format("{}: listed as {} (line {}) but now {}: {}", key, k.kind,
+                                        k.line, o.kind, o.detail));
+    else if (!(o.score <= k.bound))
+      unexpected_.push_back(
+          fmt::format("{}: worse than listed: score {:.3g} > {:.3g} (line {}): {}", key, o.score,
+                      k.bound, k.line, o.detail));
+    return false;
+  }
+
+  const std::string& name_;
+  Binding& binding_;
+  Support support_;
+  const std::map<std::string, Known>& known_;
+  bool gradcheck_only_;
+  std::set<std::string> seen_;
+  std::vector<std::string> unexpected_;
+  int fwd_checked_ = 0, fwd_ok_ = 0, bwd_checked_ = 0, bwd_ok_ = 0, vjp_checked_ = 0, vjp_ok_ = 0;
+  int compared_ = 0, skipped_ = 0;
+};
+
 class BindingOp : public testing::TestWithParam<Pair> {};
 
 TEST_P(BindingOp, AgreesWithTheReference) {
   const auto& [name, op] = GetParam();
-  Binding& binding = binding_named(name);
-  Support s = binding.supports(op);
-  const auto& known = known_findings().entries;
-  std::set<std::string> seen;
-  std::vector<std::string> unexpected;
-  int fwd_checked = 0, fwd_ok = 0, bwd_checked = 0, bwd_ok = 0, vjp_checked = 0, vjp_ok = 0;
-  int compared = 0, skipped = 0;
-  bool gradcheck_only = name == "reference";
-  auto judge = [&](const std::string& test, const std::string& phase, const std::string& variant,
-                   const Outcome& o) {
-    std::string key = key_of(name, test, phase, variant);
-    auto it = known.find(key);
-    if (o.kind.empty()) return true;
-    if (it == known.end()) {
-      unexpected.push_back(fmt::format("{} {} {:.3g}: {}", key, o.kind, o.score, o.detail));
-      return false;
-    }
-    seen.insert(key);
-    const Known& k = it->second;
-    if (k.kind != "any" && k.kind != o.kind)
-      unexpected.push_back(fmt::format("{}: listed as {} (line {}) but now {}: {}", key, k.kind,
-                                       k.line, o.kind, o.detail));
-    else if (!(o.score <= k.bound))
-      unexpected.push_back(fmt::format("{}: worse than listed: score {:.3g} > {:.3g} (line {}): {}",
-                                       key, o.score, k.bound, k.line, o.detail));
-    return false;
-  };
+  PairRun run(name, op);
   auto it = cases_by_op().find(op);
-  if (it != cases_by_op().end()) {
-    for (const auto& c : it->second) {
-      const Node& node = c.graph.nodes[0];
-      for (std::size_t k = 0; k < c.input_sets.size(); ++k) {
-        Tensors given = node_inputs(c.graph, c.input_sets[k]);
-        for (int variant = 0; variant < 2; ++variant) {
-          Tensors in = variant == 0 ? given : randomized(node, given, 17 + k);
-          std::string var = variant == 0 ? "given" : "random";
-          if (!gradcheck_only) {
-            NodeVerdict f = check_forward(binding, node, c.graph.opset, in);
-            if (f.status == "unsupported") continue;
-            ++fwd_checked;
-            fwd_ok += judge(c.test, "forward", var, from_verdict(f));
-          }
-          if (!s.backward) continue;
-          NodeVerdict b = check_backward(binding, node, c.graph.opset, in, 5 + k);
-          if (b.status == "unsupported") continue;
-          ++bwd_checked;
-          compared += b.compared;
-          skipped += b.skipped;
-          bwd_ok += judge(c.test, "backward", var, from_verdict(b));
-          if (gradcheck_only) continue;
-          Outcome v = vjp_outcome(binding, node, c.graph.opset, in, 11 + k);
-          ++vjp_checked;
-          vjp_ok += judge(c.test, "vjp", var, v);
-        }
-      }
-    }
-  }
-  std::printf(
-      "%s %s: forward %d/%d cases within the error model; backward vs finite differences %d/%d "
-      "(%d coordinates compared, %d skipped at kinks or non-finite values); backward vs the "
-      "reference VJP %d/%d\n",
-      name.c_str(), op.c_str(), fwd_ok, fwd_checked, bwd_ok, bwd_checked, compared, skipped, vjp_ok,
-      vjp_checked);
-  // A claimed op that no case exercised (none exists, or every case was refused) fails: a
-  // claim is what a test shows.
-  if (!gradcheck_only) {
-    EXPECT_GT(fwd_checked, 0) << name << " claims " << op << " but no case ran";
-  }
-  if (s.backward) {
-    EXPECT_GT(bwd_checked, 0) << name << " claims " << op << "'s backward, but no case ran";
-  }
-  for (const auto& u : unexpected) ADD_FAILURE() << "unexpected: " << u;
-  // Listed findings of this op that did not come up.
-  if (it != cases_by_op().end())
-    for (const auto& c : it->second)
-      for (const auto& [key, e] : known)
-        if (e.binding == name && e.test == c.test && !seen.count(key))
-          ADD_FAILURE() << "known finding no longer reproduces (line " << e.line << "): " << key;
+  const std::vector<NodeCase>* cases = it == cases_by_op().end() ? nullptr : &it->second;
+  if (cases) run.run(*cases);
+  run.report(op, cases);
 }
 
 void PrintTo(const Pair& p, std::ostream* os) {

@@ -28,7 +28,7 @@ Node node_of(const std::string& op, std::size_t inputs, std::size_t outputs = 1)
   return n;
 }
 
-Tensor f32(std::vector<double> v, Shape s = {}) {
+Tensor f32(const std::vector<double>& v, Shape s = {}) {
   if (s.empty()) s = {static_cast<std::int64_t>(v.size())};
   return Tensor::from_f64(v, s, DType::Float32);
 }
@@ -359,6 +359,7 @@ Graph classifier(bool fixed) {
     add("Log", {"p"}, "y");
   }
   std::vector<double> w;
+  w.reserve(32);
   for (int i = 0; i < 32; ++i) w.push_back(((i * 7) % 11 - 5) / 2.0);  // |w| up to 2.5
   g.initializers["W"] = f32(w, {8, 4});
   ValueInfo xi;
@@ -412,6 +413,7 @@ TEST(Expose, FindsLogOfSoftmaxAndStaysQuietOnTheTwin) {
 TEST(Expose, TargetsComeFromTheOps) {
   auto targets = expose_targets(classifier(false));
   std::vector<std::string> kinds;
+  kinds.reserve(targets.size());
   for (const auto& t : targets) kinds.push_back(t.op_type + ":" + t.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"MatMul:overflow", "Softmax:underflow_to_zero",
                                              "Log:log_domain"}));

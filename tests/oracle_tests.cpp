@@ -133,9 +133,9 @@ TEST(Oracle, TiesExemptOnlyTheirOwnWindow) {
                   0, 5, 4, 1},
                  {1, 1, 2, 4})};
   Tensor g = f32({1, 1}, {1, 1, 1, 2});
-  auto grad = [&](std::vector<double> v) { return f32(v, {1, 1, 2, 4}); };
+  auto grad = [&](const std::vector<double>& v) { return f32(v, {1, 1, 2, 4}); };
   // The tie split either way (or evenly) is right; the second window's max takes its 1.
-  for (auto v :
+  for (const auto& v :
        {std::vector<double>{1, 0, 1, 0, 0, 0, 0, 0}, std::vector<double>{0, 0, 1, 0, 0, 1, 0, 0},
         std::vector<double>{0.5, 0, 1, 0, 0, 0.5, 0, 0}}) {
     Score s = judge_backward(n, in, g, grad(v));
@@ -160,7 +160,7 @@ TEST(Oracle, ReduceMaxTieExemptsOnlyItsGroup) {
   n.attrs["keepdims"] = Attribute::of_int(1);
   Tensors in{f32({9, 9, 4, 4, 9, 1}, {2, 3})};
   Tensor g = f32({1, 1}, {2, 1});
-  auto grad = [&](std::vector<double> v) { return f32(v, {2, 3}); };
+  auto grad = [&](const std::vector<double>& v) { return f32(v, {2, 3}); };
   EXPECT_FALSE(judge_backward(n, in, g, grad({1, 0, 0, 0, 1, 0})).bad());
   EXPECT_FALSE(judge_backward(n, in, g, grad({0.5, 0.5, 0, 0, 1, 0})).bad());
   EXPECT_TRUE(judge_backward(n, in, g, grad({1, 0, 0, 1, 0, 0})).bad());

@@ -176,7 +176,9 @@ TEST(IntegerDivision, UndefinedInputsAreRefused) {
   div.op_type = "Div";
   div.inputs = {"a", "b"};
   div.outputs = {"y"};
-  auto ints = [](std::vector<std::int64_t> v, Shape s) { return Tensor::from_i64(v, s); };
+  auto ints = [](const std::vector<std::int64_t>& v, const Shape& s) {
+    return Tensor::from_i64(v, s);
+  };
   const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
   EXPECT_NO_THROW(refuse_undefined_inputs(div, {ints({7, 8}, {2}), ints({2, 3}, {2})}));
   EXPECT_NE(message_of([&] {
@@ -208,7 +210,11 @@ TEST(ReproManifest, FieldsCheckedAndFilesConfined) {
           "files": {"inputs": ["x.npy", null]}})",
       d.string(), "repro.json");
   ASSERT_EQ(m.files["inputs"].size(), 2u);
-  EXPECT_EQ(m.files["inputs"][0]->path, (fs::canonical(d) / "x.npy").string());
+  const auto& first = m.files["inputs"][0];
+  if (!first) {
+    FAIL() << "the first input has no file";
+  }
+  EXPECT_EQ(first->path, (fs::canonical(d) / "x.npy").string());
   EXPECT_FALSE(m.files["inputs"][1]);
   EXPECT_NE(err("[1, 2").find("not valid JSON"), std::string::npos);
   EXPECT_NE(err(R"({"schema": "metaop-repro/1", "phase": 5})").find("'phase' is number"),

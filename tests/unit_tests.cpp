@@ -312,7 +312,9 @@ TEST(Heap, CountsEveryAllocationPathAndThePeak) {
   void* b = std::calloc(2, static_cast<std::size_t>(mb));
   void* c = nullptr;
   ASSERT_EQ(posix_memalign(&c, 64, static_cast<std::size_t>(mb)), 0);
-  a = std::realloc(a, static_cast<std::size_t>(3 * mb));
+  void* grown = std::realloc(a, static_cast<std::size_t>(3 * mb));
+  ASSERT_NE(grown, nullptr);
+  a = grown;
   // Used, so that the compiler keeps every allocation.
   for (void* p : {a, b, c}) static_cast<volatile char*>(p)[0] = 1;
   EXPECT_GE(heap_in_use() - start, 6 * mb);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ops/params.h"
@@ -61,6 +62,57 @@ FindingKind score_kind(const Score& s) {
   return s.nonfinite ? FindingKind::Nonfinite : FindingKind::Accuracy;
 }
 
+namespace {
+
+// One element's share of the score: its rank among the mismatches (non-finite ones rank above any
+// finite score), or nothing when it agrees with the reference. `tol`: its tolerance (0: none).
+std::optional<double> score_element(double g, double r, double tol, DType dtype, bool floating,
+                                    Score& s) {
+  bool rf = std::isfinite(r), gf = std::isfinite(g);
+  if (!rf || !gf) {
+    bool same = (std::isnan(r) && std::isnan(g)) || r == g;
+    if (same) return std::nullopt;
+    // An exact result at a singularity (a pole, inf - inf) where the op's condition is
+    // infinite: rounding may land on any non-finite value.
+    if (!rf && !gf && std::isinf(tol)) return std::nullopt;
+    ++s.nonfinite;
+    if (rf) ++s.new_nonfinite;
+    s.score = INFINITY;
+    return INFINITY;
+  }
+  double err = std::fabs(g - r);
+  if (err == 0) return std::nullopt;
+  s.max_abs_err = std::max(s.max_abs_err, err);
+  if (floating) s.max_ulp_err = std::max(s.max_ulp_err, err / ulp_of(r, dtype));
+  double sc = tol > 0 ? err / tol : INFINITY;
+  if (sc > 1) ++s.over;
+  s.score = std::max(s.score, sc);
+  return sc;
+}
+
+// Output o (of the reference's shape and dtype) into s; its worst element becomes s's when it
+// ranks above `worst_key`.
+void score_output(std::size_t o, const Tensor& got, const Tensor& ref,
+                  const std::vector<std::vector<double>>& tol, Score& s, double& worst_key) {
+  auto g = got.to_f64(), r = ref.to_f64();
+  const std::vector<double>* t = o < tol.size() && tol[o].size() == r.size() ? &tol[o] : nullptr;
+  bool floating = is_floating(ref.dtype());
+  s.elements += static_cast<std::int64_t>(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    double ti = t ? (*t)[i] : 0;
+    std::optional<double> key = score_element(g[i], r[i], ti, ref.dtype(), floating, s);
+    if (!key || !(*key > worst_key)) continue;
+    worst_key = *key;
+    s.worst_output = o;
+    s.worst_index = static_cast<std::int64_t>(i);
+    s.worst_ref = r[i];
+    s.worst_got = g[i];
+    s.worst_tol = ti;
+  }
+}
+
+}  // namespace
+
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol) {
   Score s;
@@ -74,43 +126,7 @@ Score score_outputs(const Tensors& got, const Tensors& ref,
       s.score = INFINITY;
       continue;
     }
-    auto g = got[o].to_f64(), r = ref[o].to_f64();
-    const std::vector<double>* t = o < tol.size() && tol[o].size() == r.size() ? &tol[o] : nullptr;
-    bool floating = is_floating(ref[o].dtype());
-    s.elements += static_cast<std::int64_t>(r.size());
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      double key;
-      bool rf = std::isfinite(r[i]), gf = std::isfinite(g[i]);
-      if (!rf || !gf) {
-        bool same = (std::isnan(r[i]) && std::isnan(g[i])) || r[i] == g[i];
-        if (same) continue;
-        // An exact result at a singularity (a pole, inf - inf) where the op's condition is
-        // infinite: rounding may land on any non-finite value.
-        if (!rf && !gf && t && std::isinf((*t)[i])) continue;
-        ++s.nonfinite;
-        if (rf) ++s.new_nonfinite;
-        s.score = INFINITY;
-        key = INFINITY;
-      } else {
-        double err = std::fabs(g[i] - r[i]);
-        if (err == 0) continue;
-        s.max_abs_err = std::max(s.max_abs_err, err);
-        if (floating) s.max_ulp_err = std::max(s.max_ulp_err, err / ulp_of(r[i], ref[o].dtype()));
-        double bound = t ? (*t)[i] : 0;
-        double sc = bound > 0 ? err / bound : INFINITY;
-        if (sc > 1) ++s.over;
-        s.score = std::max(s.score, sc);
-        key = sc;
-      }
-      if (key > worst_key) {
-        worst_key = key;
-        s.worst_output = o;
-        s.worst_index = static_cast<std::int64_t>(i);
-        s.worst_ref = r[i];
-        s.worst_got = g[i];
-        s.worst_tol = t ? (*t)[i] : 0;
-      }
-    }
+    score_output(o, got[o], ref[o], tol, s, worst_key);
   }
   return s;
 }

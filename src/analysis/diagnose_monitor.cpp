@@ -146,6 +146,63 @@ std::pair<std::int64_t, std::int64_t> units_of(const Tensor& y) {
   return {units, inner};
 }
 
+// Which units of ReLU output y hold a non-zero value for some sample (1) at this step. Block by
+// block (a sample's unit): most blocks hold a non-zero value early.
+std::vector<std::uint8_t> alive_units(const Tensor& y, std::int64_t units, std::int64_t inner) {
+  std::vector<std::uint8_t> alive(static_cast<std::size_t>(units), 0);
+  std::int64_t blocks = units ? y.numel() / inner : 0;
+  if (y.dtype() == DType::Float32) {
+    const float* p = y.data<float>();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      auto& a = alive[static_cast<std::size_t>(b % units)];
+      if (a) continue;
+      const float* q = p + b * inner;
+      for (std::int64_t i = 0; i < inner; ++i)
+        if (q[i] != 0) {
+          a = 1;
+          break;
+        }
+    }
+  } else {
+    each_value(y, [&](std::int64_t i, double val) {
+      if (val != 0) alive[static_cast<std::size_t>((i / inner) % units)] = 1;
+    });
+  }
+  return alive;
+}
+
+// The share of the units of ReLU output y dead at this step; the units alive join `window`
+// (those alive in the window so far).
+double dead_share(const Tensor& y, std::vector<std::uint8_t>& window) {
+  auto [units, inner] = units_of(y);
+  std::vector<std::uint8_t> alive = alive_units(y, units, inner);
+  if (window.size() != alive.size()) window.assign(alive.size(), 0);
+  std::int64_t dead = 0;
+  for (std::size_t u = 0; u < alive.size(); ++u) {
+    dead += !alive[u];
+    window[u] |= alive[u];
+  }
+  return static_cast<double>(dead) / static_cast<double>(units);
+}
+
+// The share of the values of Sigmoid or Tanh output y that are saturated: the output within
+// `so` of an asymptote, or the pre-activation x (when known) beyond +-`pre`.
+double saturated_share(const Tensor& y, const Tensor* x, bool sigmoid, double so, double pre) {
+  auto near = [&](double val) {
+    return sigmoid ? (val < so || val > 1 - so) : std::fabs(val) > 1 - so;
+  };
+  std::int64_t n = 0;
+  if (x && x->dtype() == DType::Float32 && y.dtype() == DType::Float32) {
+    const float *px = x->data<float>(), *py = y.data<float>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) n += near(py[i]) || std::fabs(px[i]) > pre;
+  } else {
+    auto ys = y.to_f64();
+    auto xs = x ? x->to_f64() : std::vector<double>(ys.size(), 0.0);
+    for (std::size_t i = 0; i < ys.size(); ++i) n += near(ys[i]) || std::fabs(xs[i]) > pre;
+  }
+  return y.numel() ? static_cast<double>(n) / static_cast<double>(y.numel()) : 0;
+}
+
 }  // namespace
 
 std::size_t feeding_layer(const Graph& g, std::size_t index) {
@@ -315,56 +372,15 @@ void TrainMonitor::judge_activations(const StepView& v) {
     }
     const Tensor& y = yi->second;
     if (s.op_type == "Relu") {
-      auto [units, inner] = units_of(y);
-      std::vector<std::uint8_t> alive(static_cast<std::size_t>(units), 0);
-      // Block by block (a sample's unit): most blocks hold a non-zero value early.
-      std::int64_t blocks = units ? y.numel() / inner : 0;
-      if (y.dtype() == DType::Float32) {
-        const float* p = y.data<float>();
-        for (std::int64_t b = 0; b < blocks; ++b) {
-          auto& a = alive[static_cast<std::size_t>(b % units)];
-          if (a) continue;
-          const float* q = p + b * inner;
-          for (std::int64_t i = 0; i < inner; ++i)
-            if (q[i] != 0) {
-              a = 1;
-              break;
-            }
-        }
-      } else {
-        each_value(y, [&](std::int64_t i, double val) {
-          if (val != 0) alive[static_cast<std::size_t>((i / inner) % units)] = 1;
-        });
-      }
-      auto& window = alive_[a];
-      if (window.size() != alive.size()) window.assign(alive.size(), 0);
-      std::int64_t dead = 0;
-      for (std::size_t u = 0; u < alive.size(); ++u) {
-        dead += !alive[u];
-        window[u] |= alive[u];
-      }
-      s.per_step.push_back(static_cast<double>(dead) / static_cast<double>(units));
+      s.per_step.push_back(dead_share(y, alive_[a]));
       continue;
     }
     // Sigmoid, Tanh: output near an asymptote, or pre-activation far out.
-    bool sigmoid = s.op_type == "Sigmoid";
-    double so = t_.saturation_output, pre = t_.saturation_preactivation;
-    auto near = [&](double val) {
-      return sigmoid ? (val < so || val > 1 - so) : std::fabs(val) > 1 - so;
-    };
     auto xi = v.forward->values.find(node.inputs[0]);
     const Tensor* x =
         xi != v.forward->values.end() && xi->second.numel() == y.numel() ? &xi->second : nullptr;
-    std::int64_t n = 0;
-    if (x && x->dtype() == DType::Float32 && y.dtype() == DType::Float32) {
-      const float *px = x->data<float>(), *py = y.data<float>();
-      for (std::int64_t i = 0; i < y.numel(); ++i) n += near(py[i]) || std::fabs(px[i]) > pre;
-    } else {
-      auto ys = y.to_f64();
-      auto xs = x ? x->to_f64() : std::vector<double>(ys.size(), 0.0);
-      for (std::size_t i = 0; i < ys.size(); ++i) n += near(ys[i]) || std::fabs(xs[i]) > pre;
-    }
-    s.per_step.push_back(y.numel() ? static_cast<double>(n) / static_cast<double>(y.numel()) : 0);
+    s.per_step.push_back(saturated_share(y, x, s.op_type == "Sigmoid", t_.saturation_output,
+                                         t_.saturation_preactivation));
   }
 }
 

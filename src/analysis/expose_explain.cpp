@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "analysis/expose.h"
 #include "analysis/expose_search.h"
@@ -69,51 +70,70 @@ class Explainer {
       return fmt::format("{} '{}' is {} at element {}",
                          g_.initializers.count(name) ? "weight" : "input", name, num(v), e);
     const Node& p = g_.nodes[it->second];
-    const std::string who = p.op_type + " " + p.name;
     const std::string& op = p.op_type;
     if (op == "Softmax") return softmax_cause(p, e, v);
     if (op == "Exp" || op == "Sigmoid" || op == "Tanh" || op == "Relu" || op == "Softplus" ||
-        op == "Sqrt" || op == "Log" || op == "Reciprocal" || op == "Neg" || op == "Abs") {
-      double x = operand(p, 0, e);
-      if (v == 0 && (op == "Exp" || op == "Sigmoid" || op == "Softplus"))
-        return fmt::format("{} underflowed to 0 at x = {}", who, num(x));
-      if ((op == "Sigmoid" && v == 1) || (op == "Tanh" && std::fabs(v) == 1))
-        return fmt::format("{} saturated to {} at x = {}", who, num(v), num(x));
-      if (op == "Relu" && v == 0) return fmt::format("{} clamped {} to 0", who, num(x));
-      if (std::isinf(v)) return fmt::format("{} overflowed at x = {}", who, num(x));
-      return fmt::format("{} of {} gave {}", who, num(x), num(v));
-    }
-    if (op == "Sub" || op == "Add" || op == "Mul" || op == "Div") {
-      double a = operand(p, 0, e), b = operand(p, 1, e);
-      const char* sym = op == "Sub" ? "-" : op == "Add" ? "+" : op == "Mul" ? "*" : "/";
-      std::string s = fmt::format("{}: {} {} {} = {}", who, num(a), sym, num(b), num(v));
-      if ((op == "Sub" || op == "Add") && v == 0 && a != 0) s += " (cancellation)";
-      if ((op == "Sub" || op == "Add") && v != 0 && std::fabs(v) < 1e-4 * std::fabs(a))
-        s += " (cancellation)";
-      if (depth < 1) {
-        // The operand a saturating or underflowing op produced explains the rest.
-        for (std::size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
-          auto pk = producer_.find(p.inputs[k]);
-          if (pk == producer_.end()) continue;
-          const std::string& kop = g_.nodes[pk->second].op_type;
-          double x = k == 0 ? a : b;
-          bool telling = kop == "Sigmoid" || kop == "Softmax" || kop == "Exp" || kop == "Tanh" ||
-                         kop == "Relu" || kop == "ReduceSum" || kop == "ReduceMean" ||
-                         (op == "Mul" && x == 0) || kop == "Mul" || kop == "Div" || kop == "Pow";
-          if (!telling) continue;
-          const Tensor* in = value(p.inputs[k]);
-          const Tensor* out = value(p.outputs[0]);
-          std::int64_t ek = e;
-          if (in && out && in->shape() != out->shape())
-            ek = broadcast_map(in->shape(), out->shape())[static_cast<std::size_t>(e)];
-          return s + "; " + cause(p.inputs[k], ek, depth + 1);
-        }
-      }
-      return s;
-    }
+        op == "Sqrt" || op == "Log" || op == "Reciprocal" || op == "Neg" || op == "Abs")
+      return unary_cause(p, e, v);
+    if (op == "Sub" || op == "Add" || op == "Mul" || op == "Div")
+      return arithmetic_cause(p, e, v, depth);
     if (op.rfind("Reduce", 0) == 0) return reduce_cause(p, e, v, depth);
+    const std::string who = p.op_type + " " + p.name;
     if (op == "Clip") return fmt::format("{} clamped {} to {}", who, num(operand(p, 0, e)), num(v));
     return fmt::format("{} gave {}", who, num(v));
+  }
+
+  // An element-wise unary op's output v at element e: underflow, saturation, clamping, overflow.
+  std::string unary_cause(const Node& p, std::int64_t e, double v) const {
+    const std::string who = p.op_type + " " + p.name;
+    const std::string& op = p.op_type;
+    double x = operand(p, 0, e);
+    if (v == 0 && (op == "Exp" || op == "Sigmoid" || op == "Softplus"))
+      return fmt::format("{} underflowed to 0 at x = {}", who, num(x));
+    if ((op == "Sigmoid" && v == 1) || (op == "Tanh" && std::fabs(v) == 1))
+      return fmt::format("{} saturated to {} at x = {}", who, num(v), num(x));
+    if (op == "Relu" && v == 0) return fmt::format("{} clamped {} to 0", who, num(x));
+    if (std::isinf(v)) return fmt::format("{} overflowed at x = {}", who, num(x));
+    return fmt::format("{} of {} gave {}", who, num(x), num(v));
+  }
+
+  // Sub, Add, Mul, Div: the operation at element e and its cancellation; at the top level, how
+  // its telling operand came about.
+  std::string arithmetic_cause(const Node& p, std::int64_t e, double v, int depth) const {
+    const std::string who = p.op_type + " " + p.name;
+    const std::string& op = p.op_type;
+    double a = operand(p, 0, e), b = operand(p, 1, e);
+    const char* sym = op == "Sub" ? "-" : op == "Add" ? "+" : op == "Mul" ? "*" : "/";
+    std::string s = fmt::format("{}: {} {} {} = {}", who, num(a), sym, num(b), num(v));
+    if ((op == "Sub" || op == "Add") && v == 0 && a != 0) s += " (cancellation)";
+    if ((op == "Sub" || op == "Add") && v != 0 && std::fabs(v) < 1e-4 * std::fabs(a))
+      s += " (cancellation)";
+    if (depth < 1)
+      if (std::optional<std::string> why = operand_cause(p, e, a, b, depth)) return s + "; " + *why;
+    return s;
+  }
+
+  // The operand (a or b, at element e of p's output) a saturating or underflowing op produced
+  // explains the rest: how it came about; nothing when no operand is telling.
+  std::optional<std::string> operand_cause(const Node& p, std::int64_t e, double a, double b,
+                                           int depth) const {
+    for (std::size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
+      auto pk = producer_.find(p.inputs[k]);
+      if (pk == producer_.end()) continue;
+      const std::string& kop = g_.nodes[pk->second].op_type;
+      double x = k == 0 ? a : b;
+      bool telling = kop == "Sigmoid" || kop == "Softmax" || kop == "Exp" || kop == "Tanh" ||
+                     kop == "Relu" || kop == "ReduceSum" || kop == "ReduceMean" ||
+                     (p.op_type == "Mul" && x == 0) || kop == "Mul" || kop == "Div" || kop == "Pow";
+      if (!telling) continue;
+      const Tensor* in = value(p.inputs[k]);
+      const Tensor* out = value(p.outputs[0]);
+      std::int64_t ek = e;
+      if (in && out && in->shape() != out->shape())
+        ek = broadcast_map(in->shape(), out->shape())[static_cast<std::size_t>(e)];
+      return cause(p.inputs[k], ek, depth + 1);
+    }
+    return std::nullopt;
   }
 
   std::string softmax_cause(const Node& p, std::int64_t e, double v) const {
@@ -176,15 +196,12 @@ class Explainer {
   std::map<std::string, std::size_t> producer_;
 };
 
-}  // namespace
-
-std::string explain_nonfinite(const Graph& g, const std::map<std::string, Tensor>& values,
-                              const std::vector<std::size_t>& run_order, std::size_t* first) {
-  Explainer ex(g, values);
-  // The origin: the first node with a non-finite output from finite inputs; failing that (a
-  // non-finite constant upstream), the first NaN made from inputs without NaN.
-  std::size_t origin = g.nodes.size();
-  for (int pass = 0; pass < 2 && origin == g.nodes.size(); ++pass)
+// The origin: the first node with a non-finite output from finite inputs; failing that (a
+// non-finite constant upstream), the first NaN made from inputs without NaN; g.nodes.size()
+// when there is none.
+std::size_t find_origin(const Graph& g, const Explainer& ex,
+                        const std::vector<std::size_t>& run_order) {
+  for (int pass = 0; pass < 2; ++pass)
     for (auto k : run_order) {
       const Node& n = g.nodes[k];
       bool in_ok = true, out_bad = false;
@@ -192,44 +209,60 @@ std::string explain_nonfinite(const Graph& g, const std::map<std::string, Tensor
         in_ok &= pass == 0 ? expose_detail::all_finite(t) : !nan_tensor(t);
       for (const auto& t : ex.outputs_of(n))
         out_bad |= pass == 0 ? !expose_detail::all_finite(t) : nan_tensor(t);
-      if (in_ok && out_bad) {
-        origin = k;
-        break;
-      }
+      if (in_ok && out_bad) return k;
     }
+  return g.nodes.size();
+}
+
+// An overflow: the inputs that produced it (element `element` of the only one, or the largest).
+std::string overflow_cause(const Tensors& ins, std::int64_t element) {
+  double m = 0;
+  for (const auto& t : ins)
+    if (t.defined() && is_floating(t.dtype()))
+      for (double v : t.to_f64()) m = std::max(m, std::fabs(v));
+  return ins.size() == 1 ? fmt::format("input {}", num(ins[0].f64_at(element)))
+                         : fmt::format("largest |input| {}", num(m));
+}
+
+// The first of node n's danger zones it is in (at distance 0), and how it got there; nothing when
+// it is in none of them.
+std::optional<std::string> zone_explanation(const Explainer& ex, const Node& n,
+                                            const KernelContext& c, const Tensors& ins,
+                                            const Tensors& outs) {
+  const MetaOp* op = OpRegistry::instance().find(n.op_type);
+  if (!op) return std::nullopt;
+  for (const auto& z : op->domain.danger) {
+    if (z.applies && !z.applies(n)) continue;
+    ZoneDistances zd;
+    try {
+      zd = z.distances(c, ins, outs);
+    } catch (const Error&) {
+      continue;
+    }
+    for (std::size_t s = 0; s < zd.distance.size(); ++s) {
+      if (zd.distance[s] != 0) continue;
+      std::string what = z.describe(c, ins, outs, s);
+      std::string why = z.watches_output ? overflow_cause(ins, zd.element[s])
+                                         : ex.cause(n.inputs[static_cast<std::size_t>(z.index)],
+                                                    zd.element[s], 0);
+      return fmt::format("{} {} at {} ({})", n.op_type, what, n.name, why);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string explain_nonfinite(const Graph& g, const std::map<std::string, Tensor>& values,
+                              const std::vector<std::size_t>& run_order, std::size_t* first) {
+  Explainer ex(g, values);
+  std::size_t origin = find_origin(g, ex, run_order);
   *first = origin;
   if (origin == g.nodes.size()) return "";
   const Node& n = g.nodes[origin];
   Tensors ins = ex.inputs_of(n), outs = ex.outputs_of(n);
   KernelContext c{n, g.opset};
-  const MetaOp* op = OpRegistry::instance().find(n.op_type);
-  if (op)
-    for (const auto& z : op->domain.danger) {
-      if (z.applies && !z.applies(n)) continue;
-      ZoneDistances zd;
-      try {
-        zd = z.distances(c, ins, outs);
-      } catch (const Error&) {
-        continue;
-      }
-      for (std::size_t s = 0; s < zd.distance.size(); ++s) {
-        if (zd.distance[s] != 0) continue;
-        std::string what = z.describe(c, ins, outs, s);
-        std::string why;
-        if (!z.watches_output) {
-          why = ex.cause(n.inputs[static_cast<std::size_t>(z.index)], zd.element[s], 0);
-        } else {
-          // An overflow: the inputs that produced it.
-          double m = 0;
-          for (const auto& t : ins)
-            if (t.defined() && is_floating(t.dtype()))
-              for (double v : t.to_f64()) m = std::max(m, std::fabs(v));
-          why = ins.size() == 1 ? fmt::format("input {}", num(ins[0].f64_at(zd.element[s])))
-                                : fmt::format("largest |input| {}", num(m));
-        }
-        return fmt::format("{} {} at {} ({})", n.op_type, what, n.name, why);
-      }
-    }
+  if (std::optional<std::string> zone = zone_explanation(ex, n, c, ins, outs)) return *zone;
   bool nan = false;
   for (const auto& t : outs) nan |= nan_tensor(t);
   bool finite_in = true;
