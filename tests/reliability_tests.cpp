@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "bindings/isolate.h"
+#include "bindings/torch/torch_binding.h"
+#include "bindings/torch/torch_optimizer.h"
 #include "engine/executor.h"
 #include "report/check_report.h"
 #include "report/repro.h"
@@ -411,6 +413,85 @@ TEST(Isolation, LargeTensorsCrossOnceAndStayRight) {
   stop_workers();  // a fresh worker keeps nothing
   EXPECT_EQ(sum_of({w}, 0), ramp_sum(big, 8));
   EXPECT_EQ(sum_of({out.at(1), w}, 1), ramp_sum(big, 8));
+}
+
+namespace {
+
+// Doubles its input, or crashes on request ("Segv").
+class Doubling final : public Binding {
+ public:
+  std::string name() const override { return "test-in-place"; }
+  Support supports(const std::string&) const override { return {true, false, {}, ""}; }
+  Tensors forward(const Node& node, std::int64_t, const Tensors& in) override {
+    if (node.op_type == "Segv") std::raise(SIGSEGV);
+    auto v = in[0].to_f64();
+    for (auto& e : v) e *= 2;
+    return {Tensor::from_f64(v, in[0].shape(), in[0].dtype())};
+  }
+};
+
+}  // namespace
+
+// Large outputs are read in place in the worker's arena: one MetaOp holds keeps its bytes while
+// the worker makes many more outputs of its size (their blocks freed and taken again), after the
+// worker crashed and a fresh one took over, and sent back to a worker.
+TEST(Isolation, OutputsReadInPlaceStayRight) {
+  IsolatedBinding b(std::make_unique<Doubling>());
+  Node n = node_of("Double");
+  const std::int64_t big = 1 << 16;  // 256 kB of float32
+  auto in_place = worker_in_place_bytes("test-in-place");
+  Tensor held = b.forward(n, 13, {ramp(big, 1)}).at(0);
+  EXPECT_EQ(worker_in_place_bytes("test-in-place") - in_place, held.nbytes());
+  const double want = 2 * ramp_sum(big, 1);
+  auto sum = [](const Tensor& t) {
+    double s = 0;
+    for (double v : t.to_f64()) s += v;
+    return s;
+  };
+  for (int k = 0; k < 40; ++k)
+    EXPECT_EQ(sum(b.forward(n, 13, {ramp(big, 100 + k)}).at(0)), 2 * ramp_sum(big, 100 + k)) << k;
+  EXPECT_EQ(sum(held), want);
+  // Read back by the worker (kept there): 4 times the ramp.
+  EXPECT_EQ(sum(b.forward(n, 13, {held}).at(0)), 2 * want);
+  auto starts = worker_starts("test-in-place");
+  EXPECT_THROW(b.forward(node_of("Segv"), 13, {ramp(big, 0)}), Crash);
+  for (int k = 0; k < 40; ++k)
+    EXPECT_EQ(sum(b.forward(n, 13, {ramp(big, 200 + k)}).at(0)), 2 * ramp_sum(big, 200 + k)) << k;
+  EXPECT_EQ(worker_starts("test-in-place"), starts + 1);
+  EXPECT_EQ(sum(held), want);
+  EXPECT_EQ(sum(b.forward(n, 13, {held}).at(0)), 2 * want);  // crosses to the fresh worker
+  stop_workers();
+  Tensor again = b.forward(n, 13, {ramp(big, 1)}).at(0);
+  EXPECT_EQ(sum(held), want);
+  EXPECT_EQ(sum(again), want);
+}
+
+// Train's update kernels run in their binding's worker: the same steps as in process; a planted
+// crash is a Crash of that step, and a fresh worker starts the next one from the state before it.
+TEST(Isolation, UpdateKernelsRunInTheWorker) {
+  OptimizerConfig c;
+  c.kind = "adam";
+  c.lr = 0.01;
+  IsolatedUpdate isolated_update(std::make_unique<TorchBinding>(), c);
+  TorchUpdate in_process(c);
+  const std::int64_t n = 1 << 15;  // 128 kB: weight and state read in place
+  Tensor w_iso = ramp(n, 1), w_in = w_iso;
+  std::uint64_t starts = 0;
+  for (long t = 1; t <= 4; ++t) {
+    Tensor g = ramp(n, static_cast<double>(t) - 500);
+    if (t == 2) {
+      starts = worker_starts("torch");
+      EXPECT_THROW(isolated_update.step_with_fault("segv", "w", t, w_iso, g), Crash);
+    }
+    w_iso = isolated_update.step("w", t, w_iso, g);
+    w_in = in_process.step("w", t, w_in, g);
+    EXPECT_EQ(w_iso.to_f64(), w_in.to_f64()) << t;
+    Tensors s_iso = isolated_update.state("w"), s_in = in_process.state("w");
+    ASSERT_EQ(s_iso.size(), 2u);
+    ASSERT_EQ(s_in.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) EXPECT_EQ(s_iso[k].to_f64(), s_in[k].to_f64()) << t;
+  }
+  EXPECT_EQ(worker_starts("torch"), starts + 1);
 }
 
 TEST(Isolation, TheRunGoesOnAfterACrash) {

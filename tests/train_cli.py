@@ -190,7 +190,24 @@ for fault in ["update_sign", "update_scale", "half_state", "stale_state", "updat
               f"{spec}: the reproducer reproduces it, and the reference is clean on it",
               again.stdout + again.stderr + clean.stdout + clean.stderr)
 
-# 4c. Forward and backward reproducers of training findings.
+# 4c. A crash planted in torch's optimizer, in its worker process (a one-off child under
+#     --isolation none): a crash finding at the weight, update phase, and training goes on to its
+#     last step, the weight's steps that crashed made on the reference.
+args = ["--loss", "cross_entropy", "--epochs", "1", "--batch-size", "8", "--optimizer", "adam",
+        "--lr", "0.01", "--bind", "torch"]
+rc, out, clean = train("cnn", *args)
+for extra in [[], ["--isolation", "none"]]:
+    rc, out, _ = train("cnn", *args, "--check", "--inject", "0.weight:segv@torch:update", *extra)
+    doc = json.load(open(os.path.join(WORK, "t.json"))) if rc == 1 else {}
+    fs = doc.get("findings", [])
+    top = fs[0] if fs else {}
+    check(rc == 1 and top.get("node") == "0.weight" and top.get("phase") == "update" and
+          top.get("kind") == "crash" and "Segmentation fault" in top.get("detail", "") and
+          len(fs) == 1 and len(doc.get("losses", [])) == len(clean) > 0,
+          f"segv in torch's optimizer {' '.join(extra)}: a crash finding at the weight, update "
+          f"phase, and all {len(clean)} steps run ({top.get('detail')})", out)
+
+# 4d. Forward and backward reproducers of training findings.
 for spec, phase in [("Conv:bias@torch", "forward"), ("Relu:grad_scale@onednn:backward", "backward")]:
     binding = spec.split("@")[1].split(":")[0]
     rc, out, _ = train("cnn", "--loss", "cross_entropy", "--epochs", "1", "--batch-size", "8",

@@ -216,6 +216,14 @@ void judge_backward(TrainCheck& tc, const AccumulationBound& bound, std::size_t 
 // Judges one weight's update by a framework's optimizer.
 void judge_update(TrainCheck& tc, const OptimizerConfig& opt, std::size_t step,
                   const UpdateCall& u) {
+  if (!u.crash.empty()) {
+    auto c = finding(u.weight, opt.kind, u.binding, Phase::Update,
+                     u.hang ? FindingKind::Hang : FindingKind::Crash, INFINITY, step, u.crash);
+    c.inputs = {*u.before, *u.grad};
+    for (const auto& s : *u.state_before) c.inputs.push_back(s);
+    record(tc, std::move(c));
+    return;
+  }
   if (u.binding == "reference") return;
   LocalCheck lc =
       check_update(opt, u.t, *u.before, *u.grad, *u.state_before, *u.after, *u.state_after);

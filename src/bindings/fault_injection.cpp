@@ -36,6 +36,7 @@ const std::vector<FaultInfo>& fault_catalog() {
         "LayerNormalization"}},
       {"nan", "NaN in the output element of largest magnitude", {}},
       {"swap", "two output dims transposed (data only; the shape is kept)", {}},
+      // Also an update kernel's step (WEIGHT_NODE_OR_OP:FAULT@BINDING:update).
       {"abort", "the kernel aborts (SIGABRT, in its worker process)", {}},
       {"segv", "the kernel dies of a segmentation fault (SIGSEGV, in its worker process)", {}},
       {"hang", "the kernel never returns (killed after --kernel-timeout)", {}},
@@ -95,7 +96,9 @@ FaultSpec parse_fault(const std::string& spec) {
   if (std::find(names.begin(), names.end(), f.fault) == names.end())
     fail("--inject '{}': unknown fault '{}' (known: {})", spec, f.fault, fmt::join(names, ", "));
   Phase phase = fault_phase(f.fault);
-  if (phase != f.phase)
+  // A process fault is a forward fault, or a crash of an update kernel (WEIGHT:segv@torch:update).
+  bool process = f.fault == "abort" || f.fault == "segv" || f.fault == "hang";
+  if (phase != f.phase && !(process && f.phase == Phase::Update))
     fail("--inject '{}': {} is a{} {} fault (write {}:{}@BINDING{})", spec, f.fault,
          phase == Phase::Update ? "n" : "", phase, f.target, f.fault,
          phase == Phase::Forward ? "" : fmt::format(":{}", phase));
@@ -398,9 +401,32 @@ FaultyUpdate::FaultyUpdate(std::unique_ptr<UpdateKernel> inner,
                            std::map<std::string, FaultSpec> faults)
     : inner_(std::move(inner)), faults_(std::move(faults)) {}
 
+namespace {
+
+// abort, segv and hang in an update kernel: committed in its binding's worker, where the
+// optimizer would run, or in a one-off child when the user asked for kernels in process.
+Tensor planted_update(UpdateKernel& inner, const std::string& fault, const std::string& weight,
+                      long t, const Tensor& w, const Tensor& g) {
+  if (auto* iso = dynamic_cast<IsolatedUpdate*>(&inner))
+    return iso->step_with_fault(fault, weight, t, w, g);
+  return run_isolated(fmt::format("update of weight '{}': {} optimizer", weight, inner.name()),
+                      [fault]() -> Tensors { commit_planted_fault(fault); })
+      .at(0);
+}
+
+}  // namespace
+
 Tensor FaultyUpdate::step(const std::string& weight, long t, const Tensor& w, const Tensor& g) {
   auto f = faults_.find(weight);
   if (f == faults_.end()) return inner_->step(weight, t, w, g);
+  if (const std::string& fault = f->second.fault;
+      fault == "abort" || fault == "segv" || fault == "hang") {
+    if (!log_.contains(weight))
+      log_[weight] = fault == "abort"  ? "optimizer aborted"
+                     : fault == "segv" ? "optimizer segfaulted"
+                                       : "optimizer hung";
+    return planted_update(*inner_, fault, weight, t, w, g);
+  }
   Tensors before = inner_->state(weight);
   Tensor nw = inner_->step(weight, t, w, g);
   const std::string& fault = f->second.fault;

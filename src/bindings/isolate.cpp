@@ -1,10 +1,12 @@
 #include "bindings/isolate.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,20 +39,21 @@ using namespace isolate;
 
 // MetaOp's record of the tensors its worker keeps (isolate_wire.h, kKeepFrom): by the address of
 // their storage while it lives (a weak handle: the record does not keep memory alive), with the
-// id the worker knows them by. Records of tensors that died are told to the worker with the next
-// request, which drops its copies. Kept bytes stay under a cap (a quarter of the memory budget):
+// id the worker knows them by. A record is told to the worker, which then drops its copy (and
+// frees the arena block of an output MetaOp read in place), with the first request after its
+// tensor died, and never before. Kept bytes stay under a cap (a quarter of the memory budget):
 // past it, tensors cross without being kept.
 class KeptIndex {
  public:
   // The id the worker has `t` under, 0 if none.
-  std::uint64_t find(const Tensor& t) {
-    auto it = by_data_.find(t.raw());
-    if (it == by_data_.end()) return 0;
-    const Entry& e = it->second;
+  std::uint64_t find(const Tensor& t) const {
+    auto at = by_data_.find(t.raw());
+    if (at == by_data_.end()) return 0;
+    const Entry& e = by_id_.at(at->second);
     auto live = t.storage();
     bool same = !e.owner.expired() && !e.owner.owner_before(live) && !live.owner_before(e.owner);
     if (!same || e.dtype != t.dtype() || e.bytes != t.nbytes()) return 0;
-    return e.id;
+    return at->second;
   }
   // A fresh id to keep `t` under, 0 when it is small or the cap is reached.
   std::uint64_t reserve(const Tensor& t) {
@@ -61,54 +64,137 @@ class KeptIndex {
   std::uint64_t next() const { return next_; }
   void add(std::uint64_t id, const Tensor& t) {
     next_ = std::max(next_, id + 1);
-    auto& e = by_data_[t.raw()];
-    if (e.id) {  // an older record at that address, of a tensor that died or was sent again
-      dead_.push_back(e.id);
-      bytes_ -= e.bytes;
-    }
+    // An older record at that address stays until its own tensor dies: only the lookup by
+    // address is the new one's.
+    by_data_[t.raw()] = id;
     bytes_ += t.nbytes();
-    e = {t.storage(), id, t.dtype(), t.nbytes()};
+    by_id_[id] = {t.storage(), t.raw(), t.dtype(), t.nbytes()};
   }
   // Ids of the tensors that died since the last call.
   std::vector<std::uint64_t> forget_dead() {
-    for (auto it = by_data_.begin(); it != by_data_.end();) {
+    std::vector<std::uint64_t> dead;
+    for (auto it = by_id_.begin(); it != by_id_.end();) {
       if (!it->second.owner.expired()) {
         ++it;
         continue;
       }
-      dead_.push_back(it->second.id);
+      dead.push_back(it->first);
       bytes_ -= it->second.bytes;
-      it = by_data_.erase(it);
+      auto at = by_data_.find(it->second.data);
+      if (at != by_data_.end() && at->second == it->first) by_data_.erase(at);
+      it = by_id_.erase(it);
     }
-    return std::exchange(dead_, {});
+    return dead;
   }
   // A new worker has nothing.
   void clear() {
+    by_id_.clear();
     by_data_.clear();
-    dead_.clear();
     bytes_ = 0;
     cap_ = static_cast<std::size_t>(std::max<std::int64_t>(memory_budget() / 4, 0));
   }
+  std::size_t cap() const { return cap_; }
 
  private:
   struct Entry {
     std::weak_ptr<const std::byte[]> owner;
-    std::uint64_t id = 0;
+    const std::byte* data = nullptr;
     DType dtype = DType::Float32;
     std::size_t bytes = 0;
   };
-  std::unordered_map<const std::byte*, Entry> by_data_;
-  std::vector<std::uint64_t> dead_;
+  std::unordered_map<std::uint64_t, Entry> by_id_;
+  std::unordered_map<const std::byte*, std::uint64_t> by_data_;
   std::size_t bytes_ = 0, cap_ = 0;
   std::uint64_t next_ = 1;
 };
+
+std::size_t page_size() {
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// MetaOp's side of a worker's arena (isolate_wire.h): its mapping, which lives as long as a
+// tensor over one of its blocks does, the worker's life or not. MetaOp checks that no two of the
+// tensors it holds share bytes (a worker whose heap a kernel broke might hand out a block twice).
+// Once the worker that allocated the blocks is gone, the memory of each block goes back to the
+// system as soon as no tensor is over it.
+class ArenaHold : public std::enable_shared_from_this<ArenaHold> {
+ public:
+  ArenaHold(int fd, std::size_t reserve) : arena_(fd, reserve, true) {}
+  int fd() const { return arena_.fd(); }
+  std::size_t reserved() const { return arena_.reserved(); }
+
+  // A tensor over the arena's bytes at `off`.
+  Tensor view(std::uint64_t off, DType dtype, const Shape& shape) {
+    Tensor probe = Tensor::over(dtype, shape, nullptr);
+    std::size_t n = probe.nbytes();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (off > arena_.reserved() || n == 0 || n > arena_.reserved() - off || !mapped(off + n))
+      throw Error("isolated kernel: malformed message (tensor past the arena)");
+    auto next = live_.lower_bound(off);
+    bool overlaps =
+        (next != live_.end() && next->first < off + n) ||
+        (next != live_.begin() && std::prev(next)->first + std::prev(next)->second > off);
+    if (overlaps) throw Error("isolated kernel: the worker wrote an output over a tensor in use");
+    live_[off] = n;
+    auto* p = reinterpret_cast<std::byte*>(arena_.base() + off);
+    std::shared_ptr<std::byte[]> storage(
+        p, [self = shared_from_this(), off](std::byte*) { self->release(off); });
+    return Tensor::over(dtype, shape, std::move(storage));
+  }
+
+  // The worker is gone: the pages no tensor is over go back to the system now.
+  void retire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired_ = true;
+    std::size_t from = 0;
+    for (const auto& [off, n] : live_) {
+      punch(from, off);
+      from = off + n;
+    }
+    punch(from, arena_.size());
+  }
+
+ private:
+  // Maps the file as far as the worker grew it, if `end` is past the mapping.
+  bool mapped(std::size_t end) {
+    if (end <= arena_.size()) return true;
+    struct stat st {};
+    if (::fstat(arena_.fd(), &st) != 0 || static_cast<std::size_t>(st.st_size) < end) return false;
+    return arena_.map_to(static_cast<std::size_t>(st.st_size));
+  }
+  void release(std::uint64_t off) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(off);
+    if (it == live_.end()) return;
+    if (retired_) punch(off, off + it->second);
+    live_.erase(it);
+  }
+  // Gives back the whole pages within [from, to).
+  void punch(std::size_t from, std::size_t to) {
+    std::size_t page = page_size(), a = (from + page - 1) / page * page, b = to / page * page;
+    if (a < b)
+      ::fallocate(arena_.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(a),
+                  static_cast<off_t>(b - a));
+  }
+
+  Arena arena_;
+  std::mutex mutex_;
+  std::map<std::uint64_t, std::size_t> live_;  // offset -> bytes of the tensors over the arena
+  bool retired_ = false;
+};
+
+// What a request sends after its kind and the records MetaOp dropped: the node or update call,
+// and the lists of tensors, given the start count of the worker that will answer it.
+using RequestHead =
+    std::function<std::vector<const Tensors*>(Writer& w, std::uint64_t worker_start)>;
 
 class Worker {
  public:
   explicit Worker(std::string name) : name_(std::move(name)) {}
 
-  Tensors call(Binding& inner, char kind, std::uint8_t fault, const Node& node, std::int64_t opset,
-               const std::vector<const Tensors*>& lists, const std::string& what) {
+  Tensors call(Binding& inner, char kind, std::uint8_t fault, const RequestHead& head,
+               const std::string& what) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pid_ <= 0) start(inner);
     Writer w;
@@ -117,8 +203,10 @@ class Worker {
     auto dead = kept_.forget_dead();
     w.put(static_cast<std::uint32_t>(dead.size()));
     for (auto id : dead) w.put(id);
-    put_node(w, node);
-    w.put(opset);
+    w.put(static_cast<std::uint32_t>(dropped_updates_.size()));
+    for (auto id : dropped_updates_) w.put(id);
+    dropped_updates_.clear();
+    auto lists = head(w, starts_);
     std::vector<std::pair<std::uint64_t, const Tensor*>> sent;
     put_tensors(w, region_, lists, [&](const Tensor& t) {
       Crossing c{0, kept_.find(t)};
@@ -131,6 +219,27 @@ class Worker {
     for (const auto& [id, t] : sent) kept_.add(id, *t);
     // The ids the worker keeps its large outputs under start here (0: keep none).
     w.put(kept_.room() ? kept_.next() : std::uint64_t{0});
+    return exchange(w, what);
+  }
+
+  // The worker may drop update kernel `id` (IsolatedUpdate) with the next request.
+  void drop_update(std::uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pid_ > 0) dropped_updates_.push_back(id);
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    close_link();
+  }
+
+  std::uint64_t starts() const { return starts_; }
+  std::uint64_t sent_bytes() const { return sent_bytes_; }
+  std::uint64_t in_place_bytes() const { return in_place_bytes_; }
+
+ private:
+  // Sends the request, reads the answer.
+  Tensors exchange(Writer& w, const std::string& what) {
     auto deadline = worker_deadline();
     Io io = send_frame(sock_, w.buffer(), deadline);
     std::string body;
@@ -149,21 +258,17 @@ class Worker {
     auto peak = rd.get<std::int64_t>();
     std::int64_t level = heap_in_use();
     std::vector<std::pair<std::uint64_t, Tensor>> kept_outputs;
-    auto out = get_tensors(rd, region_, {}, &kept_outputs);
+    auto out = get_tensors(rd, region_, {}, &kept_outputs,
+                           [&](std::uint64_t off, DType dtype, const Shape& shape) {
+                             Tensor t = arena_->view(off, dtype, shape);
+                             in_place_bytes_ += t.nbytes();
+                             return t;
+                           });
     for (const auto& [id, t] : kept_outputs) kept_.add(id, t);
     raise_heap_peak(level + peak);
     return out.empty() ? Tensors{} : std::move(out[0]);
   }
 
-  void stop() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    close_link();
-  }
-
-  std::uint64_t starts() const { return starts_; }
-  std::uint64_t sent_bytes() const { return sent_bytes_; }
-
- private:
   void start(Binding& inner) {
     if (region_.fd < 0) {
       region_.fd = ::memfd_create(("metaop-" + name_).c_str(), MFD_CLOEXEC);
@@ -171,6 +276,8 @@ class Worker {
       region_.grow(std::size_t{8} << 20);
     }
     kept_.clear();
+    dropped_updates_.clear();
+    new_arena();
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       fail("isolated kernel: socketpair failed: {}", std::strerror(errno));
@@ -183,27 +290,44 @@ class Worker {
       ::close(sv[1]);
       fail("isolated kernel: fork failed: {}", std::strerror(errno));
     }
-    if (pid == 0) {
-      // The worker dies with MetaOp; Ctrl-C is MetaOp's to handle.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) _exit(0);
-      std::signal(SIGINT, SIG_IGN);
-      std::signal(SIGPIPE, SIG_IGN);
-      // A framework's crash ends its worker plainly, whatever handlers were installed.
-      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
-      ::close(sv[0]);
-      // Only its own link and region stay open: other workers' sockets, inherited, would keep
-      // them from seeing MetaOp close its end.
-      int keep[2] = {std::min(sv[1], region_.fd), std::max(sv[1], region_.fd)};
-      ::close_range(3, static_cast<unsigned>(keep[0] - 1), 0);
-      ::close_range(static_cast<unsigned>(keep[0] + 1), static_cast<unsigned>(keep[1] - 1), 0);
-      ::close_range(static_cast<unsigned>(keep[1] + 1), ~0u, 0);
-      serve(inner, sv[1], region_);
-    }
+    if (pid == 0) become_worker(inner, parent, sv);
     ::close(sv[1]);
     sock_ = sv[0];
     pid_ = pid;
     ++starts_;
+  }
+
+  // A fresh worker gets a fresh arena; the tensors over the last one keep it while they live.
+  void new_arena() {
+    if (arena_) arena_->retire();
+    int fd = ::memfd_create(("metaop-" + name_ + "-arena").c_str(), MFD_CLOEXEC);
+    if (fd < 0) fail("isolated kernel: memfd_create failed: {}", std::strerror(errno));
+    // Twice what the worker may keep: room for the blocks and the gaps between them.
+    std::size_t reserve =
+        std::max(2 * kept_.cap(), std::size_t{64} << 20) / page_size() * page_size();
+    arena_ = std::make_shared<ArenaHold>(fd, reserve);
+  }
+
+  [[noreturn]] void become_worker(Binding& inner, pid_t parent, const int sv[2]) {
+    // The worker dies with MetaOp; Ctrl-C is MetaOp's to handle.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGPIPE, SIG_IGN);
+    // A framework's crash ends its worker plainly, whatever handlers were installed.
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+    ::close(sv[0]);
+    // Only its own link, region and arena stay open: other workers' sockets, inherited, would
+    // keep them from seeing MetaOp close its end.
+    std::vector<int> keep{sv[1], region_.fd, arena_->fd()};
+    std::sort(keep.begin(), keep.end());
+    unsigned from = 3;
+    for (int fd : keep) {
+      if (static_cast<unsigned>(fd) > from) ::close_range(from, static_cast<unsigned>(fd) - 1, 0);
+      from = static_cast<unsigned>(fd) + 1;
+    }
+    ::close_range(from, ~0u, 0);
+    serve(inner, sv[1], region_, arena_->fd(), arena_->reserved());
   }
 
   void close_link() {
@@ -238,8 +362,10 @@ class Worker {
   pid_t pid_ = -1;
   int sock_ = -1;
   Region region_;
+  std::shared_ptr<ArenaHold> arena_;
   KeptIndex kept_;
-  std::uint64_t starts_ = 0, sent_bytes_ = 0;
+  std::vector<std::uint64_t> dropped_updates_;
+  std::uint64_t starts_ = 0, sent_bytes_ = 0, in_place_bytes_ = 0;
 };
 
 std::mutex pool_mutex;
@@ -273,22 +399,118 @@ Support IsolatedBinding::supports(const std::string& op_type) const {
   return inner_->supports(op_type);
 }
 
+namespace {
+
+// The head of a node's request: the node, the opset, then its lists of tensors.
+RequestHead node_head(const Node& node, std::int64_t opset, std::vector<const Tensors*> lists) {
+  return [&node, opset, lists = std::move(lists)](Writer& w, std::uint64_t) {
+    put_node(w, node);
+    w.put(opset);
+    return lists;
+  };
+}
+
+}  // namespace
+
 Tensors IsolatedBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
-  return worker_for(name_).call(*inner_, 'F', kNoFault, node, opset, {&inputs},
+  return worker_for(name_).call(*inner_, 'F', kNoFault, node_head(node, opset, {&inputs}),
                                 node.label() + ": " + name_);
 }
 
 Tensors IsolatedBinding::backward(const Node& node, std::int64_t opset, const Tensors& inputs,
                                   const Tensors& outputs, const Tensors& output_grads) {
-  return worker_for(name_).call(*inner_, 'B', kNoFault, node, opset,
-                                {&inputs, &outputs, &output_grads},
+  return worker_for(name_).call(*inner_, 'B', kNoFault,
+                                node_head(node, opset, {&inputs, &outputs, &output_grads}),
                                 node.label() + ": " + name_ + " backward");
 }
 
 Tensors IsolatedBinding::forward_with_fault(const std::string& fault, const Node& node,
                                             std::int64_t opset, const Tensors& inputs) {
-  return worker_for(name_).call(*inner_, 'F', fault_code(fault), node, opset, {&inputs},
+  return worker_for(name_).call(*inner_, 'F', fault_code(fault), node_head(node, opset, {&inputs}),
                                 node.label() + ": " + name_);
+}
+
+namespace {
+
+std::atomic<std::uint64_t> next_update_id{1};
+
+}  // namespace
+
+IsolatedUpdate::IsolatedUpdate(std::unique_ptr<Binding> binding, OptimizerConfig c)
+    : binding_(std::move(binding)),
+      name_(binding_->name()),
+      c_(std::move(c)),
+      id_(next_update_id++) {
+  validate(c_);
+}
+
+IsolatedUpdate::~IsolatedUpdate() {
+  worker_for(name_).drop_update(id_);
+}
+
+Tensors IsolatedUpdate::call(std::uint8_t fault, const std::string& weight, long t,
+                             const Tensors* wg, const Saved* set_to) {
+  static const Tensors none;
+  std::string what =
+      fmt::format("update of weight '{}': {} optimizer ({})", weight, name_, c_.kind);
+  Tensors out;
+  try {
+    out = worker_for(name_).call(
+        *binding_, 'U', fault,
+        [&](Writer& w, std::uint64_t worker) -> std::vector<const Tensors*> {
+          if (worker != worker_) in_worker_.clear();  // a fresh worker: it has no state
+          worker_ = worker;
+          const Saved* from = set_to;
+          auto saved = saved_.find(weight);
+          if (!from && !in_worker_.contains(weight) && saved != saved_.end()) from = &saved->second;
+          std::uint8_t does = (wg ? kStep : 0) | (from ? kSetState : 0);
+          w.put(id_);
+          put_optimizer(w, c_);
+          w.str(weight);
+          w.put(static_cast<std::int64_t>(t));
+          w.put(does);
+          w.put(static_cast<std::int64_t>(from ? from->t : 0));
+          return {wg ? wg : &none, from ? &from->slots : &none};
+        },
+        what);
+  } catch (...) {
+    in_worker_.erase(weight);  // what the worker holds now is unknown: sent again next time
+    throw;
+  }
+  in_worker_.insert(weight);
+  return out;
+}
+
+Tensor IsolatedUpdate::step(const std::string& weight, long t, const Tensor& w, const Tensor& g) {
+  return step_with_fault("", weight, t, w, g);
+}
+
+Tensor IsolatedUpdate::step_with_fault(const std::string& fault, const std::string& weight, long t,
+                                       const Tensor& w, const Tensor& g) {
+  Tensors wg{w, g};
+  Tensors out =
+      call(fault.empty() ? std::uint8_t{kNoFault} : fault_code(fault), weight, t, &wg, nullptr);
+  if (out.empty() || !out[0].defined())
+    throw Error(fmt::format("{} optimizer on weight '{}': no new weight", name_, weight));
+  saved_[weight] = {t, Tensors(out.begin() + 1, out.end())};
+  return out[0];
+}
+
+Tensors IsolatedUpdate::state(const std::string& weight) const {
+  auto it = saved_.find(weight);
+  return it == saved_.end() ? Tensors{} : it->second.slots;
+}
+
+void IsolatedUpdate::set_state(const std::string& weight, long t, const Tensors& slots) {
+  Saved s{t, slots};
+  call(kNoFault, weight, t, nullptr, &s);
+  saved_[weight] = std::move(s);
+}
+
+std::uint64_t worker_in_place_bytes(const std::string& binding) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = pool().find(binding);
+  return it == pool().end() ? 0 : it->second->in_place_bytes();
 }
 
 std::unique_ptr<Binding> isolated(std::unique_ptr<Binding> b) {

@@ -1,6 +1,7 @@
 #include "bindings/isolate_wire.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,11 +167,49 @@ void Region::grow(std::size_t need) {
   map(n);
 }
 
+Arena::Arena(int fd, std::size_t reserve, bool dont_fork, bool writable)
+    : fd_(fd), reserve_(reserve), dont_fork_(dont_fork), writable_(writable) {
+  // Addresses only: no memory, no swap reserved, inaccessible until the file is mapped over them.
+  void* p =
+      ::mmap(nullptr, reserve_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail("isolated kernel: reserving {} of addresses failed",
+         format_bytes(static_cast<std::int64_t>(reserve_)));
+  base_ = static_cast<char*>(p);
+  if (dont_fork_) ::madvise(base_, reserve_, MADV_DONTFORK);
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && st.st_size > 0) map_to(static_cast<std::size_t>(st.st_size));
+}
+
+Arena::~Arena() {
+  if (base_) ::munmap(base_, reserve_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool Arena::map_to(std::size_t size) {
+  if (size <= size_) return true;
+  if (size > reserve_) return false;
+  // Only the new part: the blocks mapped already stay where they are.
+  void* p = ::mmap(base_ + size_, size - size_, writable_ ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(size_));
+  if (p == MAP_FAILED) return false;
+  if (dont_fork_) ::madvise(base_ + size_, size - size_, MADV_DONTFORK);
+  size_ = size;
+  return true;
+}
+
+bool Arena::grow_to(std::size_t size) {
+  if (size <= size_) return true;
+  if (size > reserve_ || ::ftruncate(fd_, static_cast<off_t>(size)) != 0) return false;
+  return map_to(size);
+}
+
 namespace {
 
 // A tensor's header in a frame: its tag, then dtype and shape, then (in the region) its offset
-// and the id to keep it under, or (kept) the id the receiver has it under.
-enum : std::uint8_t { kUndefined = 0, kInRegion = 1, kKept = 2 };
+// and the id to keep it under, or (kept) the id the receiver has it under, or (in the arena) its
+// offset there and the id it is kept under.
+enum : std::uint8_t { kUndefined = 0, kInRegion = 1, kKept = 2, kInArena = 3 };
 
 }  // namespace
 
@@ -181,7 +220,8 @@ void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists,
   for (const auto* l : lists)
     for (const auto& t : *l) {
       crossings.push_back(how && t.defined() ? how(t) : Crossing{});
-      if (t.defined() && !crossings.back().kept) need += align64(t.nbytes());
+      const Crossing& c = crossings.back();
+      if (t.defined() && !c.kept && c.at == kNowhere) need += align64(t.nbytes());
     }
   r.grow(need);
   w.put(static_cast<std::uint64_t>(r.size));
@@ -195,11 +235,16 @@ void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists,
         w.put(kUndefined);
         continue;
       }
-      w.put(c.kept ? kKept : kInRegion);
+      w.put(c.kept ? kKept : c.at != kNowhere ? kInArena : kInRegion);
       w.put(static_cast<std::uint8_t>(t.dtype()));
       put_shape(w, t.shape());
       if (c.kept) {
         w.put(c.kept);
+        continue;
+      }
+      if (c.at != kNowhere) {  // written there already
+        w.put(c.at);
+        w.put(c.keep);
         continue;
       }
       w.put(static_cast<std::uint64_t>(off));
@@ -211,7 +256,8 @@ void put_tensors(Writer& w, Region& r, const std::vector<const Tensors*>& lists,
 }
 
 std::vector<Tensors> get_tensors(Reader& rd, Region& r, const KeptLookup& find,
-                                 std::vector<std::pair<std::uint64_t, Tensor>>* keep) {
+                                 std::vector<std::pair<std::uint64_t, Tensor>>* keep,
+                                 const ArenaView& view) {
   auto size = rd.get<std::uint64_t>();
   r.map(static_cast<std::size_t>(size));
   std::vector<Tensors> lists(rd.get<std::uint32_t>());
@@ -220,7 +266,7 @@ std::vector<Tensors> get_tensors(Reader& rd, Region& r, const KeptLookup& find,
     for (auto& t : l) {
       auto tag = rd.get<std::uint8_t>();
       if (tag == kUndefined) continue;
-      if (tag != kInRegion && tag != kKept)
+      if (tag != kInRegion && tag != kKept && (tag != kInArena || !view))
         throw Error("isolated kernel: malformed message (tensor tag)");
       auto dtype = static_cast<DType>(rd.get<std::uint8_t>());
       Shape s = get_shape(rd);
@@ -232,6 +278,11 @@ std::vector<Tensors> get_tensors(Reader& rd, Region& r, const KeptLookup& find,
       }
       auto off = rd.get<std::uint64_t>();
       auto id = rd.get<std::uint64_t>();
+      if (tag == kInArena) {
+        t = view(off, dtype, s);
+        if (id && keep) keep->emplace_back(id, t);
+        continue;
+      }
       t = Tensor::empty(dtype, s);
       if (off > r.size || t.nbytes() > r.size - off)
         throw Error("isolated kernel: malformed message (tensor past the shared region)");
@@ -255,6 +306,21 @@ Io send_frame(int fd, std::string& body, WorkerClock::time_point deadline) {
   auto len = static_cast<std::uint32_t>(body.size());
   Io io = send_all(fd, &len, sizeof len, deadline);
   return io == Io::Ok ? send_all(fd, body.data(), body.size(), deadline) : io;
+}
+
+void put_optimizer(Writer& w, const OptimizerConfig& c) {
+  w.str(c.kind);
+  for (double v : {c.lr, c.momentum, c.weight_decay, c.beta1, c.beta2, c.eps}) w.put(v);
+  w.put(static_cast<std::uint8_t>(c.nesterov));
+}
+
+OptimizerConfig get_optimizer(Reader& r) {
+  OptimizerConfig c;
+  c.kind = r.str();
+  for (double* v : {&c.lr, &c.momentum, &c.weight_decay, &c.beta1, &c.beta2, &c.eps})
+    *v = r.get<double>();
+  c.nesterov = r.get<std::uint8_t>() != 0;
+  return c;
 }
 
 std::uint8_t fault_code(const std::string& fault) {

@@ -5,8 +5,10 @@
 
 namespace metaop::isolate {
 
-// Answers MetaOp's requests on `sock` with `b`'s kernels, the tensors going both ways through
-// `region`, until MetaOp closes its end; then exits the process.
-[[noreturn]] void serve(Binding& b, int sock, Region region);
+// Answers MetaOp's requests on `sock` with `b`'s kernels (and its update kernels), the tensors
+// going both ways through `region`, large outputs written in the arena on `arena_fd` (mapped
+// within `arena_reserve` bytes of addresses), until MetaOp closes its end; then exits the process.
+[[noreturn]] void serve(Binding& b, int sock, Region region, int arena_fd,
+                        std::size_t arena_reserve);
 
 }  // namespace metaop::isolate

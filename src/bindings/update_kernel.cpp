@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "bindings/isolate.h"
+#include "bindings/torch/torch_binding.h"
 #include "bindings/torch/torch_optimizer.h"
 #include "ops/kernel_util.h"
 
@@ -18,6 +20,14 @@ bool has_update_kernel(const std::string& binding) {
 
 std::unique_ptr<UpdateKernel> make_update_kernel(const std::string& binding,
                                                  const OptimizerConfig& c) {
+  validate(c);
+  if (binding == "torch" && isolation() == Isolation::Process)
+    return std::make_unique<IsolatedUpdate>(std::make_unique<TorchBinding>(), c);
+  return make_update_kernel_in_process(binding, c);
+}
+
+std::unique_ptr<UpdateKernel> make_update_kernel_in_process(const std::string& binding,
+                                                            const OptimizerConfig& c) {
   validate(c);
   if (binding == "reference") return std::make_unique<ReferenceUpdate>(c);
   if (binding == "torch") return std::make_unique<TorchUpdate>(c);

@@ -29,8 +29,13 @@ class UpdateKernel {
 // Bindings with an update kernel: reference, torch.
 std::vector<std::string> update_binding_names();
 bool has_update_kernel(const std::string& binding);
+// A framework's update kernel runs in its binding's worker process (IsolatedUpdate, isolate.h)
+// unless isolation() is None.
 std::unique_ptr<UpdateKernel> make_update_kernel(const std::string& binding,
                                                  const OptimizerConfig& c);
+// The binding's update kernel in this process (what a worker runs).
+std::unique_ptr<UpdateKernel> make_update_kernel_in_process(const std::string& binding,
+                                                            const OptimizerConfig& c);
 
 // The reference: the float64 rule of ops/optimizer.h on float64 state; float32 weights are
 // updated element by element without float64 copies of whole tensors.

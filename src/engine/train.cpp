@@ -277,6 +277,33 @@ void add_to_profile(std::vector<NodeProfile>& profile, const RunResult& f,
   }
 }
 
+// Step t of `name` on its kernel; when the kernel crashes or hangs (in its worker process), on
+// the reference from the kernel's last state instead, and the kernel is given the reference's
+// state after the step, so that the run goes on (`call` says what happened).
+Tensor step_or_reference(UpdateKernel& k, const OptimizerConfig& opt, long t, const Tensor& w,
+                         const Tensor& grad, UpdateCall& call) {
+  const std::string& name = call.weight;
+  try {
+    return k.step(name, t, w, grad);
+  } catch (const Crash& e) {
+    call.crash = e.what();
+    call.hang = dynamic_cast<const Hang*>(&e) != nullptr;
+  }
+  Tensors before = k.state(name);
+  ReferenceUpdate ref(opt);
+  ref.set_state(name, t - 1, before);
+  Tensor nw = ref.step(name, t, w, grad);
+  Tensors after = ref.state(name);
+  DType state_dtype = before.empty() ? w.dtype() : before[0].dtype();
+  for (auto& s : after) s = s.to(state_dtype);
+  try {
+    k.set_state(name, t, after);
+  } catch (const Crash&) {
+    // Its state is then the one before the step: the next step's problem, found there.
+  }
+  return nw;
+}
+
 // Step `step` (counted from 1) of the optimizer on every weight that has a gradient; returns
 // the weights before it when the config's on_step wants them (handles, no copies). On a
 // watched step, on_update sees each weight's update with the kernel's state around it.
@@ -289,15 +316,24 @@ std::map<std::string, Tensor> update_weights(Graph& h, const BackwardResult& b,
     UpdateKernel& k = kernels.of(name);
     Tensor& w = h.initializers.at(name);
     if (config.on_step) previous[name] = w;
+    UpdateCall call;
+    call.weight = name;
+    call.binding = k.name();
+    call.t = t;
     if (!(watched && config.on_update)) {
-      w = k.step(name, t, w, grad);
+      w = step_or_reference(k, config.optimizer, t, w, grad, call);
       continue;
     }
     Tensors before_state = k.state(name);
     Tensor before = w;
-    w = k.step(name, t, w, grad);
+    w = step_or_reference(k, config.optimizer, t, w, grad, call);
     Tensors after_state = k.state(name);
-    config.on_update(step, {name, k.name(), t, &before, &grad, &w, &before_state, &after_state});
+    call.before = &before;
+    call.grad = &grad;
+    call.after = &w;
+    call.state_before = &before_state;
+    call.state_after = &after_state;
+    config.on_update(step, call);
   }
   return previous;
 }

@@ -35,6 +35,10 @@ struct UpdateCall {
   long t = 0;  // 1-based
   const Tensor *before = nullptr, *grad = nullptr, *after = nullptr;
   const Tensors *state_before = nullptr, *state_after = nullptr;  // empty before the first step
+  // The kernel crashed or hung (in its worker): what happened; the step then ran on the
+  // reference, from the kernel's state, and the kernel was given the reference's state after it.
+  std::string crash;
+  bool hang = false;
 };
 
 // What one step computed, handed to a monitor (analysis/diagnose) after the step's update: the

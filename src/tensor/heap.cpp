@@ -84,13 +84,22 @@ void* counted(void* p) {
   return p;
 }
 
+// A freed block poisoned where it tells, at a sixteenth of the cost of filling it: its first and
+// last 64 bytes and 64 bytes at every kilobyte, so that any stretch of more than a kilobyte a
+// kernel leaves unwritten, and an unwritten start or end, holds the pattern.
+void poison_block(void* p, std::size_t n) {
+  auto* c = static_cast<unsigned char*>(p);
+  for (std::size_t off = 0; off + 64 <= n; off += 1024) std::memset(c + off, 0xA5, 64);
+  std::memset(c + n - 64, 0xA5, 64);
+}
+
 void uncount(void* p) {
   if (!p) return;
   auto n = malloc_usable_size(p);
-  // Freed blocks poisoned (large ones: the cost stays small next to writing them): a kernel
-  // that leaves an output unwritten in memory it got back must not read the values that were
-  // there before, say the very input of the node.
-  if (poison.load(std::memory_order_relaxed) && n >= 4096) std::memset(p, 0xA5, n);
+  // Freed blocks poisoned (large ones, sparsely: the cost stays small next to writing them): a
+  // kernel that leaves an output unwritten in memory it got back must not read the values that
+  // were there before, say the very input of the node.
+  if (poison.load(std::memory_order_relaxed) && n >= 4096) poison_block(p, n);
   in_use.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
 }
 

@@ -20,8 +20,10 @@ void reset_heap_peak();
 // allocations are the child's), the level before it plus the child's own peak.
 void raise_heap_peak(std::int64_t level);
 
-// Fills large blocks with a pattern when they are freed (framework workers: an output a kernel
-// leaves unwritten then shows as garbage, not as whatever the memory held before).
+// Writes a pattern into large blocks (4 kB and more) when they are freed: their first and last
+// 64 bytes and 64 bytes at every kilobyte (framework workers: an output a kernel leaves unwritten,
+// or any stretch of it longer than a kilobyte, then shows as garbage, not as whatever the memory
+// held before).
 void set_heap_poison(bool on);
 
 // Keeps the memory the process frees for its next allocations: blocks under 64 MiB come from the

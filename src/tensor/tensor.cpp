@@ -144,6 +144,16 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::over(DType dtype, Shape shape, std::shared_ptr<std::byte[]> storage) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  checked_nbytes(t.dtype_, t.shape_);
+  t.numel_ = shape_numel(t.shape_);
+  t.buf_ = std::move(storage);
+  return t;
+}
+
 Tensor Tensor::from_f64(const std::vector<double>& values, Shape shape, DType dtype) {
   Tensor t = empty(dtype, std::move(shape));
   if (static_cast<std::int64_t>(values.size()) != t.numel_)

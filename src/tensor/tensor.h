@@ -49,6 +49,10 @@ class Tensor {
   Tensor(DType dtype, Shape shape);  // zero-filled
   // Contents undefined: for code that writes every element (no zero-filling pass first).
   static Tensor empty(DType dtype, Shape shape);
+  // A tensor over memory it does not allocate: `storage` holds at least the bytes of dtype and
+  // shape, and its deleter says when the last tensor over it is gone (isolated workers' outputs
+  // read in place in shared memory, bindings/isolate.h).
+  static Tensor over(DType dtype, Shape shape, std::shared_ptr<std::byte[]> storage);
 
   static Tensor from_f64(const std::vector<double>& values, Shape shape, DType dtype);
   static Tensor from_i64(const std::vector<std::int64_t>& values, Shape shape,
