@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "bindings/update_kernel.h"
+
 namespace metaop {
 
 Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const Tensors&,
@@ -11,6 +13,10 @@ Tensors Binding::backward(const Node& node, std::int64_t, const Tensors&, const 
 
 std::vector<std::string> Binding::where(const std::string&) const {
   return {};
+}
+
+std::unique_ptr<UpdateKernel> Binding::update_kernel(const OptimizerConfig&) const {
+  return nullptr;
 }
 
 std::string location(const std::source_location& where) {

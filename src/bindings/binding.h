@@ -13,6 +13,8 @@
 namespace metaop {
 
 using Tensors = std::vector<Tensor>;
+class UpdateKernel;      // bindings/update_kernel.h
+struct OptimizerConfig;  // ops/optimizer.h
 
 struct Support {
   bool forward = false;
@@ -33,6 +35,9 @@ class Binding {
   // Where the binding's kernels of `op_type` are declared, one "what: file:line ..." line each
   // (metaop ops --where); empty when it has none.
   virtual std::vector<std::string> where(const std::string& op_type) const;
+  // Its optimizers' update kernel for `c`, in this process (what a worker runs: the worker knows
+  // its binding, not the factory); nullptr when it has none.
+  virtual std::unique_ptr<UpdateKernel> update_kernel(const OptimizerConfig& c) const;
 };
 
 // "file:line" of a declaration (file names relative to the project: the build maps them).

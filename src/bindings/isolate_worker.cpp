@@ -197,7 +197,8 @@ void run_update(Reader& rd, Writer& reply, WorkerState& w, std::uint8_t fault) {
   if (in.size() != 2 || (what & kStep && in[0].size() != 2))
     throw Error("isolated kernel: malformed request");
   auto& k = w.updates[id];
-  if (!k) k = make_update_kernel_in_process(w.binding.name(), c);
+  if (!k) k = w.binding.update_kernel(c);
+  if (!k) throw Error(fmt::format("isolated kernel: {} has no update kernel", w.binding.name()));
   if (what & kSetState) k->set_state(weight, state_t, in[1]);
   Tensors out;
   if (what & kStep) {

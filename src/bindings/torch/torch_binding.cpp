@@ -9,6 +9,7 @@
 
 #include "bindings/torch/aten_convert.h"
 #include "bindings/torch/torch_kernels.h"
+#include "bindings/torch/torch_optimizer.h"
 
 namespace metaop {
 
@@ -52,6 +53,10 @@ TorchBinding::TorchBinding() {
 
 void TorchBinding::set_threads(int n) {
   at::set_num_threads(n);
+}
+
+std::unique_ptr<UpdateKernel> TorchBinding::update_kernel(const OptimizerConfig& c) const {
+  return std::make_unique<TorchUpdate>(c);
 }
 
 Support TorchBinding::supports(const std::string& op_type) const {

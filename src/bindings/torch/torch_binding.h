@@ -16,6 +16,7 @@ class TorchBinding final : public Binding {
                    const Tensors& outputs, const Tensors& output_grads) override;
   // ATen intra-op threads (process-wide); 1 by default for reproducible comparisons.
   static void set_threads(int n);
+  std::unique_ptr<UpdateKernel> update_kernel(const OptimizerConfig& c) const override;
 };
 
 }  // namespace metaop
