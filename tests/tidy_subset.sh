@@ -28,7 +28,7 @@ case $GROUP in
     src/ops/registry.cpp src/ops/resize.cpp src/ops/shape.cpp src/ops/softmax.cpp
     src/ops/vjp_util.cpp src/ops/window.cpp src/bindings/binding.cpp src/bindings/factory.cpp
     src/bindings/phase.cpp src/bindings/fault_injection.cpp src/bindings/isolate.cpp
-    src/bindings/isolate_wire.cpp
+    src/bindings/isolate_child.cpp src/bindings/isolate_wire.cpp
     src/bindings/isolate_worker.cpp src/bindings/update_kernel.cpp src/bindings/whole_model.cpp
     src/bindings/worker_io.cpp src/bindings/onednn/onednn_binding.cpp
     src/bindings/onednn/onednn_forward.cpp src/bindings/opencv/opencv_binding.cpp
