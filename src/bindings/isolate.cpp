@@ -125,8 +125,7 @@ class ArenaHold : public std::enable_shared_from_this<ArenaHold> {
 
   // A tensor over the arena's bytes at `off`.
   Tensor view(std::uint64_t off, DType dtype, const Shape& shape) {
-    Tensor probe = Tensor::over(dtype, shape, nullptr);
-    std::size_t n = probe.nbytes();
+    auto n = static_cast<std::size_t>(shape_nbytes(shape, dtype));
     std::lock_guard<std::mutex> lock(mutex_);
     if (off > arena_.reserved() || n == 0 || n > arena_.reserved() - off || !mapped(off + n))
       throw Error("isolated kernel: malformed message (tensor past the arena)");
