@@ -81,7 +81,7 @@ bench-expose: build
 	  --time-limit $(EXPOSE_BUDGET) --jobs 2
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.h')
+	clang-format-16 -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
 	rm -rf $(BUILD_DIR)

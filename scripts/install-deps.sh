@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   g++ make cmake pkg-config
-  clang libclang-rt-dev clang-tidy-16
+  clang libclang-rt-dev clang-tidy-16 clang-format-16
   libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata
   libtorch-dev

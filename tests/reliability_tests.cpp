@@ -10,9 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bindings/factory.h"
 #include "bindings/isolate.h"
-#include "bindings/torch/torch_binding.h"
-#include "bindings/torch/torch_optimizer.h"
 #include "engine/executor.h"
 #include "report/check_report.h"
 #include "report/repro.h"
@@ -472,8 +471,10 @@ TEST(Isolation, UpdateKernelsRunInTheWorker) {
   OptimizerConfig c;
   c.kind = "adam";
   c.lr = 0.01;
-  IsolatedUpdate isolated_update(std::make_unique<TorchBinding>(), c);
-  TorchUpdate in_process(c);
+  // The torch plugin's optimizer, in a worker and in this process.
+  IsolatedUpdate isolated_update(plugin_binding(binding_info("torch")), c);
+  auto in_process_kernel = make_update_kernel_in_process("torch", c);
+  UpdateKernel& in_process = *in_process_kernel;
   const std::int64_t n = 1 << 15;  // 128 kB: weight and state read in place
   Tensor w_iso = ramp(n, 1), w_in = w_iso;
   std::uint64_t starts = 0;

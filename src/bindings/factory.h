@@ -1,12 +1,14 @@
 #pragma once
-// The bindings by name: the one place that knows every framework binding (each lives in its own
-// library target, docs/design.md "Layers"). Framework bindings are made isolated in worker
-// processes unless the user asked for them in process (isolate.h).
+// The bindings by name: the ones built into MetaOp (the float64 reference; ONNX Runtime, which
+// runs in its own Node.js worker) and the framework plugins (plugin.h), each described without
+// loading its framework. Framework bindings are made isolated in worker processes unless the
+// user asked for them in process (isolate.h).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings/binding.h"
+#include "bindings/plugin.h"
 
 namespace metaop {
 
@@ -14,8 +16,13 @@ namespace metaop {
 // for reproducible comparisons.
 void set_threads(int n);
 
-// The bindings by name: reference, torch, onednn, opencv, ort, ort-wasm.
+// Every binding: the built-in ones first, then the plugins' in the order found.
+const std::vector<BindingInfo>& binding_infos();
+// nullptr when no binding has that name.
+const BindingInfo* find_binding_info(const std::string& name);
 std::vector<std::string> binding_names();
+// Fails naming the binding, the available ones and any plugin that could not be loaded.
+const BindingInfo& binding_info(const std::string& name);
 std::unique_ptr<Binding> make_binding(const std::string& name);
 
 }  // namespace metaop

@@ -2,37 +2,51 @@
 
 #include <algorithm>
 
+#include "bindings/factory.h"
 #include "bindings/isolate.h"
-#include "bindings/torch/torch_binding.h"
-#include "bindings/torch/torch_optimizer.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {
 
 std::vector<std::string> update_binding_names() {
-  return {"reference", "torch"};
+  std::vector<std::string> names;
+  for (const auto& b : binding_infos())
+    if (b.update) names.push_back(b.name);
+  return names;
 }
 
 bool has_update_kernel(const std::string& binding) {
-  auto names = update_binding_names();
-  return std::find(names.begin(), names.end(), binding) != names.end();
+  const BindingInfo* b = find_binding_info(binding);
+  return b && b->update;
 }
+
+namespace {
+
+const BindingInfo& with_update(const std::string& binding) {
+  const BindingInfo* b = find_binding_info(binding);
+  if (!b || !b->update)
+    fail("binding '{}' has no optimizer (update kernels: {})", binding,
+         fmt::join(update_binding_names(), ", "));
+  return *b;
+}
+
+}  // namespace
 
 std::unique_ptr<UpdateKernel> make_update_kernel(const std::string& binding,
                                                  const OptimizerConfig& c) {
   validate(c);
-  if (binding == "torch" && isolation() == Isolation::Process)
-    return std::make_unique<IsolatedUpdate>(std::make_unique<TorchBinding>(), c);
+  const BindingInfo& b = with_update(binding);
+  if (!b.plugin.empty() && b.isolate && isolation() == Isolation::Process)
+    return std::make_unique<IsolatedUpdate>(plugin_binding(b), c);
   return make_update_kernel_in_process(binding, c);
 }
 
 std::unique_ptr<UpdateKernel> make_update_kernel_in_process(const std::string& binding,
                                                             const OptimizerConfig& c) {
   validate(c);
-  if (binding == "reference") return std::make_unique<ReferenceUpdate>(c);
-  if (binding == "torch") return std::make_unique<TorchUpdate>(c);
-  fail("binding '{}' has no optimizer (update kernels: {})", binding,
-       fmt::join(update_binding_names(), ", "));
+  const BindingInfo& b = with_update(binding);
+  if (b.plugin.empty()) return std::make_unique<ReferenceUpdate>(c);
+  return load_plugin_binding(b).update(c);
 }
 
 ReferenceUpdate::ReferenceUpdate(OptimizerConfig c) : c_(std::move(c)) {

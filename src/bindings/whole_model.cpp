@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bindings/factory.h"
 #include "bindings/ort/ort_binding.h"
 #include "graph/onnx_io.h"
 
@@ -99,15 +100,21 @@ class FusionFaultRunner final : public WholeModelRunner {
 }  // namespace
 
 bool has_whole_model_runner(const std::string& binding) {
-  return binding == "ort" || binding == "ort-wasm" || binding == "opencv";
+  const BindingInfo* b = find_binding_info(binding);
+  return b && b->whole_model;
 }
 
 std::unique_ptr<WholeModelRunner> make_whole_model_runner(const std::string& binding) {
   if (binding == "ort") return std::make_unique<OrtModelRunner>(false);
   if (binding == "ort-wasm") return std::make_unique<OrtModelRunner>(true);
-  if (binding == "opencv") return make_opencv_model_runner();
-  fail("--whole-graph: binding '{}' has no whole-model mode (ort, ort-wasm and opencv have)",
-       binding);
+  if (has_whole_model_runner(binding))
+    return load_plugin_binding(*find_binding_info(binding)).whole_model();
+  std::vector<std::string> with;
+  for (const auto& b : binding_infos())
+    if (b.whole_model) with.push_back(b.name);
+  std::string names = fmt::format("{}", fmt::join(with, ", "));
+  if (auto comma = names.rfind(", "); comma != std::string::npos) names.replace(comma, 2, " and ");
+  fail("--whole-graph: binding '{}' has no whole-model mode ({} have)", binding, names);
 }
 
 FusionFault parse_fusion_fault(const std::string& spec) {

@@ -34,12 +34,10 @@ class WholeModelRunner {
 // The serialized model: the original bytes when given, else the graph exported.
 std::string serialize_model(const WholeModel& m);
 
-// ort, ort-wasm, opencv; fails for a binding that has no whole-model mode.
+// The bindings that have one (ort, ort-wasm, and plugins that register a runner: opencv); fails
+// for a binding that has no whole-model mode.
 std::unique_ptr<WholeModelRunner> make_whole_model_runner(const std::string& binding);
 bool has_whole_model_runner(const std::string& binding);
-
-// OpenCV 4.6 (bindings/opencv/opencv_model.cpp): levels "nofusion" and "fusion".
-std::unique_ptr<WholeModelRunner> make_opencv_model_runner();
 
 // Evaluation: a planted defect that only a whole-graph run shows, imitating a wrong fusion.
 // Where node A (by name or op type) feeds only node B (by op type) and both are in the model

@@ -4,6 +4,7 @@
 // and its layers are what is tested. Forward only; float32 data. Imported nets are cached by
 // node signature; make_binding runs the binding in a worker process (isolate.h).
 #include "bindings/binding.h"
+#include "bindings/whole_model.h"
 
 namespace metaop {
 
@@ -16,5 +17,8 @@ class OpenCVBinding final : public Binding {
   // Imported nets kept (least recently used dropped first); 0: none, every node imported anew.
   static void set_cache_capacity(std::size_t nets);
 };
+
+// The whole model imported by OpenCV (opencv_model.cpp): levels "nofusion" and "fusion".
+std::unique_ptr<WholeModelRunner> make_opencv_model_runner();
 
 }  // namespace metaop

@@ -6,6 +6,7 @@
 #include <opencv2/dnn.hpp>
 
 #include "bindings/isolate.h"
+#include "bindings/opencv/opencv_binding.h"
 #include "bindings/whole_model.h"
 #include "graph/onnx_io.h"
 

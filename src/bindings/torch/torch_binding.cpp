@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "bindings/plugin.h"
 #include "bindings/torch/aten_convert.h"
 #include "bindings/torch/torch_kernels.h"
 #include "bindings/torch/torch_optimizer.h"
@@ -48,7 +49,7 @@ class QuietWarnings : public c10::WarningHandler {
 TorchBinding::TorchBinding() {
   static QuietWarnings quiet;
   c10::Warning::set_warning_handler(&quiet);
-  set_threads(1);
+  set_threads(framework_threads());
 }
 
 void TorchBinding::set_threads(int n) {

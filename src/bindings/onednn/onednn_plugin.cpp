@@ -1,0 +1,18 @@
+// The onednn plugin: oneDNN's primitives, forward and backward.
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl_version.h>
+
+#include "bindings/onednn/onednn_binding.h"
+#include "bindings/plugin.h"
+
+METAOP_PLUGIN(r) {
+  r.add({.name = "onednn",
+         .framework = "oneDNN",
+         .version =
+             fmt::format("{}.{}.{}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH),
+         .isolate = true,
+         .make = [] { return std::make_unique<metaop::OneDNNBinding>(); },
+         .update = {},
+         .whole_model = {},
+         .set_threads = {}});
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Framework bindings as plugins (src/bindings/plugin.h), end to end: metaop links no framework
+and loads none for a reference run or a rejected file; plugins' manifests are written once and
+again when a plugin changes; METAOP_PLUGIN_PATH puts a plugin in front of the bundled one; a
+file that is no plugin is named in the error of the binding it does not provide; a planted
+framework library loaded into MetaOp's process for a reference run would be caught.
+
+Usage: plugins_cli.py METAOP PLUGIN_DIR DATA_DIR WORK_DIR
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from testlib import check, finish  # noqa: E402
+
+METAOP, PLUGINS, DATA, WORK = sys.argv[1:5]
+WORK = pathlib.Path(WORK)
+shutil.rmtree(WORK, ignore_errors=True)
+WORK.mkdir(parents=True)
+FRAMEWORK_LIBS = re.compile(r"lib(torch|c10|opencv_|dnnl|onnxruntime)")
+
+
+def run(args, env=None, debug_files=False):
+    e = dict(os.environ)
+    e.pop("METAOP_PLUGIN_PATH", None)
+    if env:
+        e.update(env)
+    if debug_files:
+        e["LD_DEBUG"] = "files"
+    return subprocess.run([METAOP] + args, capture_output=True, text=True, env=e, timeout=300)
+
+
+def loaded_libraries(stderr):
+    return sorted(set(re.findall(r"file=(\S+)", stderr)))
+
+
+# metaop itself links no framework.
+ldd = subprocess.run(["ldd", METAOP], capture_output=True, text=True).stdout
+linked = [l.split()[0] for l in ldd.splitlines() if FRAMEWORK_LIBS.search(l)]
+check(not linked, "ldd metaop names no framework library", "\n".join(linked))
+
+# A reference run and a rejected empty file load no framework library (the manifests exist by
+# now or are written by a child process, never by metaop's own).
+run(["ops"])  # manifests written if missing
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "reference", "--random-inputs"],
+        debug_files=True)
+libs = loaded_libraries(r.stderr)
+check(r.returncode == 0, "run --bind reference on tiny_cnn.onnx: exit 0", r.stdout + r.stderr[-2000:])
+check(not [l for l in libs if FRAMEWORK_LIBS.search(l)],
+      "run --bind reference loads no framework library", "\n".join(libs))
+empty = WORK / "empty.onnx"
+empty.write_bytes(b"")
+r = run(["run", str(empty), "--bind", "reference"], debug_files=True)
+check(r.returncode == 2 and "empty file" in r.stderr, "an empty file is rejected: exit 2",
+      r.stderr[-2000:])
+check(not [l for l in loaded_libraries(r.stderr) if FRAMEWORK_LIBS.search(l)],
+      "rejecting an empty file loads no framework library")
+
+# The check above would see a framework library: the torch binding in process loads LibTorch.
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--isolation", "none",
+         "--random-inputs"], debug_files=True)
+check(r.returncode == 0 and any("libtorch" in l or "libc10" in l for l in loaded_libraries(r.stderr)),
+      "--bind torch --isolation none loads LibTorch into metaop's process (the check can fail)",
+      r.stderr[-1500:])
+
+# Isolated (the default), LibTorch is loaded in the worker only: the loader's lines for it come
+# from another process than metaop's first one.
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--random-inputs"], debug_files=True)
+by_pid = re.findall(r"^\s*(\d+):\s+file=(\S+)", r.stderr, re.M)
+main_pid = by_pid[0][0] if by_pid else None
+torch_pids = {pid for pid, f in by_pid if "libtorch" in f or "libc10" in f}
+check(r.returncode == 0 and torch_pids and main_pid not in torch_pids,
+      "--bind torch (isolated) loads LibTorch in its worker, not in metaop's process",
+      f"main {main_pid}, LibTorch in {sorted(torch_pids)}")
+
+# A plugin put first by METAOP_PLUGIN_PATH is the one used: its manifest is written beside it.
+mine = WORK / "mine"
+mine.mkdir()
+shutil.copy2(pathlib.Path(PLUGINS) / "metaop-onednn.so", mine / "metaop-onednn.so")
+env = {"METAOP_PLUGIN_PATH": str(mine)}
+r = run(["ops", "--where", "Conv"], env=env)
+check(r.returncode == 0 and "onednn" in r.stdout, "ops --where Conv with METAOP_PLUGIN_PATH",
+      r.stdout + r.stderr)
+manifest = mine / "metaop-onednn.so.json"
+check(manifest.exists(), "the plugin's manifest is written beside it")
+first = manifest.stat().st_mtime_ns if manifest.exists() else 0
+r = run(["ops"], env=env)
+check(manifest.exists() and manifest.stat().st_mtime_ns == first,
+      "a fresh manifest is read, not written again")
+# A changed plugin gets a new manifest.
+os.utime(mine / "metaop-onednn.so", ns=(first + 10**9, first + 10**9))
+r = run(["ops"], env=env)
+check(manifest.exists() and manifest.stat().st_mtime_ns != first,
+      "a changed plugin's manifest is written again")
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "onednn", "--random-inputs"], env=env)
+check(r.returncode == 0 and "onednn" in r.stdout, "run --bind onednn from METAOP_PLUGIN_PATH",
+      r.stdout + r.stderr)
+
+# A file that is no plugin: named with the reason in the error of a binding nobody provides.
+bad = WORK / "bad"
+bad.mkdir()
+(bad / "metaop-broken.so").write_bytes(b"not a shared library")
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "broken", "--random-inputs"],
+        env={"METAOP_PLUGIN_PATH": str(bad)})
+check(r.returncode == 2 and "unknown binding 'broken'" in r.stderr and
+      "metaop-broken.so" in r.stderr and "cannot be loaded" in r.stderr,
+      "a broken plugin is named in the unknown-binding error", r.stderr)
+check(len(r.stderr.strip().splitlines()) == 1, "that error is one line", r.stderr)
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--random-inputs"],
+        env={"METAOP_PLUGIN_PATH": str(bad)})
+check(r.returncode == 0, "the bundled plugins still work beside a broken one", r.stderr)
+
+finish()
