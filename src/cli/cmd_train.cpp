@@ -1,10 +1,10 @@
 // metaop train: trains a model under a binding plan (forward and backward node by node).
-#include "analysis/train_session.h"
+#include "analysis/train/train_session.h"
 #include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "cli/train_options.h"
-#include "report/train_summary.h"
+#include "report/train/train_summary.h"
 
 namespace metaop::cli {
 

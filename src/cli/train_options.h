@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/train_session.h"
+#include "analysis/train/train_session.h"
 
 namespace metaop::cli {
 
