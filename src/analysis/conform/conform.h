@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/core/onnx_tests.h"
+
 namespace metaop {
 
 struct ConformResult {
@@ -13,15 +15,6 @@ struct ConformResult {
   std::string reason;
   int bound_nodes = 0;
 };
-
-// Test folders under each path: a path that holds model.onnx is a test; otherwise each
-// subfolder holding one is (sorted by name).
-std::vector<std::string> find_conformance_tests(const std::vector<std::string>& paths);
-
-struct Graph;
-class Tensor;
-// The inputs of a test's first data set (test_data_set_0), bound by position to the graph inputs.
-std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir);
 
 class Plan;
 // Runs the test under `plan` (nodes its bindings lack fall back to the reference).

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "analysis/conform/conform.h"
+#include "analysis/core/onnx_tests.h"
 #include "graph/onnx_io.h"
 #include "tensor/tensor_proto.h"
 

@@ -18,7 +18,7 @@
 #include <set>
 #include <tuple>
 
-#include "analysis/conform/conform.h"
+#include "analysis/core/onnx_tests.h"
 #include "analysis/core/train_check.h"
 #include "bindings/binding.h"
 #include "bindings/factory.h"
