@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/train/train_session.h"
 
 namespace metaop::cli {

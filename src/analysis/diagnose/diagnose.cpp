@@ -33,6 +33,30 @@ RunDiagnosis RunMonitor::finish() {
 
 namespace {
 
+// A RunMonitor as the watch of a `train --diagnose` run.
+class RunWatch : public TrainWatch {
+ public:
+  RunWatch(const TrainSetup& s, TrainConfig& config, const DiagnoseThresholds& t)
+      : monitor_(s, config, t, false) {}
+  bool trainable() const override { return monitor_.checks().trainable; }
+  std::shared_ptr<RunDiagnosis> finish() override {
+    return std::make_shared<RunDiagnosis>(monitor_.finish());
+  }
+
+ private:
+  RunMonitor monitor_;
+};
+
+}  // namespace
+
+MakeTrainWatch diagnose_watch(const DiagnoseThresholds& t) {
+  return [t](const TrainSetup& s, TrainConfig& config) -> std::unique_ptr<TrainWatch> {
+    return std::make_unique<RunWatch>(s, config, t);
+  };
+}
+
+namespace {
+
 // Ends training after step `last`, on top of what `config` already watches.
 void stop_after(TrainConfig& config, std::size_t last) {
   if (last == 0) return;

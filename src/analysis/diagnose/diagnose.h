@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/core/train_check.h"
+#include "analysis/core/train_setup.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_types.h"
-#include "analysis/train/train_session.h"
 
 namespace metaop {
 
@@ -40,6 +41,10 @@ class RunMonitor {
   StaticChecks checks_;
   std::shared_ptr<TrainMonitor> monitor_;
 };
+
+// `train --diagnose`: what TrainSetup::diagnose makes for each run, a RunMonitor with `t` that
+// lets the run go on after a non-finite loss.
+MakeTrainWatch diagnose_watch(const DiagnoseThresholds& t);
 
 // A monitored training run of the setup (its plan and injected faults), stopped after a
 // non-finite loss or after `max_steps` (0: all); `on_reference`: every node and update on the
