@@ -14,7 +14,7 @@
 #include "bindings/torch/torch_binding.h"
 #include "bindings/torch/torch_optimizer.h"
 #include "engine/executor.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/repro.h"
 #include "tensor/files.h"
 #include "tensor/heap.h"

@@ -18,6 +18,7 @@
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/repro.h"
 #include "report/whole_graph/whole_graph_report.h"
 #include "tensor/files.h"

@@ -11,7 +11,7 @@
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/repro.h"
 #include "tensor/files.h"
 #include "tensor/text.h"

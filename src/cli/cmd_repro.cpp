@@ -16,7 +16,7 @@
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/repro.h"
 #include "tensor/files.h"
 #include "tensor/npy.h"

@@ -18,7 +18,7 @@
 #include "cli/process_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "tensor/files.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"

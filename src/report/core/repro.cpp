@@ -10,7 +10,7 @@
 #include "analysis/probe/probe.h"
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "tensor/error.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/html.h"
 #include "report/core/repro.h"
 #include "tensor/npy.h"

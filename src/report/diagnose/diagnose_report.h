@@ -8,17 +8,13 @@
 #include <string>
 
 #include "analysis/diagnose/diagnose.h"
+#include "report/core/run_diagnosis.h"
 
 namespace metaop {
 
 struct DiagnoseOutputs {
   std::string json_file, report_dir, out_dir, repro_dir;  // empty: not asked for
 };
-
-// The symptoms and the diagnoses of one run (train --diagnose prints this after its summary).
-void print_run_diagnosis(std::FILE* out, const RunDiagnosis& d);
-// {"healthy", "symptoms", "diagnoses", "notes"}: the part every diagnosis document shares.
-nlohmann::json run_diagnosis_to_json(const RunDiagnosis& d);
 
 void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& r);
 nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r);

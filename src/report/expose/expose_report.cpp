@@ -7,8 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/core/finding.h"
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/html.h"
 #include "tensor/npy.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/html.h"
 
 namespace metaop {

@@ -7,9 +7,9 @@
 
 #include "analysis/diagnose/diagnose.h"
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "report/core/repro.h"
-#include "report/diagnose/diagnose_report.h"
+#include "report/core/run_diagnosis.h"
 #include "report/train/train_report.h"
 
 namespace metaop {

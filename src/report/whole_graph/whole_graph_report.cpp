@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "graph/onnx_io.h"
-#include "report/check/check_report.h"
+#include "report/core/format.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"
 
