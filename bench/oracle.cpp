@@ -21,8 +21,8 @@
 #include <random>
 #include <set>
 
-#include "analysis/accuracy.h"
-#include "analysis/node_cases.h"
+#include "analysis/core/accuracy.h"
+#include "analysis/core/node_cases.h"
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "ops/registry.h"

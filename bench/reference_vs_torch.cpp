@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "analysis/check.h"
+#include "analysis/check/check.h"
 #include "bench_util.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"

@@ -7,7 +7,11 @@ compiles anything, so a violation fails the build):
   2. framework headers stay in their binding's folder: ATen / torch / c10 in src/bindings/torch,
      opencv2 in src/bindings/opencv, oneDNN in src/bindings/onednn, ONNX's protobuf headers in
      src/graph and src/tensor (the model and tensor readers), CLI11 in src/cli;
-  3. a header that includes framework headers is included only from its own folder.
+  3. a header that includes framework headers is included only from its own folder;
+  4. capabilities stay apart: src/analysis and src/report hold a `core` folder and one folder per
+     capability; a file of analysis/X (X not core) includes headers of analysis/X and
+     analysis/core only, a file of report/X those of report/X and report/core (and any of
+     analysis, the layer below), and a core file no capability's of its own layer.
 
 Usage: check_layers.py SRC_DIR [--stamp FILE]     exit 1 naming each file:line that breaks a rule
        check_layers.py SRC_DIR --self-test          plants violations in a copy and expects each
@@ -25,6 +29,7 @@ FRAMEWORKS = {  # include prefix -> folders (relative to src) allowed to include
     "opencv2/": ["bindings/opencv"], "oneapi/": ["bindings/onednn"], "dnnl": ["bindings/onednn"],
     "onnx/": ["graph", "tensor"], "CLI/": ["cli"],
 }
+CAPABILITY_LAYERS = ["analysis", "report"]  # a core folder and one folder per capability
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -57,6 +62,9 @@ def check(src):
         layer = rel.parts[0]
         if layer not in LAYERS:
             continue
+        if layer in CAPABILITY_LAYERS and len(rel.parts) < 3:
+            problems.append(f"src/{rel}:1: {layer} files lie in {layer}/core or a capability's "
+                            f"folder")
         for n, kind, name in found:
             where = f"src/{rel}:{n}"
             if kind == '"':
@@ -64,6 +72,17 @@ def check(src):
                 if target in LAYERS and LAYERS.index(target) > LAYERS.index(layer):
                     problems.append(f"{where}: {layer} includes \"{name}\" of the layer above "
                                     f"({target})")
+                if (target == layer and layer in CAPABILITY_LAYERS and len(rel.parts) > 2
+                        and name.count("/") >= 2):
+                    mine, theirs = rel.parts[1], name.split("/")[1]
+                    if mine == "core" and theirs != "core":
+                        problems.append(f"{where}: {layer}/core includes \"{name}\" of the "
+                                        f"capability {layer}/{theirs} (core is below every "
+                                        f"capability)")
+                    elif theirs not in ("core", mine):
+                        problems.append(f"{where}: {layer}/{mine} includes \"{name}\" of another "
+                                        f"capability ({layer}/{theirs}); share it through "
+                                        f"{layer}/core")
                 if name in framework_headers and not folder_allows(rel, framework_headers[name]):
                     problems.append(f"{where}: includes \"{name}\", which brings framework "
                                     f"headers outside {', '.join(framework_headers[name])}")
@@ -77,10 +96,15 @@ def check(src):
 
 def self_test(src):
     plants = [("ops/pool.cpp", "#include <ATen/ATen.h>"),
-              ("ops/pool.cpp", '#include "analysis/check.h"'),
+              ("ops/pool.cpp", '#include "analysis/check/check.h"'),
+              ("analysis/diagnose/diagnose.cpp", '#include "analysis/train/train_session.h"'),
+              ("analysis/train/train_session.h", '#include "analysis/diagnose/diagnose.h"'),
+              ("analysis/core/accuracy.cpp", '#include "analysis/check/check.h"'),
+              ("report/train/train_summary.cpp", '#include "report/diagnose/diagnose_report.h"'),
+              ("report/core/repro.cpp", '#include "report/check/check_report.h"'),
               ("tensor/tensor.cpp", '#include "graph/graph.h"'),
               ("engine/executor.cpp", '#include "bindings/torch/aten_convert.h"'),
-              ("analysis/probe.cpp", "#include <opencv2/core.hpp>")]
+              ("analysis/probe/probe.cpp", "#include <opencv2/core.hpp>")]
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for file, line in plants:

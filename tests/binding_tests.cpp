@@ -22,9 +22,9 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/accuracy.h"
-#include "analysis/binding_check.h"
-#include "analysis/node_cases.h"
+#include "analysis/check/binding_check.h"
+#include "analysis/core/accuracy.h"
+#include "analysis/core/node_cases.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/registry.h"

@@ -10,7 +10,7 @@
 #include <limits>
 #include <set>
 
-#include "analysis/expose.h"
+#include "analysis/expose/expose.h"
 #include "engine/autodiff.h"
 #include "engine/executor.h"
 #include "ops/registry.h"

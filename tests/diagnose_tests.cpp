@@ -8,9 +8,9 @@
 #include <fstream>
 #include <random>
 
-#include "analysis/accuracy.h"
-#include "analysis/diagnose_monitor.h"
-#include "analysis/diagnose_static.h"
+#include "analysis/core/accuracy.h"
+#include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_static.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"

@@ -1,4 +1,4 @@
-// Unit tests of the error models and the local judgement (analysis/accuracy) on known kernels.
+// Unit tests of the error models and the local judgement (analysis/core/accuracy) on known kernels.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -8,9 +8,9 @@
 #include <fstream>
 #include <random>
 
-#include "analysis/accuracy.h"
-#include "analysis/diagnose_monitor.h"
-#include "analysis/diagnose_static.h"
+#include "analysis/core/accuracy.h"
+#include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_static.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"

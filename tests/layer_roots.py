@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The layers' include roots (CMakeLists.txt, metaop_layer): with the compile command the build uses
 for a source of each layer, a header of the layer itself compiles and a header of the layer above
-does not; a framework's headers compile in their binding's library only.
+does not; a framework's headers compile in their binding's library only; in analysis and report a
+capability's library sees its own folder and core but no other capability's, and core none.
 
 Usage: layer_roots.py BUILD_DIR     (BUILD_DIR holds compile_commands.json)
 """
@@ -19,8 +20,8 @@ LAYERS = {
     "ops": ("src/ops/params.cpp", "ops/registry.h"),
     "bindings": ("src/bindings/binding.cpp", "bindings/binding.h"),
     "engine": ("src/engine/autodiff.cpp", "engine/executor.h"),
-    "analysis": ("src/analysis/compare.cpp", "analysis/compare.h"),
-    "report": ("src/report/html.cpp", "report/html.h"),
+    "analysis": ("src/analysis/core/compare.cpp", "analysis/core/compare.h"),
+    "report": ("src/report/core/html.cpp", "report/core/html.h"),
     "cli": ("src/cli/main.cpp", "cli/commands.h"),
 }
 # (a source, a framework header, whether it must compile there). The headers Debian installs in
@@ -33,7 +34,17 @@ FRAMEWORKS = [
     ("src/tensor/tensor.cpp", "<Eigen/Core>", True),
     ("src/ops/params.cpp", "<Eigen/Core>", False),
     ("src/bindings/torch/torch_binding.cpp", "<torch/version.h>", True),
-    ("src/analysis/compare.cpp", "<torch/version.h>", False),
+    ("src/analysis/core/compare.cpp", "<torch/version.h>", False),
+]
+# (a source, a header of its layer, whether it must compile there): the capability folders.
+CAPABILITIES = [
+    ("src/analysis/check/check.cpp", '"analysis/core/accuracy.h"', True),
+    ("src/analysis/diagnose/diagnose.cpp", '"analysis/train/train_session.h"', False),
+    ("src/analysis/train/train_session.cpp", '"analysis/diagnose/diagnose.h"', False),
+    ("src/analysis/core/accuracy.cpp", '"analysis/check/check.h"', False),
+    ("src/report/train/train_summary.cpp", '"analysis/diagnose/diagnose.h"', True),
+    ("src/report/train/train_summary.cpp", '"report/diagnose/diagnose_report.h"', False),
+    ("src/report/core/repro.cpp", '"report/check/check_report.h"', False),
 ]
 
 
@@ -78,7 +89,7 @@ def main():
         cases.append((source, f'"{own}"', True))
         if i + 1 < len(names):
             cases.append((source, f'"{LAYERS[names[i + 1]][1]}"', False))
-    cases += FRAMEWORKS
+    cases += FRAMEWORKS + CAPABILITIES
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for source, include, expect in cases:

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "analysis/accuracy.h"
-#include "analysis/binding_check.h"
+#include "analysis/check/binding_check.h"
+#include "analysis/core/accuracy.h"
 #include "ops/registry.h"
 
 using namespace metaop;

@@ -10,9 +10,9 @@
 #include <random>
 #include <sstream>
 
-#include "analysis/accuracy.h"
-#include "analysis/diagnose_monitor.h"
-#include "analysis/diagnose_static.h"
+#include "analysis/core/accuracy.h"
+#include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_static.h"
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"

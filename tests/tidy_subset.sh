@@ -41,17 +41,22 @@ case $GROUP in
     bench/ort_overhead.cpp
   ) ;;
   upper) FILES=(
-    src/analysis/accuracy.cpp src/analysis/binding_check.cpp src/analysis/check.cpp
-    src/analysis/compare.cpp src/analysis/conform.cpp src/analysis/diagnose.cpp
-    src/analysis/diagnose_monitor.cpp src/analysis/diagnose_repair.cpp
-    src/analysis/diagnose_rules.cpp src/analysis/diagnose_static.cpp src/analysis/expose.cpp
-    src/analysis/expose_explain.cpp src/analysis/expose_search.cpp src/analysis/expose_verdict.cpp
-    src/analysis/finding.cpp src/analysis/node_cases.cpp src/analysis/probe.cpp
-    src/analysis/propagate.cpp src/analysis/train_check.cpp src/analysis/train_session.cpp
-    src/analysis/whole_graph.cpp
-    src/report/check_report.cpp src/report/diagnose_html.cpp src/report/diagnose_report.cpp
-    src/report/expose_report.cpp src/report/html.cpp src/report/repro.cpp src/report/repro_read.cpp
-    src/report/train_report.cpp src/report/train_summary.cpp src/report/whole_graph_report.cpp
+    src/analysis/check/binding_check.cpp src/analysis/check/check.cpp
+    src/analysis/conform/conform.cpp src/analysis/core/accuracy.cpp src/analysis/core/compare.cpp
+    src/analysis/core/finding.cpp src/analysis/core/node_cases.cpp src/analysis/core/onnx_tests.cpp
+    src/analysis/core/propagate.cpp src/analysis/core/train_check.cpp
+    src/analysis/core/train_setup.cpp src/analysis/diagnose/diagnose.cpp
+    src/analysis/diagnose/diagnose_monitor.cpp src/analysis/diagnose/diagnose_repair.cpp
+    src/analysis/diagnose/diagnose_rules.cpp src/analysis/diagnose/diagnose_static.cpp
+    src/analysis/expose/expose.cpp src/analysis/expose/expose_explain.cpp
+    src/analysis/expose/expose_search.cpp src/analysis/expose/expose_verdict.cpp
+    src/analysis/probe/probe.cpp src/analysis/train/train_session.cpp
+    src/analysis/whole_graph/whole_graph.cpp
+    src/report/check/check_report.cpp src/report/core/format.cpp src/report/core/html.cpp
+    src/report/core/repro.cpp src/report/core/repro_read.cpp src/report/core/run_diagnosis.cpp
+    src/report/diagnose/diagnose_html.cpp src/report/diagnose/diagnose_report.cpp
+    src/report/expose/expose_report.cpp src/report/train/train_report.cpp
+    src/report/train/train_summary.cpp src/report/whole_graph/whole_graph_report.cpp
   ) ;;
   cli) FILES=(
     src/cli/cmd_check.cpp src/cli/cmd_conform.cpp src/cli/cmd_diagnose.cpp src/cli/cmd_expose.cpp

@@ -1,7 +1,7 @@
 #pragma once
 // The three phases of a kernel's work in training: a node's forward, its backward (the VJP), and
 // a weight's update (the optimizer's step). Faults are planted per phase (fault_injection.h) and
-// every finding names its phase (analysis/finding.h).
+// every finding names its phase (analysis/core/finding.h).
 #include <fmt/core.h>
 
 #include <string_view>

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/check.h"
-#include "analysis/whole_graph.h"
+#include "analysis/check/check.h"
+#include "analysis/whole_graph/whole_graph.h"
 #include "bindings/factory.h"
 #include "bindings/ort/ort_binding.h"
 #include "cli/commands.h"
@@ -17,9 +17,10 @@
 #include "cli/process_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "report/check_report.h"
-#include "report/repro.h"
-#include "report/whole_graph_report.h"
+#include "report/check/check_report.h"
+#include "report/core/format.h"
+#include "report/core/repro.h"
+#include "report/whole_graph/whole_graph_report.h"
 #include "tensor/files.h"
 #include "tensor/heap.h"
 #include "tensor/npy.h"

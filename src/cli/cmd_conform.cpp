@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analysis/conform.h"
+#include "analysis/conform/conform.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "graph/onnx_io.h"

@@ -3,10 +3,10 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include "analysis/diagnose.h"
+#include "analysis/diagnose/diagnose.h"
 #include "cli/commands.h"
 #include "cli/train_options.h"
-#include "report/diagnose_report.h"
+#include "report/diagnose/diagnose_report.h"
 
 namespace metaop::cli {
 

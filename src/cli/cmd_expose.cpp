@@ -5,14 +5,14 @@
 
 #include <fstream>
 
-#include "analysis/expose.h"
+#include "analysis/expose/expose.h"
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "report/expose_report.h"
+#include "report/expose/expose_report.h"
 
 namespace metaop::cli {
 

@@ -5,14 +5,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "analysis/probe.h"
+#include "analysis/probe/probe.h"
 #include "bindings/binding.h"
 #include "cli/commands.h"
 #include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "graph/onnx_io.h"
-#include "report/check_report.h"
-#include "report/repro.h"
+#include "report/core/format.h"
+#include "report/core/repro.h"
 #include "tensor/files.h"
 #include "tensor/text.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "analysis/train_check.h"
+#include "analysis/core/train_check.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
@@ -16,8 +16,8 @@
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
-#include "report/check_report.h"
-#include "report/repro.h"
+#include "report/core/format.h"
+#include "report/core/repro.h"
 #include "tensor/files.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "analysis/propagate.h"
+#include "analysis/core/propagate.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "cli/commands.h"
@@ -18,7 +18,7 @@
 #include "cli/process_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
-#include "report/check_report.h"
+#include "report/core/format.h"
 #include "tensor/files.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"
@@ -126,7 +126,7 @@ int run(const RunArgs& a) {
   }
   if (a.propagate > 0) {
     // What the error models predict end to end: every node's outputs moved within its
-    // tolerance, on the reference (analysis/propagate).
+    // tolerance, on the reference (analysis/core/propagate).
     PropagatedError p = propagate_tolerances(g, inputs, a.propagate, a.seed);
     for (const auto& [name, v] : p.normwise)
       fmt::print("propagated tolerance of {} ({} samples): normwise {:.3e} (largest sample)\n",

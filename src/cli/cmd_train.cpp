@@ -1,10 +1,11 @@
 // metaop train: trains a model under a binding plan (forward and backward node by node).
-#include "analysis/train_session.h"
+#include "analysis/diagnose/diagnose.h"
+#include "analysis/train/train_session.h"
 #include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "cli/train_options.h"
-#include "report/train_summary.h"
+#include "report/train/train_summary.h"
 
 namespace metaop::cli {
 
@@ -24,9 +25,10 @@ int run(TrainCommand& a) {
   TrainSetup s = make_train_setup(a.train);
   s.check = a.check || a.train.cmd->count("--check-every");
   s.check_every = a.check_every;
-  s.diagnose = a.diagnose;
-  s.thresholds = a.thresholds;
-  if (s.diagnose) validate(s.thresholds);
+  if (a.diagnose) {
+    validate(a.thresholds);
+    s.diagnose = diagnose_watch(a.thresholds);
+  }
   if (a.compare.empty()) {
     TrainSession r = run_training(s);
     return report_training(r, s, a.out);

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/train_session.h"
+#include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/train/train_session.h"
 
 namespace metaop::cli {
 

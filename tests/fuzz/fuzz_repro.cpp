@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "report/repro.h"
+#include "report/core/repro.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,0 +1,78 @@
+#include "analysis/core/finding.h"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "tensor/error.h"
+#include "tensor/text.h"
+
+namespace metaop {
+
+namespace {
+
+constexpr std::array<std::pair<FindingKind, const char*>, 6> kKinds{{
+    {FindingKind::Accuracy, "accuracy"},
+    {FindingKind::Nonfinite, "nonfinite"},
+    {FindingKind::Crash, "crash"},
+    {FindingKind::Hang, "hang"},
+    {FindingKind::Unsupported, "unsupported"},
+    {FindingKind::Hazard, "hazard"},
+}};
+
+template <typename E, std::size_t N>
+const char* word_of(const std::array<std::pair<E, const char*>, N>& words, E e) {
+  for (const auto& [value, word] : words)
+    if (value == e) return word;
+  return "?";
+}
+
+}  // namespace
+
+const char* to_string(FindingKind k) {
+  return word_of(kKinds, k);
+}
+
+FindingKind parse_finding_kind(std::string_view word, std::string_view where) {
+  for (const auto& [value, w] : kKinds)
+    if (word == w) return value;
+  fail("{}: kind '{}' (expected accuracy, nonfinite, crash, hang, unsupported or hazard)", where,
+       printable(word, 80));
+}
+
+void to_json(nlohmann::json& j, FindingKind k) {
+  j = to_string(k);
+}
+
+void to_json(nlohmann::json& j, Phase p) {
+  j = to_string(p);
+}
+
+nlohmann::json json_number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+double number_from_json(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) return std::strtod(v.get<std::string>().c_str(), nullptr);
+  return NAN;
+}
+
+nlohmann::json finding_json(const FindingCore& f) {
+  return {{"op_type", f.op_type},          {"binding", f.binding},
+          {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
+          {"score", json_number(f.score)}, {"detail", f.detail}};
+}
+
+nlohmann::json verified_finding_json(const FindingCore& f) {
+  nlohmann::json j = finding_json(f);
+  j["verified"] = f.verified;
+  j["verification"] = f.verification;
+  j["repro"] = f.repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.repro);
+  return j;
+}
+
+}  // namespace metaop

@@ -1,0 +1,67 @@
+#pragma once
+// One finding, whatever found it: `check` (a node of a model under a binding), `probe` (an op on
+// edge values) and `train --check` (a node's forward or backward, or a weight's update, during
+// training) share this core -- what went wrong, where, how badly, in words, whether replacement
+// verified it, the reproducer -- and its JSON. Each keeps only its own fields (check.h, probe.h,
+// train_check.h). Reproducers are written and read in report/core/repro.h.
+#include <fmt/core.h>
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+#include "bindings/phase.h"
+
+namespace metaop {
+
+enum class FindingKind {
+  Accuracy,     // outside the error model
+  Nonfinite,    // NaN or infinity on one side only, reference or binding
+  Crash,        // the kernel died or threw
+  Hang,         // the kernel was killed after the kernel timeout
+  Unsupported,  // the binding lacks the op (the reference ran it): not a defect
+  Hazard,       // the exact result is non-finite on finite inputs: the model's, not a kernel's
+};
+
+// The words of the JSON documents, the probe journal and repro.json: accuracy, nonfinite, crash,
+// hang, unsupported, hazard (a phase's words: bindings/phase.h).
+const char* to_string(FindingKind k);
+// The reverse, for what is read back; fails (Error) on any other word, as
+// "WHERE: kind 'WORD' (expected ...)".
+FindingKind parse_finding_kind(std::string_view word, std::string_view where);
+// JSON holds both as their words (the build makes an enum without to_json a compile error).
+void to_json(nlohmann::json& j, FindingKind k);
+void to_json(nlohmann::json& j, Phase p);
+
+struct FindingCore {
+  std::string op_type, binding;
+  Phase phase = Phase::Forward;
+  FindingKind kind = FindingKind::Accuracy;
+  double score = 0;          // local score: error / tolerance of the worst element
+  std::string detail;        // the worst element, or what crashed, in words
+  bool verified = false;     // by replacement (check, train --check)
+  std::string verification;  // how the verification went, in words
+  std::string repro;         // the reproducer's folder, when written
+  bool defect() const { return kind != FindingKind::Unsupported; }
+  bool numerical() const { return kind == FindingKind::Accuracy || kind == FindingKind::Nonfinite; }
+};
+
+// A number for JSON, which has no infinity: non-finite ones become "inf", "-inf", "nan".
+nlohmann::json json_number(double v);
+// The reverse: a number, or one of those words; NaN for anything else.
+double number_from_json(const nlohmann::json& v);
+
+// The common fields as the JSON of check, probe and train --check and the probe journal have
+// them: op_type, binding, phase, kind, score and detail.
+nlohmann::json finding_json(const FindingCore& f);
+// The same with the verification: verified, verification, and repro (null when none written).
+nlohmann::json verified_finding_json(const FindingCore& f);
+
+}  // namespace metaop
+
+template <>
+struct fmt::formatter<metaop::FindingKind> : fmt::formatter<std::string_view> {
+  auto format(metaop::FindingKind k, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(metaop::to_string(k), ctx);
+  }
+};

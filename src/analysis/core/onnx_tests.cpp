@@ -1,0 +1,57 @@
+#include "analysis/core/onnx_tests.h"
+
+#include <algorithm>
+
+#include "graph/graph.h"
+#include "tensor/tensor_proto.h"
+
+namespace fs = std::filesystem;
+
+namespace metaop {
+
+std::vector<std::string> find_conformance_tests(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    if (!fs::exists(p)) fail("{}: no such file or directory", p);
+    if (fs::exists(fs::path(p) / "model.onnx")) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(p))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx"))
+        found.push_back(e.path().string());
+    if (found.empty()) fail("{}: no test folders (model.onnx) found", p);
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> v;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
+      v.push_back({std::stoi(name.substr(prefix.size())), e.path()});
+  }
+  std::sort(v.begin(), v.end());
+  std::vector<fs::path> out;
+  out.reserve(v.size());
+  for (auto& [i, p] : v) out.push_back(p);
+  return out;
+}
+
+std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir) {
+  fs::path set = fs::path(dir) / "test_data_set_0";
+  if (!fs::is_directory(set)) fail("{}: no test_data_set_0 folder", dir);
+  auto in_files = sorted_pbs(set, "input_");
+  if (in_files.size() > g.inputs.size())
+    fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(), g.inputs.size());
+  std::map<std::string, Tensor> inputs;
+  for (std::size_t i = 0; i < in_files.size(); ++i)
+    inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
+  return inputs;
+}
+
+}  // namespace metaop

@@ -1,0 +1,467 @@
+#include "analysis/diagnose/diagnose_rules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis/diagnose/diagnose_static.h"
+
+namespace metaop {
+
+std::string symptom_label(const Symptom& s) {
+  return s.node.empty() ? s.kind : s.kind + "@" + s.node;
+}
+
+namespace {
+
+bool is_loss_node(const std::string& node) {
+  return node.rfind("metaop_loss/", 0) == 0;
+}
+
+// Ops whose output leaves the finite range on valid-looking inputs (a domain or an overflow).
+bool domain_op(const std::string& op) {
+  return op == "Log" || op == "Sqrt" || op == "Div" || op == "Pow" || op == "Reciprocal" ||
+         op == "Exp";
+}
+
+class Rules {
+ public:
+  Rules(const Graph& g, const StaticChecks& c, const MonitorRecord& r, const OptimizerConfig& o,
+        const DiagnoseThresholds& t)
+      : g_(g), c_(c), r_(r), o_(o), t_(t) {}
+
+  std::vector<Diagnosis> run() {
+    for (auto d : c_.definite) {
+      d.definite = true;
+      list_.push_back(std::move(d));
+    }
+    for (const auto& s : r_.symptoms) symptom(s);
+    // A loss that stops falling in a run with dead, saturated or vanishing units is explained
+    // by their causes.
+    for (const auto& s : r_.symptoms)
+      if ((s.kind == "stagnant_loss" || s.kind == "slow_convergence") && stalled_units())
+        for (auto& d : list_)
+          if (!d.definite && !d.symptoms.empty() && !explains(d, symptom_label(s)) &&
+              (d.symptoms[0].rfind("dead_relu", 0) == 0 ||
+               d.symptoms[0].rfind("saturation", 0) == 0 ||
+               d.symptoms[0].rfind("vanishing_gradient", 0) == 0))
+            d.symptoms.push_back(symptom_label(s));
+    std::stable_sort(list_.begin(), list_.end(),
+                     [](const Diagnosis& a, const Diagnosis& b) { return a.score > b.score; });
+    return list_;
+  }
+
+ private:
+  // Large updates say less about the learning rate when the inputs or the initial weights are
+  // off scale: those make the gradients large by themselves.
+  bool confounded() const { return !c_.off_scale.empty() || abnormal_layer(true) != nullptr; }
+  bool stalled_units() const {
+    return r_.has("dead_relu") || r_.has("saturation") || r_.has("vanishing_gradient");
+  }
+  static bool explains(const Diagnosis& d, const std::string& label) {
+    for (const auto& s : d.symptoms)
+      if (s.rfind(label, 0) == 0) return true;
+    return false;
+  }
+  static std::string key(const Diagnosis& d) {
+    return d.category + "|" + d.hyperparameter + "|" + d.node + "|" + d.input + "|" + d.loss + "|" +
+           d.fix.kind + "|" + (d.fix.factor < 1 ? "down" : "up");
+  }
+  // Adds a cause of symptom `s`, or strengthens the same cause found for another symptom.
+  void add(Diagnosis d, const Symptom& s) {
+    std::string label = symptom_label(s);
+    for (auto& o : list_)
+      if (key(o) == key(d)) {
+        if (!explains(o, label)) o.symptoms.push_back(label);
+        if (d.score > o.score) {
+          o.score = d.score;
+          o.evidence = d.evidence + "; " + o.evidence;
+        }
+        return;
+      }
+    d.symptoms.push_back(label);
+    list_.push_back(std::move(d));
+  }
+
+  const LayerInit* layer(const std::string& node) const {
+    for (const auto& l : c_.layers)
+      if (l.node == node) return &l;
+    return nullptr;
+  }
+  std::size_t index_of(const std::string& node) const {
+    for (std::size_t k = 0; k < g_.nodes.size(); ++k)
+      if (g_.nodes[k].name == node) return k;
+    return SIZE_MAX;
+  }
+  // The layer with the most abnormal initial gain: too large (`large`) or too small.
+  const LayerInit* abnormal_layer(bool large) const {
+    const LayerInit* worst = nullptr;
+    for (const auto& l : c_.layers) {
+      bool off = large ? l.gain > kGainHigh : l.gain < kGainLow;
+      if (off && (!worst || (large ? l.gain > worst->gain : l.gain < worst->gain))) worst = &l;
+    }
+    return worst;
+  }
+  // The update-to-weight ratio of the layers at step i (1-based): the median over the layers'
+  // weights, so that one layer with tiny initial weights (whose ratio is huge) does not speak
+  // for the learning rate.
+  double layer_update_ratio(std::size_t i) const {
+    std::vector<double> v;
+    for (const auto& w : r_.weights)
+      if (w.kernel && i - 1 < w.update_ratio.size() && std::isfinite(w.update_ratio[i - 1]))
+        v.push_back(w.update_ratio[i - 1]);
+    if (v.empty()) return NAN;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
+  // The largest of those at a step before `step`.
+  double update_ratio_before(std::size_t step) const {
+    double worst = 0;
+    for (std::size_t i = 1; i < step && i <= r_.losses.size(); ++i)
+      if (double x = layer_update_ratio(i); std::isfinite(x)) worst = std::max(worst, x);
+    return worst;
+  }
+  // Their median over the run.
+  double typical_update_ratio() const {
+    std::vector<double> per_step;
+    for (std::size_t i = 1; i <= r_.losses.size(); ++i)
+      if (double x = layer_update_ratio(i); std::isfinite(x)) per_step.push_back(x);
+    if (per_step.empty()) return NAN;
+    std::nth_element(per_step.begin(),
+                     per_step.begin() + static_cast<std::ptrdiff_t>(per_step.size() / 2),
+                     per_step.end());
+    return per_step[per_step.size() / 2];
+  }
+  double loss_rise_before(std::size_t step) const {
+    double first = r_.losses.empty() ? NAN : r_.losses[0], worst = 0;
+    for (std::size_t i = 1; i + 1 < step && i < r_.losses.size(); ++i)
+      if (std::isfinite(r_.losses[i])) worst = std::max(worst, r_.losses[i] / first);
+    return worst;
+  }
+
+  // The power of ten (at least 10) that brings an update-to-weight ratio to about 1e-3, the
+  // usual value: the update grows with the learning rate for SGD and Adam alike.
+  static double raise_factor(double ratio) {
+    double e = std::round(std::log10(1e-3 / std::max(ratio, 1e-12)));
+    return std::pow(10.0, std::clamp(e, 1.0, 6.0));
+  }
+  Diagnosis learning_rate(double factor, double score, std::string evidence) const {
+    Diagnosis d;
+    d.category = "hyperparameter";
+    d.hyperparameter = "learning_rate";
+    d.score = score;
+    d.evidence = std::move(evidence);
+    d.fix.kind = "learning_rate";
+    d.fix.factor = factor;
+    d.fix.description = fmt::format("learning rate {:g} -> {:g}", o_.lr, o_.lr * factor);
+    return d;
+  }
+  Diagnosis initialization(const LayerInit& l, double score, std::string evidence) const {
+    Diagnosis d;
+    d.category = "initialization";
+    d.node = l.node;
+    d.op_type = l.op_type;
+    d.weight = l.weight;
+    d.score = score;
+    d.evidence = std::move(evidence);
+    d.fix.kind = "reinitialize";
+    d.fix.node = l.node;
+    d.fix.init = l.activation == "Relu" || l.activation == "LeakyRelu" ? "he" : "xavier";
+    d.fix.description =
+        fmt::format("{} re-initialization of '{}'{}", d.fix.init == "he" ? "He" : "Xavier",
+                    l.weight, l.bias.empty() ? "" : " and its bias '" + l.bias + "' zeroed");
+    return d;
+  }
+  // Inputs far off scale come before what they cause downstream (large updates, dead units):
+  // 0.9 when a feature is 100x or more off, else `score`.
+  Diagnosis data(double score, const std::string& why) const {
+    if (c_.off_scale_factor >= 100) score = std::max(score, 0.9);
+    Diagnosis d;
+    d.category = "data";
+    d.input = g_.inputs.empty() ? "input" : g_.inputs[0].name;
+    d.features = c_.off_scale;
+    d.score = score;
+    d.evidence = why + ": " + c_.data_detail;
+    d.fix.kind = "standardize";
+    d.fix.description = "inputs standardized per feature (mean 0, standard deviation 1)";
+    return d;
+  }
+  Diagnosis activation(const std::string& node, const std::string& op, double score,
+                       std::string evidence, const std::string& to, bool every) const {
+    Diagnosis d;
+    d.category = "activation";
+    d.node = node;
+    d.op_type = op;
+    d.score = score;
+    d.evidence = std::move(evidence);
+    if (!to.empty()) {
+      d.fix.kind = "replace_op";
+      d.fix.node = every ? "" : node;
+      d.fix.from = op;
+      d.fix.op_type = to;
+      d.fix.description = every ? fmt::format("every hidden {} replaced by {}", op, to)
+                                : fmt::format("'{}' ({}) replaced by {}", node, op, to);
+      if (to == "Relu" && (op == "Sigmoid" || op == "Tanh")) {
+        d.fix.init = "he";  // ReLU layers want He's initialization to keep the signal's scale
+        d.fix.description += ", with He initialization of the layers feeding them";
+      }
+    }
+    return d;
+  }
+  std::string gain_text(const LayerInit& l) const {
+    return fmt::format(
+        "initial weights of '{}' have gain std*sqrt(fan_in) = {:.3g} (fan_in {}; "
+        "PyTorch's default 0.58, He 1.41; abnormal outside [{:g}, {:g}])",
+        l.node, l.gain, l.fan_in, kGainLow, kGainHigh);
+  }
+
+  void symptom(const Symptom& s) {
+    if (s.kind == "dead_relu" || s.kind == "saturation") return activation_symptom(s);
+    if (s.kind == "vanishing_gradient") return vanishing(s);
+    if (s.kind == "stagnant_loss" || s.kind == "slow_convergence") return slow(s);
+    return divergence(s);
+  }
+
+  // Static loss faults explain what they cause; returns whether one did.
+  bool static_loss(const Symptom& s) {
+    bool any = false;
+    for (auto& d : list_)
+      if (d.definite && d.category == "loss") {
+        if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));
+        any = true;
+      }
+    for (auto& d : list_)
+      if (d.definite && d.input == "labels") {
+        if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));
+        any = true;
+      }
+    return any;
+  }
+
+  // Non-finite or exploding loss, gradients, activations.
+  // A loss node without a static mismatch: bce's log of a probability rounded to 0 or 1.
+  void sigmoid_rounding(const Symptom& s, const std::string& where) {
+    std::size_t p = output_producer(g_);
+    if (p == SIZE_MAX || g_.nodes[p].op_type != "Sigmoid" || where.find("log") == std::string::npos)
+      return;
+    Diagnosis d;
+    d.category = "loss";
+    d.loss = "bce on a Sigmoid output that rounds to 0 or 1";
+    d.node = g_.nodes[p].name;
+    d.op_type = "Sigmoid";
+    d.score = 0.85;
+    d.evidence = fmt::format(
+        "the first non-finite value is in the loss's {}: bce takes the "
+        "log of the Sigmoid's output, which float32 rounds to exactly 0 "
+        "or 1 for inputs beyond about +-17",
+        where);
+    d.fix.kind = "remove_node";
+    d.fix.node = d.node;
+    d.fix.loss = "bce_with_logits";
+    d.fix.description = "the Sigmoid '" + d.node +
+                        "' removed and bce_with_logits (the "
+                        "stable form) used";
+    add(std::move(d), s);
+  }
+
+  // Where the first non-finite values appear (as DeepLocalize localizes): a cause of its own
+  // for an op with a restricted domain, else only when nothing else explains the symptom.
+  void nonfinite_site(const Symptom& s, const std::string& where) {
+    std::size_t k = index_of(where);
+    const std::string op = k == SIZE_MAX ? "" : g_.nodes[k].op_type;
+    bool domain = domain_op(op);
+    bool explained = false;
+    for (const auto& d : list_) explained |= explains(d, symptom_label(s));
+    if (explained && !domain) return;
+    add(activation(where, op, domain ? 0.5 : 0.3,
+                   fmt::format("the first non-finite values appear at {} ({}){}", where, op,
+                               domain ? ", an op with a restricted domain or that overflows" : ""),
+                   "", false),
+        s);
+  }
+
+  void divergence(const Symptom& s) {
+    const Symptom* nf = r_.first("nonfinite_activation");
+    std::string where = s.kind == "nonfinite_activation" ? s.node : (nf ? nf->node : "");
+    bool at_init = s.step == 1 || (s.kind == "exploding_gradient" && !r_.grad_ratio.empty() &&
+                                   r_.grad_ratio[0] > t_.explode_ratio);
+    if (static_loss(s) && (where.empty() || is_loss_node(where))) return;
+    if (is_loss_node(where)) sigmoid_rounding(s, where);
+    if (!c_.off_scale.empty())
+      add(data(at_init ? 0.8 : 0.7,
+               "input features far from unit scale make the first layer's "
+               "outputs and gradients large"),
+          s);
+    if (const LayerInit* l = abnormal_layer(true)) {
+      std::size_t at = index_of(where), li = index_of(l->node);
+      double score = at != SIZE_MAX && li <= at ? 0.85 : 0.75;
+      add(initialization(*l, score, gain_text(*l)), s);
+    }
+    if (!at_init) {
+      double ratio = update_ratio_before(s.step), rise = loss_rise_before(s.step);
+      bool strong = ratio > t_.update_ratio_high || rise >= 2;
+      add(learning_rate(
+              0.1, strong ? (confounded() ? 0.55 : 0.7) : 0.45,
+              fmt::format(
+                  "the symptom follows {} update(s) (not present at the initial "
+                  "weights); largest update-to-weight ratio of the layers before "
+                  "it {:.3g} (high above {:g}){}",
+                  s.step - 1, ratio, t_.update_ratio_high,
+                  rise > 1 ? fmt::format(", loss up to {:.3g}x the first step's", rise) : "")),
+          s);
+    }
+    if (!where.empty() && !is_loss_node(where)) nonfinite_site(s, where);
+  }
+
+  void vanishing(const Symptom& s) {
+    static_loss(s);
+    if (const LayerInit* l = abnormal_layer(false))
+      add(initialization(*l, 0.8,
+                         gain_text(*l) + ": the signal and its gradient shrink through "
+                                         "it"),
+          s);
+    // Saturating activations between the layers.
+    std::size_t out = output_producer(g_);
+    std::string first_hidden, op;
+    std::size_t hidden = 0;
+    for (std::size_t k = 0; k < g_.nodes.size(); ++k) {
+      const auto& n = g_.nodes[k];
+      if ((n.op_type == "Sigmoid" || n.op_type == "Tanh") && k != out) {
+        if (first_hidden.empty()) {
+          first_hidden = n.name;
+          op = n.op_type;
+        }
+        ++hidden;
+      }
+    }
+    if (!first_hidden.empty())
+      add(activation(first_hidden, op, hidden > 1 ? 0.7 : 0.55,
+                     fmt::format("{} hidden {} activation(s), whose derivative is at most {} "
+                                 "and shrinks the gradient at every layer it passes",
+                                 hidden, op, op == "Sigmoid" ? "0.25" : "1"),
+                     "Relu", true),
+          s);
+    bool small = false;
+    for (auto f : c_.off_scale)
+      small |= std::hypot(c_.feature_mean[static_cast<std::size_t>(f)],
+                          c_.feature_std[static_cast<std::size_t>(f)]) < 1;
+    if (small)
+      add(data(0.5, "input features of tiny scale make the first layer's gradient tiny"), s);
+  }
+
+  // Dead units or saturation already at the initial weights: the first layer's input, or the
+  // initialization of the layer feeding the activation (`l`, if any); `share` on the first batch.
+  void activation_at_init(const Symptom& s, const LayerInit* l, double share) {
+    bool dead = s.kind == "dead_relu";
+    if (l && l->first && !c_.off_scale.empty())
+      add(data(0.8, fmt::format("{} at the initial weights, behind the first layer '{}', which "
+                                "reads the input",
+                                dead ? "dead units" : "saturation", l->node)),
+          s);
+    if (l) {
+      bool off = l->gain > kGainHigh || (dead && l->gain < kGainLow) ||
+                 (dead && l->activation == "Relu" && l->bias_mean < -0.5);
+      add(initialization(
+              *l, off ? 0.85 : 0.55,
+              fmt::format("{:.0f}% {} on the first batch, before any update; {}{}", 100 * share,
+                          dead ? "dead units" : "saturated values", gain_text(*l),
+                          l->bias.empty() ? "" : fmt::format("; bias mean {:.3g}", l->bias_mean))),
+          s);
+    }
+  }
+
+  // Dead units or saturation that appear only after training started (`a`: the series, if any).
+  void activation_after_updates(const Symptom& s, const LayerInit* l, const ActivationSeries* a) {
+    bool dead = s.kind == "dead_relu";
+    if (const LayerInit* big = abnormal_layer(true))
+      add(initialization(*big, 0.7,
+                         fmt::format("{} after large updates, which the abnormal initial weights "
+                                     "of '{}' cause: {}",
+                                     dead ? "dead units appear" : "saturation appears", big->node,
+                                     gain_text(*big))),
+          s);
+    if (l && l->first && !c_.off_scale.empty())
+      add(data(0.7, fmt::format("{} behind the first layer '{}', which reads the input",
+                                dead ? "dead units" : "saturation", l->node)),
+          s);
+    double ratio = update_ratio_before(s.step);
+    add(learning_rate(0.1, ratio > t_.update_ratio_high && !confounded() ? 0.8 : 0.6,
+                      fmt::format("{} only after training started ({:.0f}% on the first batch); "
+                                  "largest update-to-weight ratio before it {:.3g} (high above "
+                                  "{:g})",
+                                  dead ? "dead units appear" : "saturation appears",
+                                  a && !a->per_step.empty() ? 100 * a->per_step[0] : 0.0, ratio,
+                                  t_.update_ratio_high)),
+        s);
+  }
+
+  void activation_symptom(const Symptom& s) {
+    std::size_t k = index_of(s.node);
+    const ActivationSeries* a = nullptr;
+    for (const auto& x : r_.activations)
+      if (x.node == s.node) a = &x;
+    bool dead = s.kind == "dead_relu";
+    double limit = dead ? t_.dead_fraction : t_.saturated_fraction;
+    bool at_init = a && !a->per_step.empty() && a->per_step[0] >= limit;
+    std::size_t li = k == SIZE_MAX ? SIZE_MAX : feeding_layer(g_, k);
+    const LayerInit* l = li == SIZE_MAX ? nullptr : layer(g_.nodes[li].name);
+    if (at_init)
+      activation_at_init(s, l, a->per_step[0]);
+    else
+      activation_after_updates(s, l, a);
+    bool output = k != SIZE_MAX && k == output_producer(g_);
+    if (!output)
+      add(activation(s.node, s.kind == "dead_relu" ? "Relu" : g_.nodes[k].op_type, 0.3,
+                     dead ? "ReLU units whose input stays negative get no gradient and stay dead"
+                          : "saturated units pass almost no gradient",
+                     dead ? "LeakyRelu" : "Relu", false),
+          s);
+  }
+
+  void slow(const Symptom& s) {
+    if (static_loss(s) || stalled_units()) return;  // explained by those (run())
+    double typical = typical_update_ratio();
+    if (std::isfinite(typical) && typical < 1e-3)
+      add(learning_rate(raise_factor(typical), typical < t_.update_ratio_low ? 0.85 : 0.65,
+                        fmt::format("the weights barely move: the median largest update-to-weight "
+                                    "ratio of a step is {:.3g} (low below {:g}; about 1e-3 is "
+                                    "usual)",
+                                    typical, t_.update_ratio_low)),
+          s);
+    if (std::isfinite(typical) && typical > t_.update_ratio_high)
+      add(learning_rate(0.1, 0.6,
+                        fmt::format("the median largest update-to-weight ratio of a step is {:.3g} "
+                                    "(high above {:g}): the steps overshoot",
+                                    typical, t_.update_ratio_high)),
+          s);
+    if (!c_.off_scale.empty()) add(data(0.5, "input features far from unit scale"), s);
+    if (const LayerInit* l = abnormal_layer(true)) add(initialization(*l, 0.5, gain_text(*l)), s);
+    if (const LayerInit* l = abnormal_layer(false)) add(initialization(*l, 0.5, gain_text(*l)), s);
+    bool explained = false;
+    for (const auto& d : list_) explained |= explains(d, symptom_label(s));
+    if (!explained && std::isfinite(typical))
+      add(learning_rate(10, 0.4,
+                        fmt::format("nothing else explains it (the weights move: median update-to-"
+                                    "weight ratio {:.3g}): the steps may be too small",
+                                    typical)),
+          s);
+  }
+
+  const Graph& g_;
+  const StaticChecks& c_;
+  const MonitorRecord& r_;
+  const OptimizerConfig& o_;
+  const DiagnoseThresholds& t_;
+  std::vector<Diagnosis> list_;
+};
+
+}  // namespace
+
+std::vector<Diagnosis> diagnose_causes(const Graph& g, const StaticChecks& checks,
+                                       const MonitorRecord& run, const OptimizerConfig& optimizer,
+                                       const DiagnoseThresholds& t) {
+  return Rules(g, checks, run, optimizer, t).run();
+}
+
+}  // namespace metaop

@@ -1,0 +1,26 @@
+#pragma once
+// From symptoms to root causes: each symptom of a run is mapped to the causes that can produce
+// it (docs/diagnose.md lists the rules), each with a category, a place, the evidence that ranks
+// it and a mechanical fix when there is one. A cause shared by several symptoms is one
+// diagnosis that lists them.
+#include <vector>
+
+#include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_types.h"
+
+namespace metaop {
+
+// Initial weight gains (std * sqrt(fan_in)) outside [kGainLow, kGainHigh] are abnormal:
+// PyTorch's default gives 0.58, He 1.41, Xavier at most 1.41.
+constexpr double kGainLow = 0.1, kGainHigh = 4;
+
+// The causes of the static checks' definite faults and of the run's symptoms, ranked by the
+// strength of their evidence (definite faults first). `g` is the model without its loss.
+std::vector<Diagnosis> diagnose_causes(const Graph& g, const StaticChecks& checks,
+                                       const MonitorRecord& run, const OptimizerConfig& optimizer,
+                                       const DiagnoseThresholds& t);
+
+// "kind" or "kind@node": how a diagnosis names a symptom it explains.
+std::string symptom_label(const Symptom& s);
+
+}  // namespace metaop

@@ -1,0 +1,508 @@
+// The schedules of `metaop expose`: the box of each varied tensor, evaluation of every target's
+// distance on the reference, gradients through the reference VJPs, the gradient strategy's
+// sign and Newton steps with restarts, GRIST's plain schedule and random points.
+#include "analysis/expose/expose_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/autodiff.h"
+#include "ops/registry.h"
+
+namespace metaop::expose_detail {
+
+// Every floating-point input, in the clip box (--clip, or the input's own range).
+void Searcher::vary_inputs() {
+  for (const auto& vi : g_.inputs) {
+    const Tensor& t = inputs_.at(vi.name);
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;  // integers, booleans: left alone
+    Varied v{vi.name, false, t.dtype(), t.shape(), {}, {}};
+    auto x = t.to_f64();
+    double lo = opt_.clip.first, hi = opt_.clip.second;
+    if (opt_.clip_from_inputs) {
+      lo = *std::min_element(x.begin(), x.end());
+      hi = *std::max_element(x.begin(), x.end());
+      if (!std::isfinite(lo) || !std::isfinite(hi))
+        fail("input '{}' has non-finite values: --clip-from-inputs needs finite ones", vi.name);
+    }
+    std::size_t outside = 0;
+    for (double e : x) outside += !(e >= lo && e <= hi);
+    if (outside)
+      notes_.push_back(fmt::format(
+          "input '{}': {} of {} values lie outside the clip box [{:.6g}, {:.6g}] and start "
+          "clipped (give --clip LO,HI or --clip-from-inputs)",
+          vi.name, outside, x.size(), lo, hi));
+    v.lo.assign(x.size(), lo);
+    v.hi.assign(x.size(), hi);
+    varied_.push_back(std::move(v));
+  }
+}
+
+// Every trainable weight, within --weight-radius times its largest magnitude (or the mean of
+// the others' for a zero weight) of its value.
+void Searcher::vary_weights() {
+  auto names = trainable_initializers(g_);
+  std::vector<double> scale;
+  for (const auto& n : names) {
+    double m = 0;
+    for (double e : g_.initializers.at(n).to_f64()) m = std::max(m, std::fabs(e));
+    scale.push_back(std::isfinite(m) ? m : 0);
+  }
+  double mean = 0, count = 0;
+  for (double m : scale)
+    if (m > 0) mean += m, ++count;
+  mean = count ? mean / count : 1.0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const Tensor& t = g_.initializers.at(names[i]);
+    if (t.numel() == 0) continue;
+    Varied v{names[i], true, t.dtype(), t.shape(), {}, {}};
+    double r = opt_.weight_radius * (scale[i] > 0 ? scale[i] : mean);
+    for (double e : t.to_f64()) {
+      v.lo.push_back(e - r);
+      v.hi.push_back(e + r);
+    }
+    varied_.push_back(std::move(v));
+  }
+}
+
+void Searcher::choose_varied() {
+  if (opt_.vary != ExposeVary::Weights) vary_inputs();
+  if (opt_.vary != ExposeVary::Inputs) vary_weights();
+  if (varied_.empty())
+    fail("{}: nothing to vary: {}", g_.path,
+         opt_.vary == ExposeVary::Inputs
+             ? "the model has no floating-point input (try --vary weights)"
+             : "the model has no floating-point input or trainable weight");
+}
+
+Point Searcher::start_point() const {
+  Point p;
+  for (const auto& v : varied_)
+    p.push_back(v.weight ? g_.initializers.at(v.name).to_f64() : inputs_.at(v.name).to_f64());
+  return clip(p);
+}
+
+Point Searcher::clip(Point p) const {
+  for (std::size_t k = 0; k < varied_.size(); ++k) {
+    auto& x = p[k];
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = std::isnan(x[i]) ? varied_[k].lo[i]
+                              : std::clamp(x[i], varied_[k].lo[i], varied_[k].hi[i]);
+    x = rounded(x, varied_[k].shape, varied_[k].dtype);
+  }
+  return p;
+}
+
+Point Searcher::uniform_point() {
+  Point p;
+  std::uniform_real_distribution<double> u(0, 1);
+  for (const auto& v : varied_) {
+    std::vector<double> x(v.lo.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = v.lo[i] + u(rng_) * (v.hi[i] - v.lo[i]);
+    p.push_back(std::move(x));
+  }
+  return clip(p);
+}
+
+void Searcher::apply(const Point& p) {
+  for (std::size_t k = 0; k < varied_.size(); ++k) {
+    Tensor t = Tensor::from_f64(p[k], varied_[k].shape, varied_[k].dtype);
+    if (varied_[k].weight)
+      work_.initializers[varied_[k].name] = t;
+    else
+      inputs_[varied_[k].name] = t;
+  }
+}
+
+ZoneDistances Searcher::zone_distances(std::size_t t,
+                                       const std::map<std::string, Tensor>& values) const {
+  const ExposeTarget& tg = targets_[t];
+  const Node& n = g_.nodes[tg.node];
+  Tensors ins, outs;
+  auto value = [&](const std::string& name) {
+    auto it = values.find(name);
+    return name.empty() || it == values.end() ? Tensor() : it->second;
+  };
+  for (const auto& i : n.inputs) ins.push_back(value(i));
+  for (const auto& o : n.outputs) outs.push_back(value(o));
+  const DangerZone& z = OpRegistry::instance().find(n.op_type)->domain.danger[tg.zone];
+  return z.distances(KernelContext{n, g_.opset}, ins, outs);
+}
+
+Evaluation Searcher::evaluate(const Point& p) {
+  Evaluation e;
+  apply(p);
+  ++evaluations_;
+  try {
+    RunOptions ro;
+    ro.keep_all = true;
+    e.run = run_graph(work_, inputs_, ref_plan_, ro);
+  } catch (const Error&) {
+    // A point where the reference itself refuses (an index computed from a non-finite value):
+    // not a point to move to.
+    e.distance.assign(targets_.size(), kInf);
+    e.site.assign(targets_.size(), 0);
+    return e;
+  }
+  e.ok = true;
+  for (const auto& o : g_.outputs) e.nonfinite_output |= !all_finite(e.run.outputs.at(o.name));
+  e.distance.assign(targets_.size(), kInf);
+  e.site.assign(targets_.size(), 0);
+  for (std::size_t t = 0; t < targets_.size(); ++t) {
+    if (state_[t].independent && state_[t].done) continue;
+    ZoneDistances zd;
+    try {
+      zd = zone_distances(t, e.run.values);
+    } catch (const Error&) {
+      continue;
+    }
+    for (std::size_t s = 0; s < zd.distance.size(); ++s)
+      if (zd.distance[s] < e.distance[t]) {
+        e.distance[t] = zd.distance[s];
+        e.site[t] = s;
+      }
+  }
+  return e;
+}
+
+std::vector<std::vector<double>> Searcher::gradient(std::size_t t, const Evaluation& e) {
+  if (!e.ok || !std::isfinite(e.distance[t])) return {};
+  ZoneDistances zd;
+  try {
+    zd = zone_distances(t, e.run.values);
+  } catch (const Error&) {
+    return {};
+  }
+  if (e.site[t] >= zd.distance.size()) return {};
+  auto slope = zd.slope(e.site[t]);
+  double m = 0;
+  for (double s : slope) m = std::max(m, std::fabs(s));
+  if (!(m > 0) || !std::isfinite(m)) return {};
+  const Tensor& watched = e.run.values.at(targets_[t].watched);
+  std::set<std::string> wrt;
+  for (const auto& v : varied_) wrt.insert(v.name);
+  // The seed is scaled to magnitude 1 (the distance's slope can be 1e40 near a zero); the VJPs
+  // round to float32 on the way, so a gradient that underflows or overflows is recomputed with
+  // the seed scaled by 2^+-60.
+  double scale = 1 / m;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<double> seed(slope.size());
+    for (std::size_t i = 0; i < seed.size(); ++i) seed[i] = slope[i] * scale;
+    BackwardResult br;
+    try {
+      br = run_backward(
+          work_, e.run,
+          {{targets_[t].watched, Tensor::from_f64(seed, watched.shape(), DType::Float64)}},
+          ref_plan_, wrt);
+    } catch (const Error&) {
+      return {};  // an op on the path without a VJP
+    }
+    std::vector<std::vector<double>> grads;
+    bool any = false, finite = true;
+    for (const auto& v : varied_) {
+      auto it = br.grads.find(v.name);
+      std::vector<double> gk =
+          it == br.grads.end() ? std::vector<double>(v.lo.size(), 0.0) : it->second.to_f64();
+      for (auto& x : gk) {
+        finite &= std::isfinite(x);
+        any |= x != 0;
+        x /= scale;
+      }
+      grads.push_back(std::move(gk));
+    }
+    if (any && finite) return grads;
+    if (!any && !finite) return {};
+    scale *= any ? std::ldexp(1.0, -60) : std::ldexp(1.0, 60);
+  }
+  return {};
+}
+
+void Searcher::restart(std::size_t t) {
+  auto& s = state_[t];
+  ++s.restarts;
+  s.fails = 0;
+  std::uniform_real_distribution<double> u(0, 1);
+  int kind = s.best.empty() ? 2 : s.restarts % 3;
+  if (kind == 0) {
+    // Jitter around the closest point at a random scale of the box (1e-6 to 0.1 of it).
+    double rho = std::pow(10.0, -1 - 5 * u(rng_));
+    Point p = s.best;
+    for (std::size_t k = 0; k < p.size(); ++k)
+      for (std::size_t i = 0; i < p[k].size(); ++i)
+        p[k][i] += (2 * u(rng_) - 1) * rho * (varied_[k].hi[i] - varied_[k].lo[i]);
+    s.point = clip(p);
+    s.sigma = rho;
+  } else if (kind == 1) {
+    // Jitter by a few ULPs (up to 2^10) of each value: zones reached only through rounding (a
+    // cancellation just below 0, a cosine or a haversine just above 1) need many tries that
+    // keep the point where it is and change only how it rounds.
+    double ulps = std::ldexp(1.0, static_cast<int>(11 * u(rng_)));
+    Point p = s.best;
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      double eps = varied_[k].dtype == DType::Float64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
+      for (auto& x : p[k])
+        x += std::round((2 * u(rng_) - 1) * ulps) * eps * std::max(std::fabs(x), 1e-30);
+    }
+    s.point = clip(p);
+    s.sigma = 1e-6;
+  } else {
+    s.point = uniform_point();
+    s.sigma = kStartFraction;
+  }
+  s.current = kInf;
+}
+
+// `steps` steps of target t from its current point. GRIST's plain schedule moves by 0.15 along
+// the sign of the gradient whatever happens; the gradient strategy tries a sign step and a
+// Newton step (to the zone's edge under the linear model), keeps the better one only if it
+// brings the target closer, and adapts the step.
+std::vector<Point> Searcher::step_candidates(std::size_t t,
+                                             const std::vector<std::vector<double>>& grad,
+                                             bool grist) {
+  auto& s = state_[t];
+  std::vector<Point> candidates;
+  if (grist) {
+    if (!grad.empty()) candidates.push_back(grist_step(s.point, grad));
+  } else if (grad.empty()) {
+    // No gradient here (a flat region: dead ReLUs, comparisons): a random move of the step.
+    std::uniform_real_distribution<double> u(0, 1);
+    Point p = s.point;
+    for (std::size_t v = 0; v < p.size(); ++v)
+      for (std::size_t i = 0; i < p[v].size(); ++i)
+        p[v][i] += (2 * u(rng_) - 1) * s.sigma * (varied_[v].hi[i] - varied_[v].lo[i]);
+    candidates.push_back(clip(p));
+  } else {
+    gradient_steps(t, grad, candidates);
+  }
+  return candidates;
+}
+
+// GRIST's step: each coordinate moved against its gradient's sign by a fixed step.
+Point Searcher::grist_step(Point p, const std::vector<std::vector<double>>& grad) const {
+  for (std::size_t v = 0; v < p.size(); ++v)
+    for (std::size_t i = 0; i < p[v].size(); ++i) {
+      double step =
+          varied_[v].weight ? kStartFraction * (varied_[v].hi[i] - varied_[v].lo[i]) : kGristStep;
+      p[v][i] -= step * (grad[v][i] > 0 ? 1 : (grad[v][i] < 0 ? -1 : 0));
+    }
+  return clip(p);
+}
+
+// A sign step of the trajectory's sigma, and a Newton step to the zone when the gradient is
+// not zero.
+void Searcher::gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
+                              std::vector<Point>& candidates) const {
+  const auto& s = state_[t];
+  Point sign = s.point, newton = s.point;
+  double norm = 0;
+  for (std::size_t v = 0; v < grad.size(); ++v)
+    for (std::size_t i = 0; i < grad[v].size(); ++i) {
+      double w = varied_[v].hi[i] - varied_[v].lo[i];
+      norm += w * w * grad[v][i] * grad[v][i];
+    }
+  // Zones at a point (a divisor at 0, a constant group) need the exact step; beyond a
+  // threshold, overshooting is fine.
+  const std::string& kind = targets_[t].kind;
+  double over = kind == "zero_divisor" || kind == "zero_variance" ? 1.0 : 1.5;
+  for (std::size_t v = 0; v < grad.size(); ++v)
+    for (std::size_t i = 0; i < grad[v].size(); ++i) {
+      double w = varied_[v].hi[i] - varied_[v].lo[i], gi = grad[v][i];
+      sign[v][i] -= s.sigma * w * (gi > 0 ? 1 : (gi < 0 ? -1 : 0));
+      if (norm > 0) newton[v][i] -= over * s.current * w * w * gi / norm;
+    }
+  candidates.push_back(clip(sign));
+  if (norm > 0 && std::isfinite(s.current)) candidates.push_back(clip(newton));
+}
+
+void Searcher::run_slice(std::size_t t, int steps, bool grist) {
+  auto& s = state_[t];
+  if (!grist && s.best_distance < s.current && !s.best.empty()) {
+    s.point = s.best;  // another trajectory came closer: continue from there
+    s.current = kInf;
+  }
+  Evaluation cur = evaluate(s.point);
+  consider(s.point, cur);
+  s.current = cur.distance[t];
+  auto start_over = [&] {
+    restart(t);
+    phase_ = "restart";
+    cur = evaluate(s.point);
+    consider(s.point, cur);
+    s.current = cur.distance[t];
+  };
+  for (int k = 0; k < steps && !s.done && budget_left(); ++k) {
+    ++s.steps;
+    auto grad = gradient(t, cur);
+    std::vector<Point> candidates = step_candidates(t, grad, grist);
+    if (candidates.empty()) {  // GRIST without a gradient: it stays where it is
+      tick();
+      continue;
+    }
+    phase_ = grist ? "GRIST step" : grad.empty() ? "random move (no gradient)" : "gradient step";
+    double best = kInf;
+    std::size_t pick = 0;
+    std::vector<Evaluation> evals;
+    for (std::size_t c = 0; c < candidates.size() && !s.done; ++c) {
+      evals.push_back(evaluate(candidates[c]));
+      consider(candidates[c], evals.back());
+      if (evals.back().distance[t] < best) {
+        best = evals.back().distance[t];
+        pick = c;
+      }
+    }
+    tick();
+    if (s.done) break;
+    if (grist) {
+      s.point = candidates[0];
+      cur = std::move(evals[0]);
+      s.current = cur.distance[t];
+      continue;
+    }
+    if (best < s.current) {
+      if (pick == 0)
+        s.sigma = std::min(s.sigma * 2, 0.5);
+      else
+        s.sigma = std::max(s.sigma / 2, 1e-9);
+      s.point = candidates[pick];
+      cur = std::move(evals[pick]);
+      s.current = best;
+      s.fails = 0;
+    } else {
+      s.sigma /= 4;
+      if (++s.fails >= 3 || s.sigma < 1e-9) start_over();
+    }
+  }
+}
+
+void Searcher::run_random() {
+  while (budget_left() && !all_done()) {
+    phase_ = "random point";
+    Point p = uniform_point();
+    Evaluation e = evaluate(p);
+    for (auto& s : state_)
+      if (!s.done) ++s.steps;
+    consider(p, e);
+    tick();
+  }
+}
+
+// Targets whose node does not depend on any varied tensor keep their start distance.
+void Searcher::mark_independent() {
+  std::set<std::string> live;
+  for (const auto& v : varied_) live.insert(v.name);
+  for (auto k : topological_order(g_))
+    for (const auto& in : g_.nodes[k].inputs)
+      if (!in.empty() && live.count(in))
+        for (const auto& o : g_.nodes[k].outputs) live.insert(o);
+  for (std::size_t t = 0; t < targets_.size(); ++t) {
+    bool depends = false;
+    for (const auto& in : g_.nodes[targets_[t].node].inputs)
+      depends |= !in.empty() && live.count(in);
+    state_[t].independent = !depends;
+  }
+}
+
+// Degenerate starting points: every varied input constant (at each bound, the middle of the
+// box, 0), the classic edge case of normalizations, min-max scalings and norms, which
+// gradients over the extremes alone approach slowly.
+void Searcher::try_constant_starts(const Point& start) {
+  phase_ = "constant start point";
+  std::vector<std::function<double(double, double)>> levels = {
+      [](double lo, double) { return lo; }, [](double, double hi) { return hi; },
+      [](double lo, double hi) { return lo + (hi - lo) / 2; },
+      [](double lo, double hi) { return lo <= 0 && 0 <= hi ? 0.0 : lo; }};
+  for (const auto& level : levels) {
+    Point p = start;
+    for (std::size_t k = 0; k < varied_.size(); ++k)
+      if (!varied_[k].weight)
+        for (std::size_t i = 0; i < p[k].size(); ++i)
+          p[k][i] = level(varied_[k].lo[i], varied_[k].hi[i]);
+    p = clip(p);
+    consider(p, evaluate(p));
+  }
+}
+
+// Rounds of slices over the targets not done yet, until the budget runs out.
+void Searcher::search_rounds() {
+  bool grist = opt_.strategy == ExposeStrategy::Grist;
+  for (int round = 0; budget_left() && !all_done(); ++round) {
+    std::vector<std::size_t> order;
+    for (std::size_t t = 0; t < targets_.size(); ++t)
+      if (!state_[t].done) order.push_back(t);
+    if (!grist && round > 0) {
+      // Closest first (relative to where each started), restarts counting against.
+      auto key = [&](std::size_t t) {
+        const auto& s = state_[t];
+        double rel = s.start > 0 && std::isfinite(s.start) ? s.best_distance / s.start : 1;
+        return std::log10(std::max(rel, 1e-300)) + 0.5 * s.restarts;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key(a) < key(b); });
+    }
+    std::size_t top = std::max<std::size_t>(1, order.size() / 3);
+    for (std::size_t i = 0; i < order.size() && budget_left(); ++i) {
+      if (state_[order[i]].done) continue;
+      int slice = grist || round == 0 ? 4 : (i < top ? 16 : 4);
+      run_slice(order[i], slice, grist);
+    }
+  }
+}
+
+ExposeResult Searcher::result() {
+  ExposeResult r;
+  r.model = g_.path;
+  r.binding = opt_.binding;
+  r.strategy = opt_.strategy;
+  r.vary = opt_.vary;
+  r.seconds = elapsed();
+  r.iterations = steps_;
+  for (const auto& v : varied_) {
+    r.varied.push_back(v.name);
+    r.boxes[v.name] = {*std::min_element(v.lo.begin(), v.lo.end()),
+                       *std::max_element(v.hi.begin(), v.hi.end())};
+  }
+  r.evaluations = evaluations_;  // before the outcomes' own evaluations
+  for (std::size_t t = 0; t < targets_.size(); ++t) r.targets.push_back(outcome(t));
+  r.verifications = verifications_;
+  r.notes = notes_;
+  if (!fallback_ops_.empty())
+    r.notes.push_back(fmt::format("{} lacks {}: those nodes ran on the reference in the verdict",
+                                  opt_.binding, fmt::join(fallback_ops_, ", ")));
+  return r;
+}
+
+ExposeResult Searcher::run() {
+  t0_ = std::chrono::steady_clock::now();
+  state_.resize(targets_.size());
+  mark_independent();
+  Point start = start_point();
+  phase_ = "start point";
+  Evaluation e0 = evaluate(start);
+  if (!e0.ok) {
+    // The model fails on the reference at the start point: say so (the CLI exits 2).
+    apply(start);
+    RunOptions ro;
+    run_graph(work_, inputs_, ref_plan_, ro);
+  }
+  for (std::size_t t = 0; t < targets_.size(); ++t) {
+    auto& s = state_[t];
+    s.point = s.best = start;
+    s.start = s.current = s.best_distance = e0.distance[t];
+    s.history.emplace_back(0, 1.0);
+  }
+  consider(start, e0);
+  if (opt_.strategy == ExposeStrategy::Gradient && opt_.constant_starts) try_constant_starts(start);
+  step_in_progress_ = 1;
+  for (auto& s : state_)
+    if (s.independent && !s.done) {
+      s.done = true;
+      s.status = "independent";
+    }
+  if (opt_.strategy == ExposeStrategy::Random)
+    run_random();
+  else
+    search_rounds();
+  return result();
+}
+
+}  // namespace metaop::expose_detail

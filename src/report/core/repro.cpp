@@ -1,0 +1,263 @@
+#include "report/core/repro.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+#include "analysis/check/check.h"
+#include "analysis/core/train_check.h"
+#include "analysis/probe/probe.h"
+#include "graph/onnx_io.h"
+#include "ops/optimizer.h"
+#include "report/core/format.h"
+#include "tensor/error.h"
+#include "tensor/npy.h"
+#include "tensor/text.h"
+
+namespace metaop {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// What every repro.json says: the finding, where (`node`: a node's name, or an update's
+// weight), the model and the injected faults that applied.
+json manifest_head(const FindingCore& f, const std::string& node, const std::string& model,
+                   const std::vector<std::string>& inject) {
+  return {{"schema", "metaop-repro/1"},
+          {"phase", to_string(f.phase)},
+          {"kind", to_string(f.kind)},
+          {"binding", f.binding},
+          {"node", node},
+          {"op_type", f.op_type},
+          {"model", model},
+          {"detail", f.detail},
+          {"inject", inject}};
+}
+
+// A check finding's inputs: the files in node order (null: an initializer of model.onnx, or an
+// omitted input). The commands pass them by position, in the order they are model.onnx's graph
+// inputs (first use in the node; a value used twice is one input): names never need quoting.
+json save_check_inputs(const fs::path& dir, const Graph& g, const Node& node, const Tensors& in,
+                       std::string& input_args, std::string& input_list) {
+  std::vector<std::string> files(node.inputs.size());
+  std::map<std::string, std::string> file_of;
+  for (std::size_t i = 0; i < node.inputs.size() && i < in.size(); ++i) {
+    if (node.inputs[i].empty() || !in[i].defined() || g.initializers.count(node.inputs[i]))
+      continue;
+    std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
+    write_npy((dir / file).string(), in[i]);
+    files[i] = file;
+    if (file_of.emplace(node.inputs[i], file).second) {
+      input_args += " --input " + shell_quote(file);
+      input_list += fmt::format("  {} <- '{}'\n", file, printable(node.inputs[i]));
+    }
+  }
+  json list = json::array();
+  for (const auto& file : files) list.push_back(file.empty() ? json() : json(file));
+  return list;
+}
+
+// A check finding's outputs, WHO_INDEX_NAME.npy; bfloat16 ones are left out (null).
+json save_check_outputs(const fs::path& dir, const Node& node, const Tensors& ts,
+                        const std::string& who) {
+  json list = json::array();
+  for (std::size_t i = 0; i < ts.size() && i < node.outputs.size(); ++i) {
+    std::string file = fmt::format("{}_{}_{}.npy", who, i, safe_file_name(node.outputs[i]));
+    bool kept = ts[i].defined() && ts[i].dtype() != DType::BFloat16;
+    if (kept) write_npy((dir / file).string(), ts[i]);
+    list.push_back(kept ? json(file) : json());
+  }
+  return list;
+}
+
+// A training finding's tensors of one role, ROLE_INDEX_NAME.npy; null for an omitted or absent
+// tensor. .npy has no bfloat16: such tensors are stored as float32 (exactly) and listed in
+// "bfloat16", for `metaop repro` to convert back.
+void save_role(json& j, const fs::path& dir, const std::string& role, const Tensors& ts,
+               const std::vector<std::string>& names) {
+  json list = json::array();
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (!ts[i].defined()) {
+      list.push_back(nullptr);
+      continue;
+    }
+    std::string file = safe_file_name(
+        fmt::format("{}_{}_{}.npy", role, i, i < names.size() ? names[i] : std::string()));
+    bool bf16 = ts[i].dtype() == DType::BFloat16;
+    write_npy((dir / file).string(), bf16 ? ts[i].to(DType::Float32) : ts[i]);
+    if (bf16) j["bfloat16"].push_back(file);
+    list.push_back(file);
+  }
+  j["files"][role] = list;
+}
+
+// An update's files and settings; returns what the folder holds, in words.
+std::string save_update(json& j, const fs::path& dir, const TrainFinding& f,
+                        const OptimizerConfig& optimizer) {
+  std::vector<std::string> names{"weight", "grad"};
+  for (const auto& s : optimizer_slots(optimizer)) names.push_back(s);
+  save_role(j, dir, "inputs", f.inputs, names);
+  names.erase(names.begin() + 1);
+  save_role(j, dir, "got", f.got, names);
+  j["optimizer"] = optimizer_to_json(optimizer);
+  return fmt::format(
+      "the {} update of weight '{}' at step {}: inputs_0 is the weight before the step, "
+      "inputs_1 its gradient, the others the optimizer's state before the step (none at the "
+      "first step); got_* are what {} made of them (the new weight, then the new state)",
+      optimizer.kind, f.node, f.step, f.binding);
+}
+
+// A node's forward or backward: the node alone and its files; returns what the folder holds.
+std::string save_node(json& j, const fs::path& dir, const Graph& h, const TrainFinding& f) {
+  std::size_t k = 0;
+  while (k < h.nodes.size() && h.nodes[k].name != f.node) ++k;
+  if (k == h.nodes.size()) fail("reproducer: node '{}' is not in {}", f.node, h.path);
+  const Node& node = h.nodes[k];
+  bool backward = f.phase == Phase::Backward;
+  SubgraphSpec spec;
+  spec.nodes = {k};
+  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
+    if (!node.inputs[i].empty() && f.inputs[i].defined()) spec.values[node.inputs[i]] = f.inputs[i];
+  const Tensors& outs = backward ? f.outputs : f.got;
+  for (std::size_t i = 0; i < node.outputs.size() && i < outs.size(); ++i)
+    if (!node.outputs[i].empty() && outs[i].defined()) spec.values[node.outputs[i]] = outs[i];
+  write_file((dir / "model.onnx").string(), export_subgraph(h, spec));
+  save_role(j, dir, "inputs", f.inputs, node.inputs);
+  if (backward) {
+    save_role(j, dir, "outputs", f.outputs, node.outputs);
+    save_role(j, dir, "output_grads", f.output_grads, node.outputs);
+    save_role(j, dir, "got", f.got, node.inputs);
+    return fmt::format(
+        "the backward of node '{}' ({}) at step {}: model.onnx is the node alone, inputs_* its "
+        "inputs, outputs_* its forward outputs, output_grads_* the gradients that reached them; "
+        "got_* are the input gradients {} computed",
+        f.node, f.op_type, f.step, f.binding);
+  }
+  save_role(j, dir, "got", f.got, node.outputs);
+  return fmt::format(
+      "the forward of node '{}' ({}) at step {}: model.onnx is the node alone, inputs_* its "
+      "inputs; got_* are its outputs under {}",
+      f.node, f.op_type, f.step, f.binding);
+}
+
+}  // namespace
+
+std::string write_check_reproducer(const Graph& g, const Finding& f, const std::string& root,
+                                   const std::vector<std::string>& inject) {
+  std::string extra_args;
+  for (const auto& s : inject) extra_args += " --inject " + shell_quote(s);
+  const Node& node = g.nodes[f.node];
+  json manifest = manifest_head(f, node.name, g.path, inject);
+  fs::path dir =
+      fs::path(root) / safe_file_name(fmt::format("{}_{}_{}", f.binding, f.kind, node.name));
+  fs::create_directories(dir);
+  SubgraphSpec spec;
+  spec.nodes = {f.node};
+  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
+    if (!node.inputs[i].empty() && f.inputs[i].defined()) spec.values[node.inputs[i]] = f.inputs[i];
+  for (std::size_t i = 0; i < node.outputs.size() && i < f.reference_outputs.size(); ++i)
+    if (!node.outputs[i].empty() && f.reference_outputs[i].defined())
+      spec.values[node.outputs[i]] = f.reference_outputs[i];
+  write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
+  std::string input_args, input_list;
+  manifest["files"]["inputs"] = save_check_inputs(dir, g, node, f.inputs, input_args, input_list);
+  input_args += extra_args;
+  save_check_outputs(dir, node, f.reference_outputs, "reference");
+  manifest["files"]["got"] = save_check_outputs(dir, node, f.binding_outputs, f.binding);
+  write_file((dir / "repro.json").string(), dump_json(manifest));
+  std::string b = shell_quote(f.binding);
+  // Names and details are data: escaped, one line each; every command is one line.
+  write_file(
+      (dir / "README.txt").string(),
+      fmt::format(
+          "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
+          "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
+          "files (in the order the commands pass them):\n{}reference_*.npy are the float64\n"
+          "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n\n"
+          "Show it:\n"
+          "  metaop repro .\n"
+          "  metaop check model.onnx{} --bind {}\n"
+          "  metaop run model.onnx{} --bind {} --out out-{}\n"
+          "  metaop run model.onnx{} --bind reference --out out-reference\n",
+          f.kind, f.binding, printable(node.name), printable(node.op_type), printable(g.path),
+          printable(f.detail, 4000), printable(f.verification, 4000), input_list, f.binding,
+          input_args, b, input_args, b, safe_file_name(f.binding), input_args));
+  return dir.string();
+}
+
+std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
+                                   const OptimizerConfig& optimizer,
+                                   const std::vector<std::string>& inject, const std::string& model,
+                                   const std::string& root) {
+  fs::path dir = fs::path(root) /
+                 safe_file_name(fmt::format("{}_{}_{}_{}", f.binding, f.phase, f.kind, f.node));
+  fs::create_directories(dir);
+  json j = manifest_head(f, f.node, model, inject);
+  j["step"] = f.step;
+  std::string what =
+      f.phase == Phase::Update ? save_update(j, dir, f, optimizer) : save_node(j, dir, h, f);
+  write_file((dir / "repro.json").string(), dump_json(j));
+  std::string inject_text;
+  for (const auto& s : inject) inject_text += " (injected: " + printable(s) + ")";
+  write_file(
+      (dir / "README.txt").string(),
+      fmt::format(
+          "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
+          "Judge it again against the float64 reference and the error model (exit 1 when the "
+          "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
+          "--bind reference\n",
+          f.phase, f.kind, f.binding, inject_text, printable(model), printable(f.detail, 4000),
+          printable(f.verification, 4000), printable(what, 4000)));
+  return dir.string();
+}
+
+std::string write_probe_reproducer(const ProbeFinding& f, const std::string& root) {
+  if (f.phase == Phase::Update) {
+    TrainFinding tf;
+    static_cast<FindingCore&>(tf) = f;
+    tf.node = f.op_type;  // names the reproducer folder
+    tf.step = static_cast<std::size_t>(f.step);
+    tf.verification = fmt::format("probe: {}, pattern {}", f.test, f.pattern);
+    tf.inputs = f.inputs;
+    tf.got = f.binding_outputs;
+    return write_train_reproducer(Graph{}, tf, f.optimizer, {}, "metaop probe", root);
+  }
+  Finding fin;
+  static_cast<FindingCore&>(fin) = f;
+  fin.node = 0;
+  fin.node_name = f.graph.nodes.empty() ? "" : f.graph.nodes[0].name;
+  fin.verification = fmt::format("probe: test {}, pattern {}", f.test, f.pattern);
+  fin.inputs = f.inputs;
+  fin.reference_outputs = f.reference_outputs;
+  fin.binding_outputs = f.binding_outputs;
+  return write_check_reproducer(f.graph, fin, root);
+}
+
+nlohmann::json optimizer_to_json(const OptimizerConfig& c) {
+  return {{"kind", c.kind},
+          {"lr", c.lr},
+          {"momentum", c.momentum},
+          {"nesterov", c.nesterov},
+          {"weight_decay", c.weight_decay},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps}};
+}
+
+OptimizerConfig optimizer_from_json(const nlohmann::json& j) {
+  OptimizerConfig c;
+  c.kind = j.at("kind").get<std::string>();
+  c.lr = j.at("lr").get<double>();
+  c.momentum = j.at("momentum").get<double>();
+  c.nesterov = j.at("nesterov").get<bool>();
+  c.weight_decay = j.at("weight_decay").get<double>();
+  c.beta1 = j.at("beta1").get<double>();
+  c.beta2 = j.at("beta2").get<double>();
+  c.eps = j.at("eps").get<double>();
+  return c;
+}
+
+}  // namespace metaop

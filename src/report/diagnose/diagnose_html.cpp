@@ -1,0 +1,231 @@
+#include "report/diagnose/diagnose_html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "graph/onnx_io.h"
+#include "report/core/format.h"
+#include "report/core/html.h"
+#include "report/core/repro.h"
+#include "tensor/npy.h"
+
+namespace metaop {
+
+namespace {
+
+const std::vector<std::string> kColors{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                       "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+// Shares in [0, 1] per step, on a linear scale, with the threshold.
+std::string share_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
+                       double threshold, const std::string& ylabel) {
+  return svg_plot(lines, kColors, 0, 1, threshold, ylabel, "step", PlotScale::Linear);
+}
+
+// log10 range of the finite positive values.
+std::pair<double, double> log_range(
+    const std::vector<std::pair<std::string, std::vector<double>>>& l) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& [name, v] : l)
+    for (double x : v)
+      if (x > 0 && std::isfinite(x)) {
+        lo = std::min(lo, std::log10(x));
+        hi = std::max(hi, std::log10(x));
+      }
+  if (!std::isfinite(lo)) return {-1, 1};
+  return {std::floor(lo), std::ceil(hi) + (std::ceil(hi) == std::floor(lo) ? 1 : 0)};
+}
+
+std::string diagnosis_rows(const DiagnoseResult& r) {
+  std::string h =
+      "<table><tr><th>#</th><th>category</th><th>place</th><th>explains</th><th>evidence</th>"
+      "<th>fix</th><th>repair</th></tr>";
+  const auto& ds = r.diagnoses();
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    const auto& d = ds[i];
+    std::string where = d.category == "hyperparameter" ? d.hyperparameter
+                        : d.category == "data"         ? d.input
+                        : d.category == "loss"         ? d.loss + " " + d.node
+                        : d.category == "framework"
+                            ? fmt::format("{} of {} under {}", phase_text(d), d.node, d.binding)
+                            : d.node;
+    h += fmt::format(
+        "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td class='{}'>{}</td></tr>",
+        i + 1, d.category, html_escape(where),
+        html_escape(d.symptoms.empty() ? (d.definite ? "static check" : "")
+                                       : fmt::format("{}", fmt::join(d.symptoms, ", "))),
+        html_escape(d.evidence), html_escape(d.fix.description), d.fix_verified ? "ok" : "bad",
+        html_escape(d.fix_result));
+  }
+  return h + "</table>";
+}
+
+}  // namespace
+
+void write_diagnose_html(const TrainSetup& s, const DiagnoseResult& r, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const auto& rec = r.run.record;
+  std::string h = fmt::format(
+      "<!doctype html><html><head><meta charset='utf-8'><title>metaop diagnose: {}</title>"
+      "<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} table{{border-collapse:"
+      "collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+      "vertical-align:top}} th{{background:#eee}} .bad{{color:#b00}} .ok{{color:#070}}"
+      "</style></head><body><h1>metaop diagnose</h1><p><b>{}</b>, loss {}, {} {:g}, {} of {} "
+      "steps under {}: <b class='{}'>{}</b>.</p>",
+      html_escape(s.model), html_escape(s.model), html_escape(s.loss), s.config.optimizer.kind,
+      s.config.optimizer.lr, rec.losses.size(), rec.total, html_escape(s.bind),
+      r.healthy() ? "ok" : "bad",
+      r.healthy() ? "healthy"
+                  : fmt::format("{} symptom(s), {} diagnosis(es)", rec.symptoms.size(),
+                                r.diagnoses().size()));
+  std::vector<std::pair<std::string, std::vector<double>>> loss{{"loss", rec.losses}};
+  auto [llo, lhi] = log_range(loss);
+  h += "<h2>Loss per step</h2>" + svg_plot(loss, kColors, llo, lhi, 0, "loss", "step");
+  std::vector<std::pair<std::string, std::vector<double>>> grads;
+  for (const auto& w : rec.weights)
+    if (w.kernel && grads.size() < kColors.size()) grads.push_back({w.weight, w.grad_norm});
+  if (!grads.empty()) {
+    auto [glo, ghi] = log_range(grads);
+    h += "<h2>Gradient norm of each layer's weight</h2><p>L2 norm per step (first layers "
+         "first).</p>" +
+         svg_plot(grads, kColors, glo, ghi, 0, "gradient norm", "step");
+  }
+  const auto& t = rec.thresholds;
+  std::vector<std::pair<std::string, std::vector<double>>> dead, sat;
+  for (const auto& a : rec.activations)
+    (a.op_type == "Relu" ? dead : sat).push_back({a.node, a.per_step});
+  if (!dead.empty())
+    h += fmt::format(
+             "<h2>Dead ReLU units</h2><p>Per step, the share of units (axis 1) whose output is 0 "
+             "for every sample of the batch; the dashed line is the threshold over a window "
+             "({:g}).</p>",
+             t.dead_fraction) +
+         share_plot(dead, t.dead_fraction, "dead share");
+  if (!sat.empty())
+    h += fmt::format(
+             "<h2>Saturated Sigmoid and Tanh values</h2><p>Per step, the share of "
+             "values within {:g} of an asymptote or with a pre-activation beyond "
+             "+-{:g}.</p>",
+             t.saturation_output, t.saturation_preactivation) +
+         share_plot(sat, t.saturated_fraction, "saturated share");
+  h += fmt::format("<h2>Symptoms ({})</h2>", rec.symptoms.size());
+  if (rec.symptoms.empty()) {
+    h += "<p class='ok'>No symptom at any step.</p>";
+  } else {
+    h += "<table><tr><th>kind</th><th>step</th><th>node</th><th>value</th><th>threshold</th>"
+         "<th>detail</th></tr>";
+    for (const auto& x : rec.symptoms)
+      h += fmt::format(
+          "<tr><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td>"
+          "<td>{:g}</td><td>{}</td></tr>",
+          x.kind, x.step, html_escape(x.node), x.value, x.threshold, html_escape(x.detail));
+    h += "</table>";
+  }
+  if (!r.split.note.empty())
+    h += "<h2>Model or framework</h2><p>" + html_escape(r.split.note) + "</p>";
+  h += fmt::format("<h2>Diagnoses ({})</h2>", r.diagnoses().size());
+  h += r.diagnoses().empty() ? "<p class='ok'>None.</p>" : diagnosis_rows(r);
+  for (const auto& n : r.run.checks.notes) h += "<p>Note: " + html_escape(n) + "</p>";
+  h += "</body></html>\n";
+  std::ofstream(std::filesystem::path(dir) / "index.html") << h;
+}
+
+std::vector<std::string> write_repaired(const DiagnoseResult& r, const TrainSetup& s,
+                                        const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const auto& a : r.repairs) {
+    if (!a.verified) continue;
+    const Diagnosis& d = r.diagnoses().at(a.diagnosis);
+    fs::path p =
+        fs::path(dir) / safe_file_name(fmt::format(
+                            "{}_{}_{}", out.size() + 1, d.category,
+                            d.category == "hyperparameter" ? d.hyperparameter : d.node + d.input));
+    fs::create_directories(p);
+    const TrainSetup& t = a.setup;
+    const auto& o = t.config.optimizer;
+    nlohmann::json hp = {{"optimizer", o.kind},
+                         {"lr", o.lr},
+                         {"momentum", o.momentum},
+                         {"nesterov", o.nesterov},
+                         {"weight_decay", o.weight_decay},
+                         {"beta1", o.beta1},
+                         {"beta2", o.beta2},
+                         {"eps", o.eps},
+                         {"epochs", t.config.epochs},
+                         {"batch_size", t.config.batch_size},
+                         {"seed", t.config.seed}};
+    std::ofstream(p / "hparams.json") << hp.dump(1) << '\n';
+    std::string model = s.model, data = s.data_path, labels = s.labels_path;
+    std::vector<std::string> files{"hparams.json"};
+    if (a.graph_changed) {
+      SubgraphSpec spec;
+      for (std::size_t k = 0; k < t.graph.nodes.size(); ++k) spec.nodes.push_back(k);
+      write_file((p / "model.onnx").string(), export_subgraph(t.graph, spec));
+    } else if (a.weights_changed) {
+      write_file((p / "model.onnx").string(), with_initializers(s.model, t.graph.initializers));
+    }
+    if (a.graph_changed || a.weights_changed) {
+      model = (p / "model.onnx").string();
+      files.push_back("model.onnx");
+    }
+    if (a.data_changed) {
+      write_npy((p / "x.npy").string(), t.X);
+      nlohmann::json st = {
+          {"axis", 1}, {"mean", r.run.checks.feature_mean}, {"std", r.run.checks.feature_std}};
+      std::ofstream(p / "standardization.json") << st.dump(1) << '\n';
+      data = (p / "x.npy").string();
+      files.push_back("x.npy");
+      files.push_back("standardization.json");
+    }
+    if (a.labels_changed) {
+      write_npy((p / "y.npy").string(), t.Y);
+      labels = (p / "y.npy").string();
+      files.push_back("y.npy");
+    }
+    std::string extra;
+    if (d.category == "framework")
+      extra = d.phase == Phase::Update ? fmt::format(" --bind-update {}=reference", d.node)
+                                       : fmt::format(" --bind-op {}=reference", d.node);
+    std::ofstream readme(p / "README.txt");
+    readme << fmt::format(
+        "metaop diagnose: a verified repair of {}\n\nDiagnosis: {} {}\nEvidence: {}\nChange: "
+        "{}\nResult: {}\n\nFiles: {}\n\nTrain the repaired setup (with your other options as "
+        "before):\n"
+        "  metaop train {} --data {} --labels {} --loss {} --hparams {}{}\n",
+        s.model, d.category, d.category == "hyperparameter" ? d.hyperparameter : d.node + d.input,
+        d.evidence, a.description, a.result, fmt::join(files, ", "), model, data, labels, t.loss,
+        (p / "hparams.json").string(), extra);
+    if (a.data_changed)
+      readme << "\nx.npy is the training data standardized per feature (axis 1) with the mean "
+                "and standard deviation in standardization.json; apply the same to inputs at "
+                "inference.\n";
+    out.push_back(p.string());
+  }
+  return out;
+}
+
+void write_framework_reproducers(DiagnoseResult& r, const TrainSetup& s, const std::string& root) {
+  auto& findings = r.split.check->findings;
+  for (auto& d : r.diagnoses()) {
+    if (d.category != "framework") continue;
+    for (std::size_t i = 0; i < findings.size(); ++i) {
+      auto& f = findings[i];
+      if (f.node != d.node || f.binding != d.binding || f.phase != d.phase || f.inputs.empty())
+        continue;
+      if (f.repro.empty())
+        f.repro = write_train_reproducer(r.split.training_graph, f, s.config.optimizer,
+                                         r.split.applied.at(i), s.model, root);
+      d.repro = f.repro;
+      break;
+    }
+  }
+}
+
+}  // namespace metaop

@@ -1,0 +1,123 @@
+#include "report/diagnose/diagnose_report.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "report/core/format.h"
+#include "report/core/repro.h"
+#include "report/core/run_diagnosis.h"
+#include "report/diagnose/diagnose_html.h"
+
+namespace metaop {
+
+void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& r) {
+  const auto& rec = r.run.record;
+  const auto& o = s.config.optimizer;
+  fmt::print(out, "{}: {} of {} steps under --bind {} ({} lr {:g}, batch {}), loss {}\n", s.model,
+             rec.losses.size(), rec.total, s.bind, o.kind, o.lr, s.config.batch_size, s.loss);
+  for (const auto& line : r.injected) fmt::print(out, "{}\n", line);
+  if (!r.run.trained)
+    fmt::print(out, "not trained: the static checks found labels the loss cannot take\n");
+  print_run_diagnosis(out, r.run);
+  if (r.healthy()) return;
+  if (!r.split.note.empty()) fmt::print(out, "model or framework: {}\n", r.split.note);
+}
+
+nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
+  nlohmann::json j = run_diagnosis_to_json(r.run);
+  const auto& rec = r.run.record;
+  j["schema"] = "metaop-diagnose/1";
+  j["model"] = s.model;
+  j["plan"] = s.bind;
+  j["loss"] = s.loss;
+  j["optimizer"] = optimizer_to_json(s.config.optimizer);
+  j["steps"] = rec.losses.size();
+  j["total_steps"] = rec.total;
+  j["window"] = rec.window;
+  j["losses"] = nlohmann::json::array();
+  for (double l : rec.losses) j["losses"].push_back(json_number(l));
+  j["injected"] = r.injected;
+  nlohmann::json m;
+  m["grad_ratio"] = nlohmann::json::array();
+  for (double x : rec.grad_ratio) m["grad_ratio"].push_back(json_number(x));
+  for (const auto& w : rec.weights) {
+    nlohmann::json gw = nlohmann::json::array(), uw = nlohmann::json::array();
+    for (double x : w.grad_norm) gw.push_back(json_number(x));
+    for (double x : w.update_ratio) uw.push_back(json_number(x));
+    m["weights"].push_back({{"weight", w.weight},
+                            {"node", w.node},
+                            {"kernel", w.kernel},
+                            {"grad_norm", gw},
+                            {"update_ratio", uw}});
+  }
+  for (const auto& a : rec.activations) {
+    nlohmann::json ps = nlohmann::json::array();
+    for (double x : a.per_step) ps.push_back(json_number(x));
+    m["activations"].push_back(
+        {{"node", a.node}, {"op_type", a.op_type}, {"per_step", ps}, {"per_window", a.per_window}});
+  }
+  j["monitors"] = m;
+  nlohmann::json sp;
+  sp["done"] = r.split.done;
+  sp["note"] = r.split.note;
+  sp["replayed_steps"] = r.split.steps;
+  sp["vanished"] = r.split.vanished;
+  sp["replay_symptoms"] = nlohmann::json::array();
+  for (const auto& x : r.split.replay_symptoms)
+    sp["replay_symptoms"].push_back({{"kind", x.kind}, {"step", x.step}, {"node", x.node}});
+  sp["checked_steps"] = r.split.checked_steps;
+  sp["findings"] = nlohmann::json::array();
+  if (r.split.check)
+    for (const auto& f : r.split.check->findings)
+      sp["findings"].push_back({{"node", f.node},
+                                {"op_type", f.op_type},
+                                {"binding", f.binding},
+                                {"phase", f.phase},
+                                {"kind", f.kind},
+                                {"score", json_number(f.score)},
+                                {"step", f.step},
+                                {"detail", f.detail},
+                                {"repro", text_or_null(f.repro)}});
+  j["replay"] = sp;
+  j["repairs"] = nlohmann::json::array();
+  for (const auto& a : r.repairs) {
+    nlohmann::json sy = nlohmann::json::array();
+    for (const auto& x : a.symptoms) sy.push_back(x.kind + (x.node.empty() ? "" : "@" + x.node));
+    j["repairs"].push_back({{"diagnosis", a.diagnosis + 1},
+                            {"change", a.description},
+                            {"steps", a.steps},
+                            {"symptoms", sy},
+                            {"static_faults_left", a.remaining},
+                            {"loss_first_quarter", json_number(a.loss_first)},
+                            {"loss_last_quarter", json_number(a.loss_last)},
+                            {"verified", a.verified},
+                            {"result", a.result}});
+  }
+  return j;
+}
+
+int report_diagnosis(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOutputs& o) {
+  if (r.split.check && !r.split.check->findings.empty())
+    write_framework_reproducers(r, s,
+                                !o.repro_dir.empty()    ? o.repro_dir
+                                : !o.report_dir.empty() ? o.report_dir + "/repro"
+                                                        : "metaop-repro");
+  std::vector<std::string> written;
+  if (!o.out_dir.empty()) written = write_repaired(r, s, o.out_dir);
+  print_diagnosis(stdout, s, r);
+  for (const auto& w : written) fmt::print("wrote {}\n", w);
+  if (!o.out_dir.empty() && written.empty() && !r.healthy())
+    fmt::print("--out {}: no verified repair to write\n", o.out_dir);
+  if (!o.json_file.empty()) {
+    std::ofstream(o.json_file) << diagnose_to_json(s, r).dump(1) << '\n';
+    fmt::print("wrote {}\n", o.json_file);
+  }
+  if (!o.report_dir.empty()) {
+    write_diagnose_html(s, r, o.report_dir);
+    fmt::print("wrote {}/index.html\n", o.report_dir);
+  }
+  return r.healthy() ? 0 : 1;
+}
+
+}  // namespace metaop

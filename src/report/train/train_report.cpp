@@ -1,0 +1,143 @@
+#include "report/train/train_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "graph/onnx_io.h"
+#include "report/core/format.h"
+#include "report/core/html.h"
+
+namespace metaop {
+
+namespace {
+
+// The page's head: title, style and the model's name and loss.
+std::string page_head(const TrainReport& r) {
+  return fmt::format(
+      "<!doctype html><html><head><meta charset='utf-8'><title>metaop train: {}</title><style>"
+      "body{{font-family:sans-serif;margin:2em;max-width:1100px}} table{{border-collapse:"
+      "collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+      "vertical-align:top}} th{{background:#eee}} .bad{{color:#b00}} .ok{{color:#070}}"
+      "</style></head><body><h1>metaop train</h1><p><b>{}</b>, loss {}.</p>",
+      html_escape(r.model), html_escape(r.model), html_escape(r.loss));
+}
+
+// The loss curves of every plan on a log scale spanning their finite positive values.
+std::string loss_section(const TrainReport& r, const std::vector<std::string>& colors) {
+  std::vector<std::pair<std::string, std::vector<double>>> curves(r.losses.begin(), r.losses.end());
+  double lo = 0, hi = 0;
+  bool first = true;
+  for (const auto& [plan, l] : r.losses)
+    for (double v : l)
+      if (v > 0 && std::isfinite(v)) {
+        double e = std::log10(v);
+        lo = first ? e : std::min(lo, e);
+        hi = first ? e : std::max(hi, e);
+        first = false;
+      }
+  return "<h2>Loss per step</h2>" + svg_plot(curves, colors, std::floor(lo),
+                                             std::ceil(hi) + (hi == lo ? 1 : 0), 0, "loss", "step");
+}
+
+// Each node's worst forward and backward score along the graph.
+std::string error_section(const TrainReport& r, const std::vector<std::string>& colors) {
+  std::vector<double> fwd, bwd;
+  fwd.reserve(r.graph->nodes.size());
+  bwd.reserve(r.graph->nodes.size());
+  for (std::size_t k = 0; k < r.graph->nodes.size(); ++k) {
+    fwd.push_back(r.check->forward_scores[k]);
+    bwd.push_back(r.check->backward_scores[k]);
+  }
+  std::string h = fmt::format(
+      "<h2>Error along the model</h2><p>Worst local score of each node over the {} checked "
+      "steps: its forward, and its backward (the gradients it returns), against the float64 "
+      "reference on the same inputs, as a multiple of the error model's tolerance (above the "
+      "red line: a finding).</p>",
+      r.check->checked_steps);
+  h += svg_plot({{"forward", fwd}, {"backward", bwd}}, colors, -6, 4, 1, "local score",
+                "node (graph order)");
+  return h;
+}
+
+// Each weight's worst update score ("" when no update was checked).
+std::string update_section(const TrainReport& r, const std::vector<std::string>& colors) {
+  if (r.check->update_scores.empty()) return "";
+  std::vector<double> upd;
+  upd.reserve(r.check->update_scores.size());
+  std::string names;
+  for (const auto& [w, score] : r.check->update_scores) {
+    upd.push_back(score);
+    names += (names.empty() ? "" : ", ") + html_escape(w);
+  }
+  std::string h = fmt::format(
+      "<h2>Updates</h2><p>Worst score of each weight's update by a framework's optimizer "
+      "(new weight and optimizer state against the float64 rule on the same weight, "
+      "gradient and state), over the checked steps. Weights in order: {}.</p>",
+      names);
+  h += svg_plot({{"update", upd}}, colors, -6, 4, 1, "local score", "weight");
+  return h;
+}
+
+// The check's findings as a table.
+std::string findings_section(const TrainReport& r) {
+  std::string h = fmt::format("<h2>Findings ({})</h2>", r.check->findings.size());
+  if (r.check->findings.empty())
+    return h +
+           "<p class='ok'>Every checked forward, backward and update is within its error "
+           "model.</p>";
+  h += "<table><tr><th>phase</th><th>kind</th><th>binding</th><th>node</th><th>op</th>"
+       "<th>score</th><th>step</th><th>detail</th><th>verification</th><th>reproducer</th>"
+       "</tr>";
+  for (const auto& f : r.check->findings)
+    h += fmt::format(
+        "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        f.phase, f.kind, f.binding, html_escape(f.node), f.op_type, fmt_score(f.score), f.step,
+        html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
+  h += "</table>";
+  return h;
+}
+
+// The 25 slowest nodes' mean time per step and heap peaks.
+std::string profile_section(const TrainReport& r) {
+  auto slow = slowest(*r.profile, 25);
+  std::string h =
+      "<h2>Time and memory per node</h2><p>The 25 slowest nodes: mean time per step of the "
+      "forward and the backward, and the largest heap peak of one call (bytes allocated above "
+      "the level before it).</p><table><tr><th>node</th><th>op</th><th>forward [ms]</th>"
+      "<th>backward [ms]</th><th>forward peak [MB]</th><th>backward peak [MB]</th>"
+      "<th>bindings</th></tr>";
+  double steps = static_cast<double>(r.steps);
+  for (const auto* p : slow)
+    h += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.2f}</td><td>{:.2f}</td>"
+        "<td>{} / {}</td></tr>",
+        html_escape(p->node), p->op_type, p->forward_seconds / steps * 1e3,
+        p->backward_seconds / steps * 1e3, p->forward_peak / 1e6, p->backward_peak / 1e6,
+        p->forward_binding, p->backward_binding.empty() ? "-" : p->backward_binding);
+  h += "</table>";
+  return h;
+}
+
+}  // namespace
+
+void write_train_report(const TrainReport& r, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"};
+  std::string h = page_head(r);
+  h += loss_section(r, colors);
+  if (r.check && r.graph) {
+    h += error_section(r, colors);
+    h += update_section(r, colors);
+    h += findings_section(r);
+  }
+  if (r.profile && r.steps > 0) h += profile_section(r);
+  h += "</body></html>\n";
+  write_file((std::filesystem::path(dir) / "index.html").string(), h);
+}
+
+}  // namespace metaop
