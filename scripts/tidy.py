@@ -207,7 +207,8 @@ def run_changed(src, build, jobs, budget):
               "file")
         return SKIPPED
     changed = sorted(f for f in changed if (src / f).is_file())
-    print(f"tidy_changed: files changed {why}: {len(changed)}")
+    print(f"tidy_changed: files changed {why}: {len(changed)}"
+          + (f" ({' '.join(changed)})" if 0 < len(changed) <= 20 else ""))
     reasons = {}
     if ".clang-tidy" in changed:
         for f in files:
