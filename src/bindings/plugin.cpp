@@ -117,8 +117,9 @@ json describe(const std::string& path) {
     json ops = json::object(), where = json::object();
     for (const auto& t : types) {
       Support sup = b->supports(t);
-      std::vector<int> dtypes;
-      for (DType dt : sup.dtypes) dtypes.push_back(static_cast<int>(dt));
+      std::vector<int> dtypes(sup.dtypes.size());
+      std::transform(sup.dtypes.begin(), sup.dtypes.end(), dtypes.begin(),
+                     [](DType dt) { return static_cast<int>(dt); });
       ops[t] = {{"f", sup.forward}, {"b", sup.backward}, {"dtypes", dtypes}, {"why", sup.reason}};
       if (auto w = b->where(t); !w.empty()) where[t] = w;
     }

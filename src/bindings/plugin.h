@@ -11,7 +11,7 @@
 // whole-model run needs it. Two versions of one framework never share a process.
 //
 // A plugin's source file:
-//   METAOP_PLUGIN(r) {
+//   void metaop_plugin_register(metaop::PluginRegistrar& r) {
 //     r.add({.name = "torch", .framework = "LibTorch", .version = TORCH_VERSION,
 //            .make = [] { return std::make_unique<TorchBinding>(); }, ...});
 //   }
@@ -90,14 +90,10 @@ int framework_threads();
 
 }  // namespace metaop
 
-// The entry point of a plugin: defines the functions MetaOp looks up in it.
-#define METAOP_PLUGIN(registrar)                                                 \
-  static void metaop_plugin_body(::metaop::PluginRegistrar& registrar);          \
-  extern "C" __attribute__((visibility("default"))) int metaop_plugin_abi() {    \
-    return ::metaop::kPluginAbi;                                                 \
-  }                                                                              \
-  extern "C" __attribute__((visibility("default"))) void metaop_plugin_register( \
-      ::metaop::PluginRegistrar& r) {                                            \
-    metaop_plugin_body(r);                                                       \
-  }                                                                              \
-  static void metaop_plugin_body(::metaop::PluginRegistrar& registrar)
+// A plugin's entry points (unmangled, so MetaOp finds them by name): its registration, which
+// the plugin defines, and the ABI it was built for, which every plugin gets from
+// plugin_abi.cpp (metaop_plugin in CMakeLists.txt adds it).
+extern "C" {
+__attribute__((visibility("default"))) void metaop_plugin_register(metaop::PluginRegistrar& r);
+__attribute__((visibility("default"))) int metaop_plugin_abi();
+}

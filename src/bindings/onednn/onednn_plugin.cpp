@@ -5,7 +5,7 @@
 #include "bindings/onednn/onednn_binding.h"
 #include "bindings/plugin.h"
 
-METAOP_PLUGIN(r) {
+void metaop_plugin_register(metaop::PluginRegistrar& r) {
   r.add({.name = "onednn",
          .framework = "oneDNN",
          .version =

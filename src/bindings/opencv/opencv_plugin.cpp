@@ -4,7 +4,7 @@
 #include "bindings/opencv/opencv_binding.h"
 #include "bindings/plugin.h"
 
-METAOP_PLUGIN(r) {
+void metaop_plugin_register(metaop::PluginRegistrar& r) {
   r.add({.name = "opencv",
          .framework = "OpenCV",
          .version = CV_VERSION,

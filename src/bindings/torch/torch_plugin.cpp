@@ -5,7 +5,7 @@
 #include "bindings/torch/torch_binding.h"
 #include "bindings/torch/torch_optimizer.h"
 
-METAOP_PLUGIN(r) {
+void metaop_plugin_register(metaop::PluginRegistrar& r) {
   r.add({.name = "torch",
          .framework = "LibTorch",
          .version = TORCH_VERSION,
