@@ -26,6 +26,9 @@ class OrtModelRunner final : public WholeModelRunner {
   explicit OrtModelRunner(bool wasm) : wasm_(wasm) {}
   std::string name() const override { return wasm_ ? "ort-wasm" : "ort"; }
   std::vector<std::string> levels() const override { return ort_levels(); }
+  std::string level_option() const override { return "--ort-opt"; }
+  // ONNX Runtime fuses Conv and its activation from "extended" on.
+  std::size_t first_fusing_level() const override { return 2; }
   std::map<std::string, Tensor> run(const WholeModel& m,
                                     const std::map<std::string, Tensor>& inputs,
                                     const std::vector<std::string>& outputs,
@@ -45,15 +48,15 @@ class FusionFaultRunner final : public WholeModelRunner {
       : inner_(std::move(inner)), faults_(std::move(faults)) {}
   std::string name() const override { return inner_->name(); }
   std::vector<std::string> levels() const override { return inner_->levels(); }
+  std::string level_option() const override { return inner_->level_option(); }
+  std::size_t first_fusing_level() const override { return inner_->first_fusing_level(); }
   std::map<std::string, Tensor> run(const WholeModel& m,
                                     const std::map<std::string, Tensor>& inputs,
                                     const std::vector<std::string>& outputs,
                                     const std::string& level) override {
     auto lv = levels();
-    auto at = std::find(lv.begin(), lv.end(), level) - lv.begin();
-    // ONNX Runtime fuses Conv and its activation from "extended" on; OpenCV with fusion on.
-    std::ptrdiff_t from = name() == "opencv" ? 1 : 2;
-    if (at < from) return inner_->run(m, inputs, outputs, level);
+    auto at = static_cast<std::size_t>(std::find(lv.begin(), lv.end(), level) - lv.begin());
+    if (at < first_fusing_level()) return inner_->run(m, inputs, outputs, level);
     WholeModel faulty = m;
     Graph& g = faulty.graph;
     bool changed = false;

@@ -23,6 +23,12 @@ class WholeModelRunner {
   virtual ~WholeModelRunner() = default;
   virtual std::string name() const = 0;
   virtual std::vector<std::string> levels() const = 0;
+  // The command-line option that chooses the level users get ("--ort-opt"); empty when the
+  // framework has no such choice and users get the last level.
+  virtual std::string level_option() const { return ""; }
+  // The first level at which the framework fuses an op with the activation after it (where a
+  // planted FusionFault applies).
+  virtual std::size_t first_fusing_level() const = 0;
   // The named outputs of the model on the given inputs. Unsupported when the framework refuses
   // the model; Crash or Hang when it dies or does not finish.
   virtual std::map<std::string, Tensor> run(const WholeModel& m,

@@ -161,7 +161,7 @@ class WholeGraphChecker {
   }
 
   std::string users_level(const WholeModelRunner& r) const {
-    return r.name() == "opencv" ? "fusion" : opt_.ort_level;
+    return r.level_option().empty() ? r.levels().back() : opt_.ort_level;
   }
 
   std::unique_ptr<WholeModelRunner> runner(const std::string& b) const {
@@ -173,6 +173,7 @@ class WholeGraphChecker {
     v.binding = b;
     v.sample = sample;
     runner_ = runner(b);
+    v.level_option = runner_->level_option();
     v.level = users_level(*runner_);
     status(fmt::format("whole-graph sample {}: {} node by node", sample, b));
     Plan plan;

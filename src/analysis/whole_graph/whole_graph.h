@@ -63,6 +63,7 @@ struct Reduction {
 
 struct WholeGraphVerdict {
   std::string binding, level;
+  std::string level_option;  // the option that chooses the level ("--ort-opt"), if any
   int sample = 0;
   std::string status;  // "ok", "discrepancy", "unsupported", "crash", "hang"
   std::string detail;

@@ -52,6 +52,7 @@ class OpenCVModelRunner final : public WholeModelRunner {
  public:
   std::string name() const override { return "opencv"; }
   std::vector<std::string> levels() const override { return {"nofusion", "fusion"}; }
+  std::size_t first_fusing_level() const override { return 1; }
   std::map<std::string, Tensor> run(const WholeModel& m,
                                     const std::map<std::string, Tensor>& inputs,
                                     const std::vector<std::string>& outputs,

@@ -155,7 +155,7 @@ std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::
   for (const auto& [n, t] : red.reference)
     write_npy((dir / ("reference_" + safe_file_name(n) + ".npy")).string(), t);
   for (const auto& a : extra_args) args += " " + a;
-  std::string level_arg = v.binding == "opencv" ? "" : " --ort-opt " + red.level;
+  std::string level_arg = v.level_option.empty() ? "" : " " + v.level_option + " " + red.level;
   write_file(
       (dir / "README.txt").string(),
       fmt::format(
