@@ -117,7 +117,7 @@ Outcome from_score(const Score& s, const std::string& detail) {
 }
 
 Outcome from_verdict(const NodeVerdict& v) {
-  if (v.status == "ok") return {};
+  if (v.status == NodeStatus::Ok) return {};
   return {v.kind, v.worst, v.detail};
 }
 
@@ -228,13 +228,13 @@ class PairRun {
     const Node& node = c.graph.nodes[0];
     if (!gradcheck_only_) {
       NodeVerdict f = check_forward(binding_, node, c.graph.opset, in);
-      if (f.status == "unsupported") return;
+      if (f.status == NodeStatus::Unsupported) return;
       ++fwd_checked_;
       fwd_ok_ += judge(c.test, "forward", var, from_verdict(f));
     }
     if (!support_.backward) return;
     NodeVerdict b = check_backward(binding_, node, c.graph.opset, in, 5 + k);
-    if (b.status == "unsupported") return;
+    if (b.status == NodeStatus::Unsupported) return;
     ++bwd_checked_;
     compared_ += b.compared;
     skipped_ += b.skipped;

@@ -211,24 +211,24 @@ TEST(Oracle, BindingChecksUseTheErrorModelAndSkipNothingSilently) {
     }
   } off;
   NodeVerdict v = check_forward(off, exp, 13, in);
-  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.status, NodeStatus::Mismatch) << v.detail;
   EXPECT_EQ(v.kind, "accuracy");
 
   Node drop = unary_node("Dropout");
   drop.outputs = {"y", "mask"};
   OmittingBinding omitting;
   v = check_forward(omitting, drop, 13, {f32({1, 2, 3})});
-  EXPECT_EQ(v.status, "mismatch") << v.detail;
+  EXPECT_EQ(v.status, NodeStatus::Mismatch) << v.detail;
   EXPECT_EQ(v.kind, "omitted");
 
   // Relu at exact zeros only: every coordinate is a kink.
   ReferenceBackward ref;
   Node relu = unary_node("Relu");
   v = check_backward(ref, relu, 13, {f32({0, 0, 0})});
-  EXPECT_EQ(v.status, "error") << v.detail;
+  EXPECT_EQ(v.status, NodeStatus::Error) << v.detail;
   EXPECT_EQ(v.compared, 0);
   EXPECT_EQ(v.skipped, 3);
   v = check_backward(ref, relu, 13, {f32({0, 1, 2})});
-  EXPECT_EQ(v.status, "ok") << v.detail;
+  EXPECT_EQ(v.status, NodeStatus::Ok) << v.detail;
   EXPECT_EQ(v.compared, 2);
 }

@@ -63,27 +63,28 @@ int run(const ConformArgs& a) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& t : tests) {
     ConformResult r = run_conformance_test(t, plan);
-    if (r.status == "pass" && r.bound_nodes > 0) ++on_binding;
-    if (r.status == "pass")
+    std::string status(to_string(r.status));
+    if (r.status == ConformStatus::Pass && r.bound_nodes > 0) ++on_binding;
+    if (r.status == ConformStatus::Pass)
       ++pass;
-    else if (r.status == "fail")
+    else if (r.status == ConformStatus::Fail)
       ++failed;
     else
       ++unsupported;
-    if (!a.quiet || r.status == "fail")
-      fmt::print("{:<12} {}{}{}\n", r.status, printable(r.test), r.reason.empty() ? "" : "  ",
+    if (!a.quiet || r.status == ConformStatus::Fail)
+      fmt::print("{:<12} {}{}{}\n", status, printable(r.test), r.reason.empty() ? "" : "  ",
                  printable(r.reason, 4000));
-    statuses[r.test] = r.status;
+    statuses[r.test] = status;
     if (!a.expect.empty()) {
       auto it = expected.find(r.test);
       if (it == expected.end())
-        changed.push_back(fmt::format("{}: {}, not in {}", r.test, r.status, a.expect));
-      else if (it->second != r.status)
-        changed.push_back(fmt::format("{}: {} where {} expects {}{}{}", r.test, r.status, a.expect,
+        changed.push_back(fmt::format("{}: {}, not in {}", r.test, status, a.expect));
+      else if (it->second != status)
+        changed.push_back(fmt::format("{}: {} where {} expects {}{}{}", r.test, status, a.expect,
                                       it->second, r.reason.empty() ? "" : ": ", r.reason));
     }
     out.push_back({{"test", r.test},
-                   {"status", r.status},
+                   {"status", status},
                    {"reason", r.reason},
                    {"bound_nodes", r.bound_nodes}});
   }

@@ -13,20 +13,36 @@
 
 namespace metaop {
 
+std::string_view to_string(NodeStatus s) {
+  switch (s) {
+    case NodeStatus::Ok:
+      return "ok";
+    case NodeStatus::Mismatch:
+      return "mismatch";
+    case NodeStatus::Unsupported:
+      return "unsupported";
+    case NodeStatus::Error:
+      return "error";
+    case NodeStatus::Crash:
+      return "crash";
+  }
+  return "?";
+}
+
 NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& tol,
                   const std::vector<std::string>& names) {
-  NodeVerdict v{"ok", "", 0, ""};
+  NodeVerdict v{NodeStatus::Ok, "", 0, ""};
   for (std::size_t o = 0; o < ref.size() && o < actual.size(); ++o) {
     if (!ref[o].defined() || !actual[o].defined()) continue;
     std::string name = o < names.size() ? names[o] : fmt::format("#{}", o);
     if (actual[o].shape() != ref[o].shape()) {
-      return {"mismatch",
+      return {NodeStatus::Mismatch,
               fmt::format("{}: shape {} but the reference has {}", name,
                           shape_str(actual[o].shape()), shape_str(ref[o].shape())),
               INFINITY, "shape"};
     }
     if (actual[o].dtype() != ref[o].dtype())
-      return {"mismatch",
+      return {NodeStatus::Mismatch,
               fmt::format("{}: dtype {} but the reference has {}", name,
                           dtype_name(actual[o].dtype()), dtype_name(ref[o].dtype())),
               INFINITY, "shape"};
@@ -54,7 +70,7 @@ NodeVerdict judge(const Tensors& actual, const Tensors& ref, const Tolerance& to
     }
   }
   if (v.worst > 1) {
-    v.status = "mismatch";
+    v.status = NodeStatus::Mismatch;
     v.kind = std::isinf(v.worst) ? "nonfinite" : "accuracy";
   }
   return v;
@@ -73,11 +89,11 @@ NodeVerdict guarded(F&& f) {
   try {
     return f();
   } catch (const Unsupported& e) {
-    return {"unsupported", e.what(), 0, ""};
+    return {NodeStatus::Unsupported, e.what(), 0, ""};
   } catch (const Crash& e) {
-    return {"crash", e.what(), INFINITY, "crash"};
+    return {NodeStatus::Crash, e.what(), INFINITY, "crash"};
   } catch (const std::exception& e) {
-    return {"error", e.what(), INFINITY, "error"};
+    return {NodeStatus::Error, e.what(), INFINITY, "error"};
   }
 }
 
@@ -90,12 +106,12 @@ NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, cons
     for (std::size_t o = 0; o < lc.reference.size(); ++o)
       if (lc.reference[o].defined() && o < node.outputs.size() && !node.outputs[o].empty() &&
           (o >= got.size() || !got[o].defined()))
-        return {"mismatch", fmt::format("output {} left out", node.outputs[o]), INFINITY,
+        return {NodeStatus::Mismatch, fmt::format("output {} left out", node.outputs[o]), INFINITY,
                 "omitted"};
     const Score& s = lc.score;
-    if (!s.bad()) return {"ok", "", s.score, ""};
+    if (!s.bad()) return {NodeStatus::Ok, "", s.score, ""};
     std::string kind = !s.mismatch.empty() ? "shape" : s.nonfinite > 0 ? "nonfinite" : "accuracy";
-    return {"mismatch",
+    return {NodeStatus::Mismatch,
             fmt::format("score {:.3g}: {}", s.score,
                         describe_worst(s, lc.reference, node.outputs, b.name())),
             s.score, kind};
@@ -263,7 +279,7 @@ NodeVerdict check_backward(Binding& b, const Node& node, std::int64_t opset, con
       if (e.defined()) verdict.compared += static_cast<int>(e.numel());
     verdict.skipped = fd.skipped;
     if (differentiable > 0 && verdict.compared == 0)
-      return {"error",
+      return {NodeStatus::Error,
               fmt::format("no coordinate could be compared with finite differences ({} skipped "
                           "at kinks, outside the domain or at non-finite values)",
                           fd.skipped),

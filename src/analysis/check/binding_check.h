@@ -17,8 +17,13 @@ struct Tolerance {
   double abs_floor = 0;      // absolute slack (finite differences resolve nothing below it)
 };
 
+// How a binding did on a node: ok; mismatch (beyond the bound); unsupported; error (it threw);
+// crash (its worker died).
+enum class NodeStatus { Ok, Mismatch, Unsupported, Error, Crash };
+std::string_view to_string(NodeStatus s);
+
 struct NodeVerdict {
-  std::string status;  // ok, mismatch, unsupported, error, crash
+  NodeStatus status = NodeStatus::Ok;
   std::string detail;  // the worst element, or the reason
   double worst = 0;    // max over outputs of error / bound (> 1 is a mismatch)
   // A mismatch's kind: accuracy (finite error beyond the bound), nonfinite (NaN or infinity

@@ -15,6 +15,18 @@ namespace fs = std::filesystem;
 
 namespace metaop {
 
+std::string_view to_string(ConformStatus s) {
+  switch (s) {
+    case ConformStatus::Pass:
+      return "pass";
+    case ConformStatus::Fail:
+      return "fail";
+    case ConformStatus::Unsupported:
+      return "unsupported";
+  }
+  return "?";
+}
+
 ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rtol, double atol) {
   ConformResult r;
   r.test = fs::path(dir).filename().string();
@@ -45,19 +57,19 @@ ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rt
         const Tensor& actual = res.outputs.at(g.outputs[i].name);
         auto cmp = compare_tensors(actual, expected, rtol, atol);
         if (!cmp.ok) {
-          r.status = "fail";
+          r.status = ConformStatus::Fail;
           r.reason = fmt::format("{}: output '{}': {}", set.filename().string(), g.outputs[i].name,
                                  cmp.reason);
           return r;
         }
       }
     }
-    r.status = "pass";
+    r.status = ConformStatus::Pass;
   } catch (const Unsupported& e) {
-    r.status = "unsupported";
+    r.status = ConformStatus::Unsupported;
     r.reason = e.what();
   } catch (const std::exception& e) {
-    r.status = "fail";
+    r.status = ConformStatus::Fail;
     r.reason = e.what();
   }
   return r;

@@ -9,9 +9,12 @@
 
 namespace metaop {
 
+enum class ConformStatus { Pass, Fail, Unsupported };
+std::string_view to_string(ConformStatus s);
+
 struct ConformResult {
-  std::string test;    // folder name
-  std::string status;  // pass, fail, unsupported
+  std::string test;  // folder name
+  ConformStatus status = ConformStatus::Fail;
   std::string reason;
   int bound_nodes = 0;
 };

@@ -13,6 +13,22 @@
 
 namespace metaop {
 
+std::string_view to_string(WholeGraphStatus s) {
+  switch (s) {
+    case WholeGraphStatus::Ok:
+      return "ok";
+    case WholeGraphStatus::Discrepancy:
+      return "discrepancy";
+    case WholeGraphStatus::Unsupported:
+      return "unsupported";
+    case WholeGraphStatus::Crash:
+      return "crash";
+    case WholeGraphStatus::Hang:
+      return "hang";
+  }
+  return "?";
+}
+
 bool WholeGraphResult::defects() const {
   for (const auto& v : verdicts)
     if (v.defect()) return true;
@@ -145,7 +161,7 @@ class WholeGraphChecker {
       ref_ = run_graph(g_, samples[s], ref_plan, keep).values;
       for (const auto& b : opt_.bindings) {
         WholeGraphVerdict v = check(b, static_cast<int>(s), samples[s]);
-        if (v.status == "discrepancy" && opt_.reduce && !reduced.count(b)) {
+        if (v.status == WholeGraphStatus::Discrepancy && opt_.reduce && !reduced.count(b)) {
           reduced.insert(b);
           v.reduction = reduce(v);
         }
@@ -193,23 +209,23 @@ class WholeGraphChecker {
     try {
       got = runner_->run(m, inputs, outs, v.level);
     } catch (const Hang& e) {
-      v.status = "hang";
+      v.status = WholeGraphStatus::Hang;
       v.detail = e.what();
       return v;
     } catch (const Crash& e) {
-      v.status = "crash";
+      v.status = WholeGraphStatus::Crash;
       v.detail = e.what();
       return v;
     } catch (const Unsupported& e) {
-      v.status = "unsupported";
+      v.status = WholeGraphStatus::Unsupported;
       v.detail = e.what();
       return v;
     }
     v.seconds_whole = seconds_since(t0);
-    v.status = "ok";
+    v.status = WholeGraphStatus::Ok;
     for (const auto& o : outs) {
       TensorVerdict t = judge_tensor(o, got[o], nbn_.at(o), ref_.at(o), opt_.factor);
-      if (t.bad) v.status = "discrepancy";
+      if (t.bad) v.status = WholeGraphStatus::Discrepancy;
       v.outputs.push_back(t);
     }
     inputs_ = inputs;

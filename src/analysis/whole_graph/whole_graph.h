@@ -61,16 +61,24 @@ struct Reduction {
   std::map<std::string, Tensor> inputs, reference;
 };
 
+// A whole-model run against the node-by-node run: ok, a discrepancy beyond the rule, or the
+// framework refused the model, crashed or hung.
+enum class WholeGraphStatus { Ok, Discrepancy, Unsupported, Crash, Hang };
+std::string_view to_string(WholeGraphStatus s);
+
 struct WholeGraphVerdict {
   std::string binding, level;
   std::string level_option;  // the option that chooses the level ("--ort-opt"), if any
   int sample = 0;
-  std::string status;  // "ok", "discrepancy", "unsupported", "crash", "hang"
+  WholeGraphStatus status = WholeGraphStatus::Ok;
   std::string detail;
   std::vector<TensorVerdict> outputs;
   double seconds_whole = 0, seconds_node_by_node = 0;
   std::optional<Reduction> reduction;
-  bool defect() const { return status == "discrepancy" || status == "crash" || status == "hang"; }
+  bool defect() const {
+    return status == WholeGraphStatus::Discrepancy || status == WholeGraphStatus::Crash ||
+           status == WholeGraphStatus::Hang;
+  }
 };
 
 struct WholeGraphResult {

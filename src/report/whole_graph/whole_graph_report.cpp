@@ -53,15 +53,15 @@ void print_whole_graph_summary(std::FILE* out, const WholeGraphResult& r, double
       worst = std::max(worst, t.whole);
       nbn = std::max(nbn, t.node_by_node);
     }
-    if (v.status == "ok" || v.status == "discrepancy")
+    if (v.status == WholeGraphStatus::Ok || v.status == WholeGraphStatus::Discrepancy)
       fmt::print(out,
                  "  {:<9} sample {} level {:<8} {:<11} whole {} node-by-node {} ({:.2f} s whole, "
                  "{:.2f} s node by node)\n",
-                 v.binding, v.sample, v.level, v.status, fmt_rel(worst), fmt_rel(nbn),
+                 v.binding, v.sample, v.level, to_string(v.status), fmt_rel(worst), fmt_rel(nbn),
                  v.seconds_whole, v.seconds_node_by_node);
     else
       fmt::print(out, "  {:<9} sample {} level {:<8} {}: {}\n", v.binding, v.sample, v.level,
-                 v.status, v.detail);
+                 to_string(v.status), v.detail);
     for (const auto& t : v.outputs)
       if (t.bad) fmt::print(out, "      {}\n", describe(t));
     if (!v.reduction) continue;
@@ -101,7 +101,7 @@ nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {
     nlohmann::json e{{"binding", v.binding},
                      {"sample", v.sample},
                      {"level", v.level},
-                     {"status", v.status},
+                     {"status", to_string(v.status)},
                      {"detail", v.detail},
                      {"seconds_whole", v.seconds_whole},
                      {"seconds_node_by_node", v.seconds_node_by_node}};
