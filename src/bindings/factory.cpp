@@ -82,6 +82,11 @@ std::vector<std::string> binding_names() {
   return names;
 }
 
+std::string binding_version(const std::string& name) {
+  const BindingInfo* b = find_binding_info(name);
+  return b ? b->version : std::string();
+}
+
 const BindingInfo& binding_info(const std::string& name) {
   if (const BindingInfo* b = find_binding_info(name)) return *b;
   std::string why;
