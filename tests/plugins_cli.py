@@ -88,14 +88,13 @@ r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", "torch,torch-1.13", "--samp
          "--json", str(both)], debug_files=True)
 by_pid = re.findall(r"^\s*(\d+):\s+file=(\S+)", r.stderr, re.M)
 main_pid = by_pid[0][0] if by_pid else None
-cpu_libs = {}  # pid -> the libtorch_cpu it loaded
+cpu_libs = {}  # pid -> the libtorch_cpu it loaded (libtorch_cpu.so, libtorch_cpu.so.1.13)
 for pid, f in by_pid:
     if "libtorch_cpu" in f:
-        cpu_libs.setdefault(pid, set()).add(os.path.basename(os.path.dirname(f)) + "/" +
-                                            os.path.basename(f))
+        cpu_libs.setdefault(pid, set()).add(os.path.basename(f))
 runs = json.loads(both.read_text())["runs"] if both.exists() else []
 versions = {run["binding"]: run.get("binding_version") for run in runs}
-check(r.returncode in (0, 1) and set(versions) == {"torch", "torch-1.13"},
+check(r.returncode in (0, 1) and {"torch", "torch-1.13"} <= set(versions),
       "check --bind torch,torch-1.13: both bindings ran", r.stdout + r.stderr[-1500:])
 check(versions.get("torch", "").startswith("2.") and versions.get("torch-1.13", "").startswith("1.13"),
       "the JSON names each binding's version (torch 2.x, torch-1.13 1.13.x)", str(versions))
