@@ -112,6 +112,11 @@ r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", "torch,torch-1.13", "--isol
 check(r.returncode == 2 and "'torch'" in r.stderr and "'torch-1.13'" in r.stderr and
       "--isolation none" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
       "--bind torch,torch-1.13 --isolation none: refused in one line naming both", r.stderr)
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--bind-op", "Relu=torch-1.13",
+         "--isolation", "none", "--random-inputs"])
+check(r.returncode == 2 and "'torch-1.13'" in r.stderr and "--isolation none" in r.stderr and
+      len(r.stderr.strip().splitlines()) == 1,
+      "--bind torch --bind-op Relu=torch-1.13 --isolation none: refused the same way", r.stderr)
 
 # A plugin put first by METAOP_PLUGIN_PATH is the one used: its manifest is written beside it.
 mine = WORK / "mine"

@@ -50,7 +50,11 @@ void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::
   std::vector<std::string> named = split_list(bind);
   for (const auto& spec : bind_ops) named.push_back(spec.substr(spec.find('=') + 1));
   for (const auto& b : named) require_installed(b);
-  require_separate_processes("--bind", bind, named);
+  if (bind_ops.empty())
+    require_separate_processes("--bind", bind, named);
+  else
+    require_separate_processes("--bind with --bind-op", fmt::format("{}", fmt::join(named, ",")),
+                               named);
 }
 
 void require_separate_processes(const std::string& option, const std::string& value,
