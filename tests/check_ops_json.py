@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 # (forward ops, backward ops) per binding.
-CLAIMS = {"reference": (127, 107), "torch": (111, 90), "onednn": (50, 20), "opencv": (86, 0),
-          "ort": (127, 0), "ort-wasm": (127, 0)}
+CLAIMS = {"reference": (127, 107), "torch": (111, 90), "torch-1.13": (111, 90),
+          "onednn": (50, 20), "opencv": (86, 0), "ort": (127, 0), "ort-wasm": (127, 0)}
 
 rows = json.loads(subprocess.run([sys.argv[1], "ops", "--json"], check=True, capture_output=True,
                                  text=True).stdout)
@@ -52,7 +52,7 @@ for b, (fwd, bwd) in sorted(CLAIMS.items()):
 # differentiable ops"; "-" is none).
 readme = {}
 for line in open(sys.argv[2]):
-    m = re.match(r"\| `([a-z-]+)` \|(.*)\|(.*)\|(.*)\|\s*$", line)
+    m = re.match(r"\| `([a-z0-9.-]+)` \|(.*)\|(.*)\|(.*)\|\s*$", line)
     if not m:
         continue
     name, _, fwd, bwd = m.groups()

@@ -153,6 +153,7 @@ def probe_findings(root):
     frameworks = [f for f in lines if f[0] in ("torch", "onednn", "opencv")]
     return {"frameworks": len(frameworks),
             "torch updates": sum(f[0] == "torch" and f[1].startswith("update") for f in lines),
+            "torch-1.13": sum(f[0] == "torch-1.13" for f in lines),
             "ort": sum(f[0] in ("ort", "ort-wasm") for f in lines)}
 
 
@@ -171,6 +172,8 @@ def counts_table(binary, root):
         ("docs/findings.md", r"Its (\d+) findings \(binding x op x kind, (\d+) of them torch's",
          [probe["frameworks"], probe["torch updates"]],
          "probe findings of torch, onednn, opencv; torch's updates (known_probe_findings.txt)"),
+        ("docs/findings.md", r"`--bind torch-1.13` lists (\d+) findings", [probe["torch-1.13"]],
+         "probe findings of torch-1.13, Debian's LibTorch (known_probe_findings.txt)"),
         ("docs/findings.md", r"--bind ort,ort-wasm` \([\d,]+ cases, [\d.]+ s\) lists (\d+) findings",
          [probe["ort"]], "probe findings of ort and ort-wasm (known_probe_findings.txt)"),
         ("docs/findings.md", r"checks\s+all (\d+) claimed ops", [cov["ort"][0]], "ort's forward ops"),
@@ -206,7 +209,7 @@ def check_counts(docs, binary, root, problems):
     readme, text = {}, docs.get("README.md", "")
     for line in text.splitlines():
         c = cells(line) if line.startswith("| `") else []
-        m = re.fullmatch(r"`([a-z-]+)`", c[0]) if len(c) == 4 else None
+        m = re.fullmatch(r"`([a-z0-9.-]+)`", c[0]) if len(c) == 4 else None
         if not m:
             continue
 

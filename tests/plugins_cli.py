@@ -3,10 +3,12 @@
 and loads none for a reference run or a rejected file; plugins' manifests are written once and
 again when a plugin changes; METAOP_PLUGIN_PATH puts a plugin in front of the bundled one; a
 file that is no plugin is named in the error of the binding it does not provide; a planted
-framework library loaded into MetaOp's process for a reference run would be caught.
+framework library loaded into MetaOp's process for a reference run would be caught; two
+LibTorches (torch, torch-1.13) in one run, each in its own worker, and refused in one process.
 
 Usage: plugins_cli.py METAOP PLUGIN_DIR DATA_DIR WORK_DIR
 """
+import json
 import os
 import pathlib
 import re
@@ -76,6 +78,45 @@ torch_pids = {pid for pid, f in by_pid if "libtorch" in f or "libc10" in f}
 check(r.returncode == 0 and torch_pids and main_pid not in torch_pids,
       "--bind torch (isolated) loads LibTorch in its worker, not in metaop's process",
       f"main {main_pid}, LibTorch in {sorted(torch_pids)}")
+
+# Two LibTorches in one run: torch (the current release, from the Python environment's wheel)
+# and torch-1.13 (Debian's), each in its own worker, each loading its own libtorch_cpu; the
+# JSON names each binding's version. libtorch_cuda is never loaded (the plugin links only what
+# the CPU kernels need).
+both = WORK / "both.json"
+r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", "torch,torch-1.13", "--samples", "1",
+         "--json", str(both)], debug_files=True)
+by_pid = re.findall(r"^\s*(\d+):\s+file=(\S+)", r.stderr, re.M)
+main_pid = by_pid[0][0] if by_pid else None
+cpu_libs = {}  # pid -> the libtorch_cpu it loaded (libtorch_cpu.so, libtorch_cpu.so.1.13)
+for pid, f in by_pid:
+    if "libtorch_cpu" in f:
+        cpu_libs.setdefault(pid, set()).add(os.path.basename(f))
+runs = json.loads(both.read_text())["runs"] if both.exists() else []
+versions = {run["binding"]: run.get("binding_version") for run in runs}
+check(r.returncode in (0, 1) and {"torch", "torch-1.13"} <= set(versions),
+      "check --bind torch,torch-1.13: both bindings ran", r.stdout + r.stderr[-1500:])
+check(versions.get("torch", "").startswith("2.") and versions.get("torch-1.13", "").startswith("1.13"),
+      "the JSON names each binding's version (torch 2.x, torch-1.13 1.13.x)", str(versions))
+all_cpu = set().union(*cpu_libs.values()) if cpu_libs else set()
+check(len(cpu_libs) >= 2 and main_pid not in cpu_libs and len(all_cpu) == 2 and
+      all(len(v) == 1 for v in cpu_libs.values()),
+      "each LibTorch is loaded in a worker of its own, never two in one process",
+      f"main {main_pid}, libtorch_cpu per process {cpu_libs}")
+check(not [f for _, f in by_pid if "libtorch_cuda" in f or "libc10_cuda" in f],
+      "no process loads libtorch_cuda or libc10_cuda")
+
+# In one process they cannot be: --isolation none with both is refused before anything runs.
+r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", "torch,torch-1.13", "--isolation", "none",
+         "--samples", "1"])
+check(r.returncode == 2 and "'torch'" in r.stderr and "'torch-1.13'" in r.stderr and
+      "--isolation none" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+      "--bind torch,torch-1.13 --isolation none: refused in one line naming both", r.stderr)
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--bind-op", "Relu=torch-1.13",
+         "--isolation", "none", "--random-inputs"])
+check(r.returncode == 2 and "'torch-1.13'" in r.stderr and "--isolation none" in r.stderr and
+      len(r.stderr.strip().splitlines()) == 1,
+      "--bind torch --bind-op Relu=torch-1.13 --isolation none: refused the same way", r.stderr)
 
 # A plugin put first by METAOP_PLUGIN_PATH is the one used: its manifest is written beside it.
 mine = WORK / "mine"

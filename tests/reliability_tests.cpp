@@ -257,9 +257,19 @@ TEST(Finding, WordsReadBackAndCommonJson) {
   f.kind = FindingKind::Nonfinite;
   f.score = INFINITY;
   f.detail = "y[0]";
+  // The framework's version beside the binding ("binding_version"; the reference's is always
+  // there); a name that is no binding has none.
   EXPECT_EQ(finding_json(f).dump(),
-            R"({"binding":"torch","detail":"y[0]","kind":"nonfinite","op_type":"Relu",)"
-            R"("phase":"forward","score":"inf"})");
+            fmt::format(R"({{"binding":"torch",{}"detail":"y[0]","kind":"nonfinite",)"
+                        R"("op_type":"Relu","phase":"forward","score":"inf"}})",
+                        binding_version("torch").empty()
+                            ? ""
+                            : fmt::format(R"("binding_version":"{}",)", binding_version("torch"))));
+  f.binding = "reference";
+  EXPECT_EQ(finding_json(f).at("binding_version"), "float64 reference");
+  f.binding = "no-such-binding";
+  EXPECT_FALSE(finding_json(f).contains("binding_version"));
+  f.binding = "torch";
   nlohmann::json v = verified_finding_json(f);
   EXPECT_TRUE(v.at("repro").is_null());
   EXPECT_EQ(v.at("verified"), false);

@@ -56,9 +56,9 @@ const std::vector<BindingInfo>& binding_infos() {
       for (const auto& b : v) taken |= b.name == p.name;
       if (!taken) v.push_back(p);
     }
-    // Tables and reports list the bindings in the order they joined MetaOp; others after them,
-    // in the order found.
-    static const std::vector<std::string> order{"reference", "torch", "onednn",
+    // Tables and reports list the bindings in the order they joined MetaOp (torch-1.13, the
+    // LibTorch torch was first built against, beside it); others after them, in the order found.
+    static const std::vector<std::string> order{"reference", "torch", "torch-1.13", "onednn",
                                                 "opencv",    "ort",   "ort-wasm"};
     auto rank = [](const BindingInfo& b) {
       return std::find(order.begin(), order.end(), b.name) - order.begin();
@@ -80,6 +80,11 @@ std::vector<std::string> binding_names() {
   std::vector<std::string> names;
   for (const auto& b : binding_infos()) names.push_back(b.name);
   return names;
+}
+
+std::string binding_version(const std::string& name) {
+  const BindingInfo* b = find_binding_info(name);
+  return b ? b->version : std::string();
 }
 
 const BindingInfo& binding_info(const std::string& name) {

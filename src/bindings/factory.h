@@ -21,6 +21,9 @@ const std::vector<BindingInfo>& binding_infos();
 // nullptr when no binding has that name.
 const BindingInfo* find_binding_info(const std::string& name);
 std::vector<std::string> binding_names();
+// The framework's version a binding runs ("2.15.0" for torch), as reports and reproducers name
+// it beside the binding; empty for a name that is not a binding.
+std::string binding_version(const std::string& name);
 // Fails naming the binding, the available ones and any plugin that could not be loaded.
 const BindingInfo& binding_info(const std::string& name);
 std::unique_ptr<Binding> make_binding(const std::string& name);

@@ -40,6 +40,7 @@ int run(TrainCommand& a) {
     if (std::find(known.begin(), known.end(), b) == known.end())
       fail("--compare {}: unknown binding '{}'", a.compare, b);
   if (plans.size() < 2) fail("--compare {}: name at least two bindings", a.compare);
+  require_separate_processes("--compare", a.compare, plans);
   return report_comparison(compare_training(s, plans), s, a.out);
 }
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "bindings/factory.h"
+#include "bindings/isolate.h"
 #include "bindings/ort/ort_binding.h"
 #include "ops/linear_util.h"
 #include "tensor/text.h"
@@ -46,8 +47,29 @@ void configure_plan(Plan& plan, const std::string& bind, const std::vector<std::
     plan.bind_op(spec.substr(0, eq), spec.substr(eq + 1));
   }
   set_threads(threads);
-  for (const auto& b : split_list(bind)) require_installed(b);
-  for (const auto& spec : bind_ops) require_installed(spec.substr(spec.find('=') + 1));
+  std::vector<std::string> named = split_list(bind);
+  for (const auto& spec : bind_ops) named.push_back(spec.substr(spec.find('=') + 1));
+  for (const auto& b : named) require_installed(b);
+  if (bind_ops.empty())
+    require_separate_processes("--bind", bind, named);
+  else
+    require_separate_processes("--bind with --bind-op", fmt::format("{}", fmt::join(named, ",")),
+                               named);
+}
+
+void require_separate_processes(const std::string& option, const std::string& value,
+                                const std::vector<std::string>& bindings) {
+  if (isolation() != Isolation::None) return;
+  for (std::size_t i = 0; i < bindings.size(); ++i)
+    for (std::size_t j = i + 1; j < bindings.size(); ++j) {
+      const BindingInfo* a = find_binding_info(bindings[i]);
+      const BindingInfo* b = find_binding_info(bindings[j]);
+      if (a && b && !a->plugin.empty() && a->plugin != b->plugin && a->framework == b->framework)
+        fail(
+            "{} {}: '{}' ({} {}) and '{}' ({} {}) cannot share one process, so not with "
+            "--isolation none (without it each runs in its own worker)",
+            option, value, a->name, a->framework, a->version, b->name, b->framework, b->version);
+    }
 }
 
 void require_installed(const std::string& binding) {
@@ -99,6 +121,7 @@ std::vector<std::string> framework_bindings(const std::string& option, const std
     out.push_back(b);
   }
   if (out.empty()) fail("{} '{}': no binding named", option, value);
+  require_separate_processes(option, value, out);
   return out;
 }
 

@@ -15,6 +15,10 @@ std::vector<std::string> split_list(const std::string& s);
 // The framework bindings named in a comma-separated `value` of `option`; fails on an unknown
 // one, on "reference", and on an empty list.
 std::vector<std::string> framework_bindings(const std::string& option, const std::string& value);
+// Two versions of one framework (torch and torch-1.13) never share a process (bindings/plugin.h):
+// under --isolation none, `bindings` naming both fails, naming them, before anything runs.
+void require_separate_processes(const std::string& option, const std::string& value,
+                                const std::vector<std::string>& bindings);
 
 // Fails (exit 2) for --threads below 1 or far past the machine's hardware threads.
 void check_threads(int threads);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "bindings/factory.h"
 #include "tensor/error.h"
 #include "tensor/text.h"
 
@@ -62,9 +63,12 @@ double number_from_json(const nlohmann::json& v) {
 }
 
 nlohmann::json finding_json(const FindingCore& f) {
-  return {{"op_type", f.op_type},          {"binding", f.binding},
-          {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
-          {"score", json_number(f.score)}, {"detail", f.detail}};
+  nlohmann::json j = {{"op_type", f.op_type},          {"binding", f.binding},
+                      {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
+                      {"score", json_number(f.score)}, {"detail", f.detail}};
+  // The framework's version beside the binding (torch and torch-1.13 are two LibTorches).
+  if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
+  return j;
 }
 
 nlohmann::json verified_finding_json(const FindingCore& f) {

@@ -6,13 +6,22 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/version.h>
 
 #include "bindings/plugin.h"
 #include "bindings/torch/aten_convert.h"
 #include "bindings/torch/torch_kernels.h"
 #include "bindings/torch/torch_optimizer.h"
 
+#ifndef METAOP_TORCH_BINDING
+#define METAOP_TORCH_BINDING "torch"
+#endif
+
 namespace metaop {
+
+const char* torch_binding_name() {
+  return METAOP_TORCH_BINDING;
+}
 
 using torch_kernels::ATs;
 using torch_kernels::Ctx;
@@ -42,13 +51,21 @@ namespace {
 // through glog in the middle of our output.
 class QuietWarnings : public c10::WarningHandler {
  public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning&) override {}
+#else
   void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+#endif
 };
 }  // namespace
 
 TorchBinding::TorchBinding() {
   static QuietWarnings quiet;
+#if TORCH_VERSION_MAJOR >= 2
+  c10::WarningUtils::set_warning_handler(&quiet);
+#else
   c10::Warning::set_warning_handler(&quiet);
+#endif
   set_threads(framework_threads());
 }
 

@@ -5,10 +5,14 @@
 
 namespace metaop {
 
+// The binding's name: "torch" for the current LibTorch, "torch-1.13" for Debian's (the same
+// sources are built once per LibTorch, METAOP_TORCH_BINDING in CMakeLists.txt).
+const char* torch_binding_name();
+
 class TorchBinding final : public Binding {
  public:
   TorchBinding();
-  std::string name() const override { return "torch"; }
+  std::string name() const override { return torch_binding_name(); }
   Support supports(const std::string& op_type) const override;
   std::vector<std::string> where(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;

@@ -4,6 +4,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/version.h>
 
 #include <map>
 
@@ -43,9 +44,14 @@ struct TorchUpdate::Impl {
     return e;
   }
 
+  // The key of a parameter's state: its TensorImpl in LibTorch 2, that address as text in 1.13.
+#if TORCH_VERSION_MAJOR >= 2
+  static void* key(const at::Tensor& p) { return p.unsafeGetTensorImpl(); }
+#else
   static std::string key(const at::Tensor& p) {
     return c10::guts::to_string(p.unsafeGetTensorImpl());
   }
+#endif
 };
 
 TorchUpdate::TorchUpdate(OptimizerConfig c) : impl_(std::make_unique<Impl>()) {
@@ -105,7 +111,7 @@ void TorchUpdate::set_state(const std::string& weight, long t, const Tensors& sl
   // A weight not stepped yet gets its optimizer now (its value is copied in at each step).
   auto& e = impl_->entry(weight, slots[0]);
   auto& st = e.opt->state();
-  std::string k = Impl::key(e.param);
+  auto k = Impl::key(e.param);
   auto slot = [&](std::size_t i) { return to_aten(slots.at(i)).reshape(e.param.sizes()); };
   if (impl_->c.kind == "sgd") {
     auto ps = std::make_unique<torch::optim::SGDParamState>();

@@ -4,6 +4,7 @@
 // weight can be bound on its own. No torch header here.
 #include <memory>
 
+#include "bindings/torch/torch_binding.h"
 #include "bindings/update_kernel.h"
 
 namespace metaop {
@@ -12,7 +13,7 @@ class TorchUpdate final : public UpdateKernel {
  public:
   explicit TorchUpdate(OptimizerConfig c);
   ~TorchUpdate() override;
-  std::string name() const override { return "torch"; }
+  std::string name() const override { return torch_binding_name(); }
   Tensor step(const std::string& weight, long t, const Tensor& w, const Tensor& g) override;
   Tensors state(const std::string& weight) const override;
   void set_state(const std::string& weight, long t, const Tensors& slots) override;

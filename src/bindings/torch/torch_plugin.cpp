@@ -6,7 +6,7 @@
 #include "bindings/torch/torch_optimizer.h"
 
 void metaop_plugin_register(metaop::PluginRegistrar& r) {
-  r.add({.name = "torch",
+  r.add({.name = metaop::torch_binding_name(),
          .framework = "LibTorch",
          .version = TORCH_VERSION,
          .isolate = true,

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
 #include "report/core/html.h"
@@ -163,6 +164,7 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
   json runs = json::array();
   for (const auto& run : r.runs) {
     json rn = {{"binding", run.binding},
+               {"binding_version", binding_version(run.binding)},
                {"sample", run.sample},
                {"seconds", run.seconds},
                {"output_error", json_number(run.output.rel)},

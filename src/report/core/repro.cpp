@@ -8,6 +8,7 @@
 #include "analysis/check/check.h"
 #include "analysis/core/train_check.h"
 #include "analysis/probe/probe.h"
+#include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
 #include "report/core/format.h"
@@ -26,15 +27,24 @@ namespace {
 // weight), the model and the injected faults that applied.
 json manifest_head(const FindingCore& f, const std::string& node, const std::string& model,
                    const std::vector<std::string>& inject) {
-  return {{"schema", "metaop-repro/1"},
-          {"phase", to_string(f.phase)},
-          {"kind", to_string(f.kind)},
-          {"binding", f.binding},
-          {"node", node},
-          {"op_type", f.op_type},
-          {"model", model},
-          {"detail", f.detail},
-          {"inject", inject}};
+  json j = {{"schema", "metaop-repro/1"},
+            {"phase", to_string(f.phase)},
+            {"kind", to_string(f.kind)},
+            {"binding", f.binding},
+            {"node", node},
+            {"op_type", f.op_type},
+            {"model", model},
+            {"detail", f.detail},
+            {"inject", inject}};
+  // The framework's version the finding was made with (torch and torch-1.13 are two LibTorches).
+  if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
+  return j;
+}
+
+// "torch (2.15.0)": the binding and its framework's version, for a README's first line.
+std::string binding_with_version(const std::string& binding) {
+  std::string v = binding_version(binding);
+  return v.empty() ? binding : fmt::format("{} ({})", binding, v);
 }
 
 // A check finding's inputs: the files in node order (null: an initializer of model.onnx, or an
@@ -182,9 +192,9 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
           "  metaop check model.onnx{} --bind {}\n"
           "  metaop run model.onnx{} --bind {} --out out-{}\n"
           "  metaop run model.onnx{} --bind reference --out out-reference\n",
-          f.kind, f.binding, printable(node.name), printable(node.op_type), printable(g.path),
-          printable(f.detail, 4000), printable(f.verification, 4000), input_list, f.binding,
-          input_args, b, input_args, b, safe_file_name(f.binding), input_args));
+          f.kind, binding_with_version(f.binding), printable(node.name), printable(node.op_type),
+          printable(g.path), printable(f.detail, 4000), printable(f.verification, 4000), input_list,
+          f.binding, input_args, b, input_args, b, safe_file_name(f.binding), input_args));
   return dir.string();
 }
 
@@ -209,8 +219,8 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
           "Judge it again against the float64 reference and the error model (exit 1 when the "
           "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
           "--bind reference\n",
-          f.phase, f.kind, f.binding, inject_text, printable(model), printable(f.detail, 4000),
-          printable(f.verification, 4000), printable(what, 4000)));
+          f.phase, f.kind, binding_with_version(f.binding), inject_text, printable(model),
+          printable(f.detail, 4000), printable(f.verification, 4000), printable(what, 4000)));
   return dir.string();
 }
 

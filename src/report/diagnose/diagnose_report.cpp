@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "bindings/factory.h"
 #include "report/core/format.h"
 #include "report/core/repro.h"
 #include "report/core/run_diagnosis.h"
@@ -73,6 +74,7 @@ nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
       sp["findings"].push_back({{"node", f.node},
                                 {"op_type", f.op_type},
                                 {"binding", f.binding},
+                                {"binding_version", binding_version(f.binding)},
                                 {"phase", f.phase},
                                 {"kind", f.kind},
                                 {"score", json_number(f.score)},

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "analysis/core/finding.h"
+#include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
 #include "report/core/html.h"
@@ -191,6 +192,7 @@ nlohmann::json expose_to_json(const ExposeResult& r, const std::string& model_pa
   j["schema"] = "metaop-expose/1";
   j["model"] = model_path;
   j["binding"] = r.binding;
+  j["binding_version"] = binding_version(r.binding);
   j["strategy"] = strategy_name(r.strategy);
   j["vary"] = vary_name(r.vary);
   json boxes = json::object();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
 #include "tensor/npy.h"
@@ -99,6 +100,7 @@ nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {
   j["verdicts"] = nlohmann::json::array();
   for (const auto& v : r.verdicts) {
     nlohmann::json e{{"binding", v.binding},
+                     {"binding_version", binding_version(v.binding)},
                      {"sample", v.sample},
                      {"level", v.level},
                      {"status", to_string(v.status)},
