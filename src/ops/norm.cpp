@@ -350,7 +350,7 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
 
 void register_norm_ops(OpRegistry& r) {
   using error_models::condition;
-  r.op("BatchNormalization", "norm", batch_norm)
+  r.op("BatchNormalization", Family::norm, batch_norm)
       .vjp(batch_norm_vjp)
       .error(condition(batch_norm_magnitude,
                        std::string(kNormDoc) +
@@ -359,9 +359,11 @@ void register_norm_ops(OpRegistry& r) {
       .backward_error(batch_norm_vjp_magnitude,
                       std::string(kNormBackwardDoc) +
                           " (inference: 6|g gamma|/sigma; statistics' gradients likewise)")
-      .danger(batch_norm_danger());
+      .danger(batch_norm_danger())
+      .faults({"eps", "drop_bias"})
+      .training({.state = {{1, 3}, {2, 4}}});
 
-  r.op("InstanceNormalization", "norm", instance_norm)
+  r.op("InstanceNormalization", Family::norm, instance_norm)
       .vjp(instance_norm_vjp)
       .error(condition(instance_norm_magnitude, kNormDoc))
       .backward_error(instance_norm_vjp_magnitude, kNormBackwardDoc)
@@ -369,7 +371,8 @@ void register_norm_ops(OpRegistry& r) {
           [](const KernelContext&, const Tensors& in) {
             return groups_of(instance_norm_layout(in).group);
           },
-          "epsilon is 0 and a (sample, channel) is constant (0/0)")});
+          "epsilon is 0 and a (sample, channel) is constant (0/0)")})
+      .faults({"eps", "drop_bias"});
 
   register_layer_norm_ops(r);
 }

@@ -336,7 +336,7 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
 
 void register_layer_norm_ops(OpRegistry& r) {
   using error_models::condition;
-  r.op("LayerNormalization", "norm", layer_norm)
+  r.op("LayerNormalization", Family::norm, layer_norm)
       .vjp(layer_norm_vjp)
       .error(condition(layer_norm_magnitude, std::string(kNormDoc) +
                                                  "; Mean: kappa(n)*mean|x|; InvStdDev: "
@@ -347,14 +347,23 @@ void register_layer_norm_ops(OpRegistry& r) {
           [](const KernelContext& c, const Tensors& in) {
             return groups_of(layer_norm_layout(c, in).group);
           },
-          "epsilon is 0 and a normalized group is constant (0/0)")});
+          "epsilon is 0 and a normalized group is constant (0/0)")})
+      .faults({"eps", "drop_bias"})
+      .cases(
+          {{17, {case_input::floats({2, 3, 8}), case_input::floats({8}), case_input::floats({8})}},
+           // Mean and InvStdDev in float64 (stash_type 11), so that their gradients are checked
+           // too.
+           {17,
+            {case_input::floats({2, 3, 8}), case_input::floats({8}), case_input::floats({8})},
+            {{"stash_type", Attribute::of_int(11)}},
+            3}});
 
   // MVN adds 1e-9 to the deviation and LRN's bias is positive by default: no 0/0.
-  r.op("MeanVarianceNormalization", "norm", mvn)
+  r.op("MeanVarianceNormalization", Family::norm, mvn)
       .vjp(mvn_vjp)
       .error(condition(mvn_magnitude, std::string(kNormDoc) + " (gamma = 1, beta = 0)"));
 
-  r.op("LRN", "norm", lrn)
+  r.op("LRN", Family::norm, lrn)
       .vjp(lrn_vjp)
       .error(condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
 }
