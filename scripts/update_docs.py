@@ -105,7 +105,8 @@ def counts_table(rows, root):
     ]
 
 
-BINDING_ROW = re.compile(r"^\| `([a-z-]+)` \|([^|\n]*)\|([^|\n]*)\|([^|\n]*)\|$", re.M)
+CELL = r"((?:\\\||[^|\n])*)"  # a cell's text, escaped pipes (\|) included
+BINDING_ROW = re.compile(rf"^\| `([a-z-]+)` \|{CELL}\|{CELL}\|{CELL}\|$", re.M)
 OPS_IN_CELL = re.compile(r"(\d+)( (?:differentiable )?ops)")
 
 
