@@ -302,6 +302,14 @@ void add_normalization(TorchTable& t) {
           return ATs{y.to(x_in.scalar_type()), mean.reshape(stat).to(stash),
                      rstd.reshape(stat).to(stash)};
         }});
+  // ONNX has no epsilon: x / ||x||_p, as normalize(x, p, axis) with eps 0.
+  t.add("LpNormalization", TorchOp{[](const Ctx& c) {
+          const at::Tensor& x = c.in(0);
+          std::int64_t p = c.node().attr_i("p", 2);
+          if (p != 1 && p != 2) c.unsupported(fmt::format("p = {}", p));
+          std::vector<std::int64_t> axis{norm_axis(c.k, c.node().attr_i("axis", -1), x.dim())};
+          return ATs{x / at::linalg_vector_norm(x, static_cast<double>(p), axis, true)};
+        }});
 }
 
 // Shape, data movement, Resize, Dropout.
