@@ -15,8 +15,8 @@ namespace {
 Tensors layer_norm(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input X");
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  double eps = attr_f(c, "epsilon");
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
   Shape norm_shape(x.shape().begin() + axis, x.shape().end());
@@ -48,8 +48,7 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
   Shape stat_shape = x.shape();
   for (std::int64_t d = axis; d < x.rank(); ++d) stat_shape[d] = 1;
   // Mean and InvStdDev come out in the stash type (float32 by default).
-  auto stash =
-      dtype_from_onnx(static_cast<int>(c.node.attr_i("stash_type", 1))).value_or(DType::Float32);
+  auto stash = dtype_from_onnx(static_cast<int>(attr_i(c, "stash_type"))).value_or(DType::Float32);
   return {Tensor::from_f64(y, x.shape(), x.dtype()), Tensor::from_f64(mean, stat_shape, stash),
           Tensor::from_f64(inv_std, stat_shape, stash)};
 }
@@ -57,8 +56,7 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
 Tensors lrn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
-  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
-         bias = c.node.attr_f("bias", 1.0);
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta"), bias = attr_f(c, "bias");
   std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor and ceil of (size-1)/2
@@ -82,7 +80,7 @@ Tensors lrn(const KernelContext& c, const Tensors& in) {
 Tensors mvn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   std::vector<bool> reduced(x.rank(), false);
   for (auto a : axes) reduced[a] = true;
   auto [kept, map] = groups_over(x.shape(), axes);
@@ -112,7 +110,7 @@ struct LayerNormLayout {
 LayerNormLayout layer_norm_layout(const KernelContext& c, const Tensors& in) {
   const Tensor& x = in[0];
   LayerNormLayout l;
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   for (std::int64_t d = axis; d < x.rank(); ++d) l.inner *= x.shape()[d];
   l.norm_shape.assign(x.shape().begin() + axis, x.shape().end());
   l.outer = static_cast<std::size_t>(x.numel() / std::max<std::int64_t>(l.inner, 1));
@@ -147,7 +145,7 @@ Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const
   g.group = l.group;
   g.gamma = l.gamma;
   g.beta = l.beta;
-  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.eps = attr_f(c, "epsilon");
   g.n = static_cast<double>(inner);
   auto vx = x.to_f64();
   Magnitudes m{norm_magnitude(vx, g, bound)};
@@ -174,7 +172,7 @@ Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const
 Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
                          const AccumulationBound& bound) {
   const Tensor& x = in[0];
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   auto [kept, map] = groups_over(x.shape(), axes);
   NormGroups g;
   g.group = std::move(map);
@@ -186,7 +184,7 @@ Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensor
 
 Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& ref,
                          const AccumulationBound& bound) {
-  double beta = c.node.attr_f("beta", 0.75);
+  double beta = attr_f(c, "beta");
   double kappa = bound.kappa(static_cast<double>(c.node.attr_i("size")));
   auto y = ref[0].to_f64();
   for (auto& v : y) v = std::fabs(v) * (4 + std::fabs(beta) * (kappa + 4));
@@ -203,7 +201,7 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   const Shape& norm_shape = l.norm_shape;
   std::int64_t inner = l.inner;
   std::size_t outer = l.outer;
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  double eps = attr_f(c, "epsilon");
   NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
   // Mean and InvStdDev outputs, when they receive gradients.
   if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
@@ -234,7 +232,7 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
 Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                 const Tensors& grads) {
   const Tensor& x = in[0];
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   auto [kept, map] = groups_over(x.shape(), axes);
   auto groups = static_cast<std::size_t>(shape_numel(kept));
   double n = static_cast<double>(x.numel()) / std::max<double>(1, static_cast<double>(groups));
@@ -262,8 +260,7 @@ Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                 const Tensors& grads) {
   const Tensor& x = in[0];
-  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
-         bias = c.node.attr_f("bias", 1.0);
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta"), bias = attr_f(c, "bias");
   std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
@@ -298,7 +295,7 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   const Tensor& x = in[0];
   LayerNormLayout l = layer_norm_layout(c, in);
   auto vx = x.to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5), n = static_cast<double>(l.inner);
+  double eps = attr_f(c, "epsilon"), n = static_cast<double>(l.inner);
   double kappa_n = bound.kappa(n);
   auto nm =
       normalize_vjp_magnitude(vx, l.group, l.outer, l.gamma, eps, grad_of(grads, out, 0), kappa_n);
@@ -347,10 +344,10 @@ struct LpLayout {
 
 LpLayout lp_layout(const KernelContext& c, const Tensor& x) {
   LpLayout l;
-  l.p = static_cast<int>(c.node.attr_i("p", 2));
+  l.p = static_cast<int>(attr_i(c, "p"));
   if (l.p != 1 && l.p != 2) fail("{}: p = {}: LpNormalization takes 1 or 2", c.node.label(), l.p);
   if (x.rank() < 1) fail("{}: input must have at least one dim", c.node.label());
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   for (std::int64_t d = 0; d < x.rank(); ++d)
     (d < axis ? l.outer : d == axis ? l.n : l.inner) *= x.shape()[d];
   l.vx = x.to_f64();

@@ -29,6 +29,7 @@ NodeCase make_case(const std::string& op, std::size_t n, const CaseSpec& spec) {
   node.name = c.test;
   node.op_type = op;
   node.attrs = spec.attrs;
+  fill_schema_defaults(node, spec.opset);  // as import does
   for (std::size_t o = 0; o < spec.outputs; ++o) node.outputs.push_back(fmt::format("y{}", o));
   Tensors set;
   for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
