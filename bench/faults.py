@@ -32,16 +32,23 @@ import time
 
 import onnx
 
-FAULTS = {
-    "bias": None, "nan": None, "swap": None,
-    "eps": {"BatchNormalization", "InstanceNormalization", "LayerNormalization"},
-    "nomax": {"Softmax", "LogSoftmax", "ReduceLogSumExp"},
-    "half_acc": {"Conv", "ConvTranspose", "Gemm", "MatMul"},
-    "offbyone": {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Slice", "Gather",
-                 "GatherElements", "Resize", "Pad"},
-    "drop_bias": {"Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization",
-                  "LayerNormalization"},
-}
+# The forward faults to plant, each with the ops it applies to (None: any op), read from the
+# binary (`metaop ops --faults --json`: the ops name their op-specific faults in their blocks).
+GENERIC = ["bias", "nan", "swap"]
+
+
+def fault_catalog(metaop):
+    """The generic faults first, then the op-specific ones, in the catalog's order."""
+    out = subprocess.run([metaop, "ops", "--faults", "--json"], check=True, capture_output=True,
+                         text=True).stdout
+    catalog = [f for f in json.loads(out) if f["phase"] == "forward"]
+    faults = {name: None for name in GENERIC}
+    for f in catalog:
+        if f["ops"] is not None:
+            faults[f["fault"]] = set(f["ops"])
+    return faults
+
+
 # Ops whose outputs are not floating point or that compute nothing (shape bookkeeping): the
 # generic faults (bias, nan, swap) are not meaningful there.
 SKIP_GENERIC = {"Shape", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Concat",
@@ -62,6 +69,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    faults = fault_catalog(a.metaop)
     work = tempfile.mkdtemp(prefix="metaop-faults-")
     rows = []
     t0 = time.time()
@@ -72,7 +80,7 @@ def main():
         for n in graph.node:
             by_type.setdefault(n.op_type, []).append(n.name)
         k = 0
-        for fault, ops in FAULTS.items():
+        for fault, ops in faults.items():
             for op_type, names in sorted(by_type.items()):
                 if ops is None and op_type in SKIP_GENERIC:
                     continue

@@ -129,8 +129,9 @@ void judge_forward(const Node& node, std::int64_t opset, const Tensors& in,
           return std::fabs(v) == scale ? v + 1e-3 * scale : v;
         }));
   // Element-wise ops: the outputs where input 0 is exactly zero, off by 1e-3 (of max(1, |y|)).
-  if (op->family == "elementwise" && !in.empty() && in[0].defined() && is_floating(in[0].dtype()) &&
-      !ref.empty() && ref[0].defined() && ref[0].numel() == in[0].numel()) {
+  if (op->family == Family::elementwise && !in.empty() && in[0].defined() &&
+      is_floating(in[0].dtype()) && !ref.empty() && ref[0].defined() &&
+      ref[0].numel() == in[0].numel()) {
     auto x = in[0].to_f64();
     if (std::count(x.begin(), x.end(), 0.0) > 0)
       plant("at x = 0", 1e-3, perturbed(ref, [&x](double v, std::size_t i, double scale) {
@@ -181,7 +182,7 @@ void judge_backward(const Node& node, std::int64_t opset, const Tensors& in, std
   for (double f : {1.01, 1.05})
     plant(fmt::format("grad x{:g}", f), f - 1,
           perturbed(ref, [f](double v, std::size_t, double) { return v * f; }));
-  if (op->family != "elementwise" || in.empty() || !in[0].defined() ||
+  if (op->family != Family::elementwise || in.empty() || !in[0].defined() ||
       in[0].numel() != outs[0].numel() || ref.empty() || !ref[0].defined())
     return;
   auto x = in[0].to_f64();

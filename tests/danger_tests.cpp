@@ -257,7 +257,8 @@ TEST(DangerZones, ElementwiseOpsDeclareEveryWayToNonFinite) {
   std::size_t checked = 0;
   for (const auto& type : reg.types()) {
     const MetaOp* op = reg.find(type);
-    if (op->family != "elementwise" || type == "Cast" || type == "CastLike" || type == "Dropout")
+    if (op->family != Family::elementwise || type == "Cast" || type == "CastLike" ||
+        type == "Dropout")
       continue;
     static const std::set<std::string> binary = {"Add",   "Sub", "Mul", "Div", "Pow", "Mod",
                                                  "PRelu", "Max", "Min", "Sum", "Mean"};

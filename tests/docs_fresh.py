@@ -140,52 +140,15 @@ def check_danger_summary(rel, text, binary, problems):
 
 
 def coverage(binary):
-    counts = {}
-    for r in binary.rows:
-        f, b = counts.get(r["binding"], (0, 0))
-        counts[r["binding"]] = (f + bool(r["forward"]), b + bool(r["backward"]))
-    return counts, len({r["op"] for r in binary.rows})
+    return update_docs.coverage(binary.rows)
 
 
 def probe_findings(root):
-    lines = [line.split() for line in (root / "tests/known_probe_findings.txt").read_text()
-             .splitlines() if line.strip() and not line.startswith("#")]
-    frameworks = [f for f in lines if f[0] in ("torch", "onednn", "opencv")]
-    return {"frameworks": len(frameworks),
-            "torch updates": sum(f[0] == "torch" and f[1].startswith("update") for f in lines),
-            "torch-1.13": sum(f[0] == "torch-1.13" for f in lines),
-            "ort": sum(f[0] in ("ort", "ort-wasm") for f in lines)}
+    return update_docs.probe_findings(root)
 
 
 def counts_table(binary, root):
-    """(document, phrase with (\\d+) groups, the values the groups must have, what they are).
-    A phrase must be found at least once, and every place it is found must agree."""
-    cov, ops = coverage(binary)
-    ref_bwd = cov["reference"][1]
-    probe = probe_findings(root)
-    return [
-        ("README.md", r"\((\d+) meta operators", [ops], "meta operators (metaop ops --json)"),
-        ("*", r"(\d+) meta operators", [ops], "meta operators (metaop ops --json)"),
-        ("README.md", r"gradcheck of all (\d+)", [ref_bwd], "reference backward ops"),
-        ("README.md", r"VJPs for the (\d+) differentiable ops \(the other (\d+) have",
-         [ref_bwd, ops - ref_bwd], "reference backward ops, ops without"),
-        ("docs/findings.md", r"Its (\d+) findings \(binding x op x kind, (\d+) of them torch's",
-         [probe["frameworks"], probe["torch updates"]],
-         "probe findings of torch, onednn, opencv; torch's updates (known_probe_findings.txt)"),
-        ("docs/findings.md", r"`--bind torch-1.13` lists (\d+) findings", [probe["torch-1.13"]],
-         "probe findings of torch-1.13, Debian's LibTorch (known_probe_findings.txt)"),
-        ("docs/findings.md", r"--bind ort,ort-wasm` \([\d,]+ cases, [\d.]+ s\) lists (\d+) findings",
-         [probe["ort"]], "probe findings of ort and ort-wasm (known_probe_findings.txt)"),
-        ("docs/findings.md", r"checks\s+all (\d+) claimed ops", [cov["ort"][0]], "ort's forward ops"),
-        ("docs/findings.md", r"reference on all (\d+) ops it claims, and the backward primitives",
-         [cov["onednn"][0]], "onednn's forward ops"),
-        ("docs/findings.md", r"the reference on all (\d+)\. The edge-value",
-         [cov["onednn"][1]], "onednn's backward ops"),
-        ("docs/findings.md", r"on all (\d+) ops the torch\s+binding claims", [cov["torch"][0]],
-         "torch's forward ops"),
-        ("docs/findings.md", r"reference on\s+all (\d+) it claims", [cov["torch"][1]],
-         "torch's backward ops"),
-    ]
+    return update_docs.counts_table(binary.rows, root)
 
 
 def check_counts(docs, binary, root, problems):

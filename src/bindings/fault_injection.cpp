@@ -15,54 +15,49 @@
 namespace metaop {
 
 const std::vector<FaultInfo>& fault_catalog() {
-  static const std::vector<FaultInfo> catalog = {
-      {"bias", "relative error 1e-3 on the output element of largest magnitude", {}},
-      {"eps",
-       "epsilon raised to max(100 eps, 1e-3)",
-       {"BatchNormalization", "InstanceNormalization", "LayerNormalization"}},
-      {"nomax",
-       "exp without subtracting the max, in float32",
-       {"Softmax", "LogSoftmax", "ReduceLogSumExp"}},
-      {"half_acc",
-       "dot products accumulated sequentially in float16",
-       {"Conv", "ConvTranspose", "Gemm", "MatMul"}},
-      {"offbyone",
-       "window or index shifted by one (input rolled by one along its last axis)",
-       {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Slice", "Gather",
-        "GatherElements", "Resize", "Pad"}},
-      {"drop_bias",
-       "bias input ignored",
-       {"Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization",
-        "LayerNormalization"}},
-      {"nan", "NaN in the output element of largest magnitude", {}},
-      {"swap", "two output dims transposed (data only; the shape is kept)", {}},
-      // Also an update kernel's step (WEIGHT_NODE_OR_OP:FAULT@BINDING:update).
-      {"abort", "the kernel aborts (SIGABRT, in its worker process)", {}},
-      {"segv", "the kernel dies of a segmentation fault (SIGSEGV, in its worker process)", {}},
-      {"hang", "the kernel never returns (killed after --kernel-timeout)", {}},
-      // Backward (OP:FAULT@BINDING:backward).
-      {"grad_sign", "backward: the gradient of the first input has its sign flipped", {}},
-      {"grad_scale", "backward: the gradient of the first input is doubled", {}},
-      // Update (WEIGHT_NODE_OR_OP:FAULT@BINDING:update; an op or node names its weights).
-      {"update_sign", "update: the step applied with its sign flipped", {}},
-      {"update_scale", "update: the step doubled", {}},
-      {"half_state", "update: the optimizer state kept in float16 precision", {}},
-      {"stale_state", "update: the optimizer state not written back", {}},
-      {"update_nan", "update: NaN in the new weight's element of largest magnitude", {}},
-  };
-  static const bool checked = [] {
-    for (const auto& f : catalog)
-      for (const auto& op : f.op_types) require_registered(op, "fault '" + f.name + "'");
-    return true;
+  static const std::vector<FaultInfo> catalog = [] {
+    std::vector<FaultInfo> c = {
+        {"bias", "relative error 1e-3 on the output element of largest magnitude"},
+        // Op-specific: the ops each applies to name it in their block (OpBuilder::faults).
+        {"eps", "epsilon raised to max(100 eps, 1e-3)", true},
+        {"nomax", "exp without subtracting the max, in float32", true},
+        {"half_acc", "dot products accumulated sequentially in float16", true},
+        {"offbyone", "window or index shifted by one (input rolled by one along its last axis)",
+         true},
+        {"drop_bias", "bias input ignored", true},
+        {"nan", "NaN in the output element of largest magnitude"},
+        {"swap", "two output dims transposed (data only; the shape is kept)"},
+        // Also an update kernel's step (WEIGHT_NODE_OR_OP:FAULT@BINDING:update).
+        {"abort", "the kernel aborts (SIGABRT, in its worker process)"},
+        {"segv", "the kernel dies of a segmentation fault (SIGSEGV, in its worker process)"},
+        {"hang", "the kernel never returns (killed after --kernel-timeout)"},
+        // Backward (OP:FAULT@BINDING:backward).
+        {"grad_sign", "backward: the gradient of the first input has its sign flipped"},
+        {"grad_scale", "backward: the gradient of the first input is doubled"},
+        // Update (WEIGHT_NODE_OR_OP:FAULT@BINDING:update; an op or node names its weights).
+        {"update_sign", "update: the step applied with its sign flipped"},
+        {"update_scale", "update: the step doubled"},
+        {"half_state", "update: the optimizer state kept in float16 precision"},
+        {"stale_state", "update: the optimizer state not written back"},
+        {"update_nan", "update: NaN in the new weight's element of largest magnitude"},
+    };
+    const auto& reg = OpRegistry::instance();
+    for (const auto& type : reg.types())
+      for (const auto& name : reg.find(type)->faults) {
+        auto it = std::find_if(c.begin(), c.end(), [&](const auto& f) { return f.name == name; });
+        if (it == c.end() || !it->op_specific)
+          fail("internal: {} names fault '{}', which is not an op-specific fault", type, name);
+        it->op_types.push_back(type);
+      }
+    return c;
   }();
-  (void)checked;
   return catalog;
 }
 
 bool fault_applies(const std::string& fault, const std::string& op_type) {
   for (const auto& f : fault_catalog())
     if (f.name == fault)
-      return f.op_types.empty() ||
+      return !f.op_specific ||
              std::find(f.op_types.begin(), f.op_types.end(), op_type) != f.op_types.end();
   return false;
 }

@@ -29,7 +29,10 @@ Phase fault_phase(const std::string& fault);
 struct FaultInfo {
   std::string name;
   std::string what;
-  std::vector<std::string> op_types;  // empty: any op with a floating output
+  // Op-specific faults apply to the ops that name them (OpBuilder::faults); the others to any
+  // op with a floating output.
+  bool op_specific = false;
+  std::vector<std::string> op_types = {};  // the ops that name it
 };
 const std::vector<FaultInfo>& fault_catalog();
 // Whether `fault` can be applied to a node of this op type.

@@ -1,5 +1,6 @@
 // metaop ops: the coverage matrix, meta op x binding x {forward, backward}.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <fstream>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include "bindings/binding.h"
 #include "bindings/factory.h"
+#include "bindings/fault_injection.h"
 #include "cli/commands.h"
 #include "ops/registry.h"
 
@@ -19,6 +21,7 @@ struct OpsArgs {
   bool json = false;
   bool error_models = false;
   bool danger = false;
+  bool faults = false;
   std::string where;
 };
 
@@ -46,6 +49,26 @@ int print_danger_zones(bool json) {
   return 0;
 }
 
+// The planted faults `--inject` knows, each with its phase and the ops it applies to (the ops
+// name their op-specific faults in their blocks; the others apply to any op).
+int print_faults(bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : fault_catalog()) {
+    std::string phase = to_string(fault_phase(f.name));
+    if (json) {
+      out.push_back({{"fault", f.name},
+                     {"phase", phase},
+                     {"ops", f.op_specific ? nlohmann::json(f.op_types) : nlohmann::json()},
+                     {"what", f.what}});
+    } else {
+      fmt::print("{:<12} {:<8} {}\n", f.name, phase, f.what);
+      if (f.op_specific) fmt::print("{:<21} ops: {}\n", "", fmt::join(f.op_types, ", "));
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
 // The error models as a Markdown table (docs/error-models.md is this output).
 int print_error_models() {
   const auto& reg = OpRegistry::instance();
@@ -63,7 +86,7 @@ int print_error_models() {
                       : op->error.backward ? cell(op->error.backward_doc)
                                            : "generic: kappa(n) * VJP(\\|x\\|, \\|g\\|), 4 ulp";
     if (op->subgradient) bwd += "; kinks/ties: the subgradient set";
-    fmt::print("| {} | {} | {} | {} |\n", type, op->family, cell(op->error.doc), bwd);
+    fmt::print("| {} | {} | {} | {} |\n", type, family_name(op->family), cell(op->error.doc), bwd);
   }
   return 0;
 }
@@ -88,7 +111,7 @@ std::vector<std::string> known_entries(const std::string& file, const std::strin
 int print_where(const std::string& type) {
   const MetaOp* op = OpRegistry::instance().find(type);
   if (!op) fail("--where {}: not a meta operator (metaop ops lists them)", type);
-  fmt::print("{} ({})\n", type, op->family);
+  fmt::print("{} ({})\n", type, family_name(op->family));
   for (const auto& [concern, loc] : op->where) fmt::print("  {:<22} {}\n", concern, location(loc));
   for (const auto& name : binding_names()) {
     auto b = make_binding(name);
@@ -107,6 +130,7 @@ int print_where(const std::string& type) {
 int run(const OpsArgs& a) {
   if (a.error_models) return print_error_models();
   if (a.danger) return print_danger_zones(a.json);
+  if (a.faults) return print_faults(a.json);
   if (!a.where.empty()) return print_where(a.where);
   const auto& reg = OpRegistry::instance();
   auto names = binding_names();
@@ -121,7 +145,7 @@ int run(const OpsArgs& a) {
     fmt::print("\n");
   }
   for (const auto& type : reg.types()) {
-    if (!a.json) fmt::print("{:<28} {:<12}", type, reg.find(type)->family);
+    if (!a.json) fmt::print("{:<28} {:<12}", type, family_name(reg.find(type)->family));
     for (const auto& b : bindings) {
       Support s = b->supports(type);
       std::vector<std::string> dts;
@@ -166,6 +190,9 @@ void add_ops_command(CLI::App& app, Action& action) {
   cmd->add_flag("--danger", args->danger,
                 "List each op's danger zones (where finite inputs give NaN/INF), as `metaop "
                 "expose` aims at them; with --json, as JSON");
+  cmd->add_flag("--faults", args->faults,
+                "List the faults --inject plants, each with its phase and the ops it applies to; "
+                "with --json, as JSON");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

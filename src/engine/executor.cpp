@@ -10,123 +10,24 @@
 
 #include "bindings/factory.h"
 #include "ops/kernel_util.h"
+#include "ops/registry.h"
 #include "tensor/heap.h"
 #include "tensor/text.h"
 
 namespace metaop {
 
-namespace {
-
-template <typename T>
-std::vector<std::int64_t> ints_of(const Tensor& t) {
-  const T* p = reinterpret_cast<const T*>(t.raw());
-  return std::vector<std::int64_t>(p, p + t.numel());
-}
-
-std::vector<std::int64_t> integer_values(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::Int64:
-      return ints_of<std::int64_t>(t);
-    case DType::Int32:
-      return ints_of<std::int32_t>(t);
-    case DType::Int8:
-      return ints_of<std::int8_t>(t);
-    case DType::UInt8:
-      return ints_of<std::uint8_t>(t);
-    default:
-      return {};
-  }
-}
-
-std::int64_t lowest_of(DType t) {
-  switch (t) {
-    case DType::Int64:
-      return std::numeric_limits<std::int64_t>::min();
-    case DType::Int32:
-      return std::numeric_limits<std::int32_t>::min();
-    case DType::Int8:
-      return std::numeric_limits<std::int8_t>::min();
-    default:
-      return 0;  // unsigned: no overflowing quotient
-  }
-}
-
-}  // namespace
-
-namespace {
-
-// Whether a[i] == lowest meets b[j] == -1 under broadcasting; returns the output index or -1.
-std::int64_t lowest_meets_minus_one(const Tensor& a, const Tensor& b) {
-  std::int64_t lowest = lowest_of(a.dtype());
-  auto av = integer_values(a), bv = integer_values(b);
-  if (lowest == 0 || std::find(av.begin(), av.end(), lowest) == av.end() ||
-      std::find(bv.begin(), bv.end(), -1) == bv.end())
-    return -1;
-  std::size_t rank = std::max(a.shape().size(), b.shape().size());
-  auto padded = [&](const Shape& s) {
-    Shape p(rank - s.size(), 1);
-    p.insert(p.end(), s.begin(), s.end());
-    return p;
-  };
-  Shape sa = padded(a.shape()), sb = padded(b.shape()), out(rank);
-  for (std::size_t d = 0; d < rank; ++d) out[d] = std::max(sa[d], sb[d]);
-  auto st_a = strides_of(sa), st_b = strides_of(sb);
-  std::int64_t n = shape_numel(out);
-  std::vector<std::int64_t> idx(rank, 0);
-  for (std::int64_t k = 0; k < n; ++k) {
-    std::int64_t ia = 0, ib = 0;
-    for (std::size_t d = 0; d < rank; ++d) {
-      ia += (sa[d] == 1 ? 0 : idx[d]) * st_a[d];
-      ib += (sb[d] == 1 ? 0 : idx[d]) * st_b[d];
-    }
-    if (av[static_cast<std::size_t>(ia)] == lowest && bv[static_cast<std::size_t>(ib)] == -1)
-      return k;
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < out[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return -1;
-}
-
-bool integer_division(const Node& node, const Tensors& in) {
-  if (node.op_type != "Div" && node.op_type != "Mod") return false;
-  if (in.size() < 2 || !in[0].defined() || !in[1].defined()) return false;
-  if (is_floating(in[0].dtype()) || is_floating(in[1].dtype()) || in[0].dtype() == DType::Bool)
-    return false;
-  return in[0].numel() > 0 && in[1].numel() > 0;
-}
-
-}  // namespace
-
 std::string crashing_inputs(const Node& node, const Tensors& in) {
-  // The lowest integer modulo -1 is 0 (the reference's answer), but C++ computes it with the
-  // same instruction as the quotient, which overflows: SIGFPE in framework kernels.
-  if (!integer_division(node, in) || node.op_type != "Mod") return "";
-  std::int64_t k = lowest_meets_minus_one(in[0], in[1]);
-  if (k < 0) return "";
-  return fmt::format(
-      "{}: {} modulo -1 at output element {} crashes C++ kernels (SIGFPE); the reference computes "
-      "it (0)",
-      node.label(), lowest_of(in[0].dtype()), k);
+  // Inputs on which the op is defined but C++ kernels crash: the op declares them.
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->undefined.crashes) return "";
+  return op->undefined.crashes(node, in);
 }
 
 void refuse_undefined_inputs(const Node& node, const Tensors& in) {
-  // Integer Div and Mod by zero, and the lowest value divided by -1 (a quotient one past the
-  // largest), are undefined in ONNX and a SIGFPE in C++ kernels: refused for every binding,
-  // naming the node and the element.
-  if (!integer_division(node, in)) return;
-  const Tensor &a = in[0], &b = in[1];
-  auto bv = integer_values(b);
-  for (std::size_t i = 0; i < bv.size(); ++i)
-    if (bv[i] == 0)
-      fail("{}: integer {} by zero (divisor '{}' is 0 at {}): undefined in ONNX", node.label(),
-           node.op_type == "Div" ? "division" : "modulo", printable(node.inputs[1]),
-           index_str(b.shape(), static_cast<std::int64_t>(i)));
-  if (node.op_type != "Div") return;
-  if (std::int64_t k = lowest_meets_minus_one(a, b); k >= 0)
-    fail("{}: integer division {} / -1 at output element {} overflows {} (undefined in ONNX)",
-         node.label(), lowest_of(a.dtype()), k, dtype_name(a.dtype()));
+  // Inputs where ONNX leaves the op undefined (the op declares them): refused for every binding.
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->undefined.refuse) return;
+  if (std::string why = op->undefined.refuse(node, in); !why.empty()) fail("{}", why);
 }
 
 Plan::Plan() {

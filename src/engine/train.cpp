@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ops/kernel_util.h"
+#include "ops/registry.h"
 
 namespace metaop {
 
@@ -135,12 +136,18 @@ Graph with_loss(const Graph& g, LossKind kind, DType labels_dtype) {
 }
 
 void update_running_stats(Graph& g, const RunResult& forward) {
+  // The (output, input) pairs each op's training mode writes back (ops/manifest.h), where the
+  // node has every such output.
   for (const auto& n : g.nodes) {
-    if (n.op_type != "BatchNormalization" || n.outputs.size() < 3) continue;
-    for (std::size_t k = 1; k <= 2; ++k) {
-      const std::string& stat = n.inputs.at(2 + k);
-      auto v = forward.values.find(n.outputs[k]);
-      if (n.outputs[k].empty() || v == forward.values.end() || !g.initializers.count(stat))
+    const MetaOp* op = OpRegistry::instance().find(n.op_type);
+    if (!op || op->training.state.empty()) continue;
+    std::size_t last = 0;
+    for (const auto& [o, i] : op->training.state) last = std::max(last, o);
+    if (n.outputs.size() <= last) continue;
+    for (const auto& [o, i] : op->training.state) {
+      const std::string& stat = n.inputs.at(i);
+      auto v = forward.values.find(n.outputs[o]);
+      if (n.outputs[o].empty() || v == forward.values.end() || !g.initializers.count(stat))
         continue;
       g.initializers[stat] = v->second;
     }
@@ -249,11 +256,13 @@ void check_training_data(const Graph& g, const Tensor& X, const Tensor& Y,
   if (config.epochs < 1) fail("--epochs {}: must be at least 1", config.epochs);
 }
 
-// Dropout runs on the reference with a mask drawn from a per-step, per-node seed: every plan
-// drops the same elements, so runs stay comparable.
+// Ops that draw random numbers in training mode (Dropout's mask; ops/manifest.h) run on the
+// reference with a per-step, per-node seed: every plan drops the same elements, so runs stay
+// comparable.
 void seed_dropout(Graph& h, Plan& plan, std::uint64_t seed, std::size_t step) {
   for (std::size_t k = 0; k < h.nodes.size(); ++k)
-    if (h.nodes[k].op_type == "Dropout") {
+    if (const MetaOp* op = OpRegistry::instance().find(h.nodes[k].op_type);
+        op && op->training.random) {
       h.nodes[k].attrs["metaop_dropout_seed"] =
           Attribute::of_int(static_cast<std::int64_t>(seed * 1000003 + (step + 1) * 7919 + k));
       plan.bind_op(h.nodes[k].name, "reference");

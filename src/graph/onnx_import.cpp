@@ -463,17 +463,32 @@ Node convert_node(const onnx::NodeProto& np, int i, std::int64_t opset, const st
     n.attrs[a.name()] =
         convert_attr(a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
   // Fill in the schema's defaults so kernels read every attribute from one place.
-  if (const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "")) {
-    for (const auto& [aname, adef] : schema->attributes()) {
-      if (n.attrs.count(aname) || adef.required) continue;
-      if (adef.default_value.type() == onnx::AttributeProto::UNDEFINED) continue;
-      n.attrs[aname] = convert_attr(adef.default_value, base_dir, aname);
-    }
-  }
+  fill_schema_defaults(n, opset);
   return n;
 }
 
 }  // namespace
+
+void fill_schema_defaults(Node& n, std::int64_t opset) {
+  const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "");
+  if (!schema) return;
+  for (const auto& [aname, adef] : schema->attributes()) {
+    if (n.attrs.count(aname) || adef.required) continue;
+    if (adef.default_value.type() == onnx::AttributeProto::UNDEFINED) continue;
+    n.attrs[aname] = convert_attr(adef.default_value, ".", aname);
+  }
+}
+
+std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t opset,
+                                        const std::string& name) {
+  const auto* schema = onnx::OpSchemaRegistry::Schema(op_type, static_cast<int>(opset), "");
+  if (!schema) return std::nullopt;
+  auto it = schema->attributes().find(name);
+  if (it == schema->attributes().end() || it->second.required ||
+      it->second.default_value.type() == onnx::AttributeProto::UNDEFINED)
+    return std::nullopt;
+  return convert_attr(it->second.default_value, ".", name);
+}
 
 Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
                            const std::string& base_dir, const ImportOptions& options) {

@@ -1,6 +1,7 @@
 #pragma once
 // ONNX model import (checker, shape inference, external data) and subgraph export.
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,17 @@ struct ImportOptions {
 Graph load_onnx(const std::string& path, const ImportOptions& options = {});
 Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
                            const std::string& base_dir, const ImportOptions& options = {});
+
+// The ONNX schema's default of attribute `name` of an `op_type` node (default domain) at `opset`;
+// none where the schema gives none (a required attribute, or one without a default). Import fills
+// these into every node; kernels reading a node built otherwise (synthetic cases, loss nodes,
+// tests) get them from here, so defaults are written nowhere else.
+std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t opset,
+                                        const std::string& name);
+// Every attribute the node leaves out that has a schema default at `opset`, filled in: import
+// does it, and so does every path that builds nodes itself for the bindings (synthetic cases),
+// so that every binding reads the same values.
+void fill_schema_defaults(Node& n, std::int64_t opset);
 
 struct SubgraphSpec {
   std::vector<std::size_t> nodes;  // indices into g.nodes, in topological order

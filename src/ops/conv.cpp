@@ -151,7 +151,7 @@ Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 }
 
 void register_conv(OpRegistry& r) {
-  r.op("Conv", "conv", [](const KernelContext& c, const Tensors& in) { return conv(c, in); })
+  r.op("Conv", Family::conv, [](const KernelContext& c, const Tensors& in) { return conv(c, in); })
       .vjp(conv_vjp)
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
@@ -161,7 +161,8 @@ void register_conv(OpRegistry& r) {
             std::int64_t per_output = w.numel() / w.dim(0);  // C/group * prod(kernel)
             return static_cast<double>(per_output + 1);
           },
-          "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"));
+          "kappa(C/group * prod(kernel) + 1) * (conv(|x|, |w|) + |b|), 2 ulp"))
+      .faults({"half_acc", "offbyone", "drop_bias"});
 }
 
 }  // namespace
@@ -292,7 +293,7 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
 }
 
 void register_conv_transpose(OpRegistry& r) {
-  r.op("ConvTranspose", "conv",
+  r.op("ConvTranspose", Family::conv,
        [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); })
       .vjp(conv_transpose_vjp)
       .domain(Domain({0, 1}))
@@ -304,7 +305,8 @@ void register_conv_transpose(OpRegistry& r) {
             std::int64_t per_output = w.numel() / (w.dim(1) * g);  // C/group * prod(kernel)
             return static_cast<double>(per_output + 1);
           },
-          "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"));
+          "kappa(C/group * prod(kernel) + 1) * (conv_transpose(|x|, |w|) + |b|), 2 ulp"))
+      .faults({"half_acc", "offbyone", "drop_bias"});
 }
 
 }  // namespace

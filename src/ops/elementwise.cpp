@@ -118,31 +118,41 @@ double count_inputs(const KernelContext&, const Tensors& in) {
 void register_variadic(OpRegistry& r) {
   using namespace error_models;
   Domain data_inputs({0, 1, 2}, [](const Node&) { return std::vector<double>{0}; });
-  r.op("Max", "elementwise", variadic(nan_max, false))
+  r.op("Max", Family::elementwise, variadic(nan_max, false))
       .error(exact())
       .vjp(variadic_vjp(true, false))
       .subgradient(variadic_tie_subgradient())
-      .domain(data_inputs);
-  r.op("Min", "elementwise", variadic(nan_min, false))
+      .domain(data_inputs)
+      .inputs(InputRoles::combine())
+      .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}},
+              {13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}});
+  r.op("Min", Family::elementwise, variadic(nan_min, false))
       .error(exact())
       .vjp(variadic_vjp(true, false))
       .subgradient(variadic_tie_subgradient())
-      .domain(data_inputs);
-  r.op("Sum", "elementwise", variadic([](double a, double b) { return a + b; }, false))
+      .domain(data_inputs)
+      .inputs(InputRoles::combine())
+      .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}},
+              {13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}});
+  r.op("Sum", Family::elementwise, variadic([](double a, double b) { return a + b; }, false))
       .error(accumulation(count_inputs, "kappa(#inputs) * sum|x_k|", 1))
       .vjp(variadic_vjp(false, false))
       .domain(data_inputs)
-      .danger({danger::output_overflow()});
-  r.op("Mean", "elementwise", variadic([](double a, double b) { return a + b; }, true))
+      .danger({danger::output_overflow()})
+      .inputs(InputRoles::combine())
+      .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}}});
+  r.op("Mean", Family::elementwise, variadic([](double a, double b) { return a + b; }, true))
       .error(accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2))
       .vjp(variadic_vjp(false, true))
-      .domain(data_inputs);
+      .domain(data_inputs)
+      .inputs(InputRoles::combine())
+      .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}}});
 }
 
 // ---- Where: cond ? x : y, broadcast.
 
 void register_where(OpRegistry& r) {
-  r.op("Where", "elementwise",
+  r.op("Where", Family::elementwise,
        [](const KernelContext& c, const Tensors& in) {
          const Tensor& cond = input(c, in, 0);
          const Tensor& x = input(c, in, 1);
@@ -164,7 +174,8 @@ void register_where(OpRegistry& r) {
           res[2] = grad_like(unbroadcast(gy, os, in[2].shape()), in[2]);
         return res;
       })
-      .domain(Domain({1, 2}));
+      .domain(Domain({1, 2}))
+      .inputs(InputRoles::all(3));
 }
 
 // ---- Clip: bounds from attributes (before opset 11) or inputs.
@@ -234,13 +245,19 @@ std::vector<GradientSet> clip_subgradient(const KernelContext& c, const Tensors&
 }
 
 void register_clip(OpRegistry& r) {
-  r.op("Clip", "elementwise", clip)
+  r.op("Clip", Family::elementwise, clip)
       .error(error_models::exact())
       .vjp(clip_vjp)
       .subgradient(clip_subgradient)
-      .domain(Domain({0}, [](const Node&) {
-        return std::vector<double>{0, 6, -1, 1};
-      }));
+      .domain(Domain({0},
+                     [](const Node&) {
+                       return std::vector<double>{0, 6, -1, 1};
+                     }))
+      .cases(
+          {{13,
+            {case_input::floats({2, 3, 4, 5}), case_input::scalar(-0.5), case_input::scalar(0.5)}},
+           {13, {case_input::whole({2, 3, 4, 5}), case_input::scalar(-1), case_input::scalar(1)}}})
+      .explain({.form = ExplainForm::clamp});
 }
 
 // ---- Cast, CastLike: conversions; between floating types the gradient passes through.
@@ -264,7 +281,7 @@ Tensors cast_vjp(const KernelContext&, const Tensors& in, const Tensors& out,
 }
 
 void register_casts(OpRegistry& r) {
-  r.op("Cast", "elementwise",
+  r.op("Cast", Family::elementwise,
        [](const KernelContext& c, const Tensors& in) {
          const Tensor& x = input(c, in, 0);
          auto to = c.node.attr_i("to");
@@ -277,7 +294,7 @@ void register_casts(OpRegistry& r) {
       .error(error_models::exact())
       .vjp(cast_vjp)
       .danger({narrowing_cast()});
-  r.op("CastLike", "elementwise",
+  r.op("CastLike", Family::elementwise,
        [](const KernelContext& c, const Tensors& in) {
          return Tensors{input(c, in, 0).to(input(c, in, 1).dtype())};
        })
@@ -305,7 +322,7 @@ Tensors dropout(const KernelContext& c, const Tensors& in) {
 }
 
 void register_dropout(OpRegistry& r) {
-  r.op("Dropout", "elementwise", dropout)
+  r.op("Dropout", Family::elementwise, dropout)
       .error(error_models::exact())
       .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
         Tensors res(in.size());
@@ -317,19 +334,20 @@ void register_dropout(OpRegistry& r) {
         }
         res[0] = grad_like(g, in[0]);
         return res;
-      });
+      })
+      .training({.random = true});
 }
 
 // ---- IsNaN, IsInf: boolean tests.
 
 void register_tests(OpRegistry& r) {
-  r.op("IsNaN", "elementwise", [](const KernelContext& c, const Tensors& in) {
+  r.op("IsNaN", Family::elementwise, [](const KernelContext& c, const Tensors& in) {
      const Tensor& x = input(c, in, 0);
      auto v = x.to_f64();
      for (auto& e : v) e = std::isnan(e);
      return Tensors{Tensor::from_f64(v, x.shape(), DType::Bool)};
    }).error(error_models::exact());
-  r.op("IsInf", "elementwise", [](const KernelContext& c, const Tensors& in) {
+  r.op("IsInf", Family::elementwise, [](const KernelContext& c, const Tensors& in) {
      const Tensor& x = input(c, in, 0);
      bool pos = c.node.attr_i("detect_positive", 1), neg = c.node.attr_i("detect_negative", 1);
      auto v = x.to_f64();

@@ -9,6 +9,7 @@
 #include "ops/danger.h"
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
@@ -30,6 +31,9 @@ struct BinaryRow {
   const char* doc = "exact (no rounding beyond the result's)";
   std::vector<double> critical = {0};             // probe edge points of both inputs
   std::vector<DangerZone> (*danger)() = nullptr;  // where finite inputs give NaN or infinity
+  std::vector<CaseSpec> cases = {};  // sample cases the node tests lack (ops/manifest.h)
+  Undefined undefined = {};          // inputs where ONNX leaves it undefined
+  ExplainWords explain = {};         // expose's words for its outputs
 };
 
 // Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
@@ -50,6 +54,120 @@ Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b
   s.insert(s.end(), b.shape().begin(), b.shape().end());
   s.resize(static_cast<std::size_t>(a.rank()), 1);
   return b.reshaped(s);
+}
+
+// ---- undefined inputs
+
+template <typename T>
+std::vector<std::int64_t> ints_of(const Tensor& t) {
+  const T* p = reinterpret_cast<const T*>(t.raw());
+  return std::vector<std::int64_t>(p, p + t.numel());
+}
+
+std::vector<std::int64_t> integer_values(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::Int64:
+      return ints_of<std::int64_t>(t);
+    case DType::Int32:
+      return ints_of<std::int32_t>(t);
+    case DType::Int8:
+      return ints_of<std::int8_t>(t);
+    case DType::UInt8:
+      return ints_of<std::uint8_t>(t);
+    default:
+      return {};
+  }
+}
+
+std::int64_t lowest_of(DType t) {
+  switch (t) {
+    case DType::Int64:
+      return std::numeric_limits<std::int64_t>::min();
+    case DType::Int32:
+      return std::numeric_limits<std::int32_t>::min();
+    case DType::Int8:
+      return std::numeric_limits<std::int8_t>::min();
+    default:
+      return 0;  // unsigned: no overflowing quotient
+  }
+}
+
+// Whether a[i] == lowest meets b[j] == -1 under broadcasting; returns the output index or -1.
+std::int64_t lowest_meets_minus_one(const Tensor& a, const Tensor& b) {
+  std::int64_t lowest = lowest_of(a.dtype());
+  auto av = integer_values(a), bv = integer_values(b);
+  if (lowest == 0 || std::find(av.begin(), av.end(), lowest) == av.end() ||
+      std::find(bv.begin(), bv.end(), -1) == bv.end())
+    return -1;
+  std::size_t rank = std::max(a.shape().size(), b.shape().size());
+  auto padded = [&](const Shape& s) {
+    Shape p(rank - s.size(), 1);
+    p.insert(p.end(), s.begin(), s.end());
+    return p;
+  };
+  Shape sa = padded(a.shape()), sb = padded(b.shape()), out(rank);
+  for (std::size_t d = 0; d < rank; ++d) out[d] = std::max(sa[d], sb[d]);
+  auto st_a = strides_of(sa), st_b = strides_of(sb);
+  std::int64_t n = shape_numel(out);
+  std::vector<std::int64_t> idx(rank, 0);
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t ia = 0, ib = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      ia += (sa[d] == 1 ? 0 : idx[d]) * st_a[d];
+      ib += (sb[d] == 1 ? 0 : idx[d]) * st_b[d];
+    }
+    if (av[static_cast<std::size_t>(ia)] == lowest && bv[static_cast<std::size_t>(ib)] == -1)
+      return k;
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return -1;
+}
+
+// Integer inputs of Div or Mod, both non-empty.
+bool integer_division(const Tensors& in) {
+  if (in.size() < 2 || !in[0].defined() || !in[1].defined()) return false;
+  if (is_floating(in[0].dtype()) || is_floating(in[1].dtype()) || in[0].dtype() == DType::Bool)
+    return false;
+  return in[0].numel() > 0 && in[1].numel() > 0;
+}
+
+// Integer Div and Mod by zero, and the lowest value divided by -1 (a quotient one past the
+// largest), are undefined in ONNX and a SIGFPE in C++ kernels: refused for every binding, naming
+// the node and the element. The lowest integer modulo -1 is 0 (the reference's answer), but C++
+// computes it with the same instruction as the quotient, which overflows: SIGFPE in framework
+// kernels, which decline it.
+Undefined integer_division_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (!integer_division(in)) return "";
+    const Tensor &a = in[0], &b = in[1];
+    auto bv = integer_values(b);
+    for (std::size_t i = 0; i < bv.size(); ++i)
+      if (bv[i] == 0)
+        return fmt::format("{}: integer {} by zero (divisor '{}' is 0 at {}): undefined in ONNX",
+                           node.label(), node.op_type == "Div" ? "division" : "modulo",
+                           printable(node.inputs[1]),
+                           index_str(b.shape(), static_cast<std::int64_t>(i)));
+    if (node.op_type != "Div") return "";
+    if (std::int64_t k = lowest_meets_minus_one(a, b); k >= 0)
+      return fmt::format(
+          "{}: integer division {} / -1 at output element {} overflows {} (undefined in ONNX)",
+          node.label(), lowest_of(a.dtype()), k, dtype_name(a.dtype()));
+    return "";
+  };
+  u.crashes = [](const Node& node, const Tensors& in) -> std::string {
+    if (!integer_division(in) || node.op_type != "Mod") return "";
+    std::int64_t k = lowest_meets_minus_one(in[0], in[1]);
+    if (k < 0) return "";
+    return fmt::format(
+        "{}: {} modulo -1 at output element {} crashes C++ kernels (SIGFPE); the reference "
+        "computes it (0)",
+        node.label(), lowest_of(in[0].dtype()), k);
+  };
+  return u;
 }
 
 // ---- danger zones beyond the shapes ops/danger.h builds
@@ -166,11 +284,13 @@ const std::vector<BinaryRow>& binary_rows() {
       {.where = here(), .name = "Add", .make = plain<add>,
        .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
-       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
+       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; },
+        .explain = {.form = ExplainForm::arithmetic, .symbol = "+", .cancellation = true}},
       {.where = here(), .name = "Sub", .make = plain<sub>,
        .deriv = [](double, double, double) { return std::pair{1.0, -1.0}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
-       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; }},
+       .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; },
+        .explain = {.form = ExplainForm::arithmetic, .symbol = "-", .cancellation = true}},
       {.where = here(), .name = "Mul", .make = plain<mul>,
        .deriv = [](double a, double b, double) { return std::pair{b, a}; },
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
@@ -178,7 +298,8 @@ const std::vector<BinaryRow>& binary_rows() {
          return std::vector<DangerZone>{
              danger::output_overflow(),
              danger::output_underflow("product of nonzero factors rounds to 0", zero_operand())};
-       }},
+       },
+        .explain = {.form = ExplainForm::arithmetic, .symbol = "*", .telling = true, .zero_operand_telling = true}},
       // Integer division truncates toward zero (the conversion to int does the truncation).
       {.where = here(), .name = "Div",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return a / b; }); },
@@ -187,7 +308,9 @@ const std::vector<BinaryRow>& binary_rows() {
        .danger = [] {
          return std::vector<DangerZone>{danger::divisor(
              1, 0, "divisor reaches 0, or gets small enough for the quotient to overflow")};
-       }},
+       },
+        .undefined = integer_division_undefined(),
+        .explain = {.form = ExplainForm::arithmetic, .symbol = "/", .telling = true}},
       {.where = here(), .name = "Pow",
        .make = [](const KernelContext&, DType) { return BinaryFn([](double a, double b) { return std::pow(a, b); }); },
        .same_dtype = false,
@@ -199,7 +322,9 @@ const std::vector<BinaryRow>& binary_rows() {
          return std::vector<DangerZone>{
              pow_domain(), danger::output_overflow(),
              danger::output_underflow("nonzero power rounds to 0", zero_operand())};
-       }},
+       },
+        .cases = {{13, {case_input::floats({2, 3, 4}, 0.5, 2), case_input::floats({2, 3, 4})}}},
+        .explain = {.telling = true}},
       {.where = here(), .name = "Mod",
        .make = [](const KernelContext& c, DType t) {
          bool fmod = c.node.attr_i("fmod", 0) != 0;
@@ -215,8 +340,10 @@ const std::vector<BinaryRow>& binary_rows() {
        .critical = {0, 1, -1},
        .danger = [] {
          return std::vector<DangerZone>{danger::divisor(1, -2, "divisor reaches 0 (NaN)")};
-       }},
-      {.where = here(), .name = "Equal", .make = plain<eq>, .bool_output = true},
+       },
+        .undefined = integer_division_undefined()},
+      {.where = here(), .name = "Equal", .make = plain<eq>, .bool_output = true,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Less", .make = plain<lt>, .bool_output = true},
       {.where = here(), .name = "LessOrEqual", .make = plain<le>, .bool_output = true},
       {.where = here(), .name = "Greater", .make = plain<gt>, .bool_output = true},
@@ -263,13 +390,18 @@ Tensors binary_vjp(BinaryDeriv d, const KernelContext& c, const Tensors& in, con
 void add_row(OpRegistry& r, const BinaryRow& row) {
   using namespace error_models;
   auto b = r.op(
-      row.name, "elementwise",
+      row.name, Family::elementwise,
       [row](const KernelContext& c, const Tensors& in) { return binary_forward(row, c, in); },
       row.where);
   b.error(row.ulps == 0 ? exact(row.doc) : ulp(row.ulps, row.doc), row.where);
   auto critical = row.critical;
   b.domain(Domain({0, 1}, [critical](const Node&) { return critical; }), row.where);
   if (row.danger) b.danger(row.danger(), row.where);
+  b.inputs(InputRoles::combine(), row.where);  // every binary op combines activations
+  if (!row.cases.empty()) b.cases(row.cases, row.where);
+  if (row.undefined.refuse || row.undefined.crashes) b.undefined(row.undefined, row.where);
+  if (row.explain.form != ExplainForm::value || row.explain.telling)
+    b.explain(row.explain, row.where);
   if (row.deriv)
     b.vjp([d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) { return binary_vjp(d, c, in, out, grads); },
@@ -312,7 +444,7 @@ std::vector<GradientSet> prelu_subgradient(const KernelContext&, const Tensors& 
 }
 
 void register_prelu(OpRegistry& r) {
-  r.op("PRelu", "elementwise", prelu)
+  r.op("PRelu", Family::elementwise, prelu)
       .error(error_models::ulp(1, "1 ulp (correctly rounded)"))
       .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
         return binary_vjp(
@@ -323,7 +455,11 @@ void register_prelu(OpRegistry& r) {
       })
       .subgradient(prelu_subgradient)
       .domain(Domain({0, 1}, [](const Node&) { return std::vector<double>{0}; }))
-      .danger({danger::output_overflow()});  // a slope above 1 scales like a product
+      .danger({danger::output_overflow()})
+      .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({3, 1, 1})}},
+              {13,
+               {case_input::floats({2, 3, 4, 5}),
+                case_input::floats({1})}}});  // a slope above 1 scales like a product
 }
 
 }  // namespace

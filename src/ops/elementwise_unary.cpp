@@ -43,6 +43,8 @@ struct UnaryRow {
   // Where finite inputs give NaN/INF or the zeros that do it one op later (for `metaop
   // expose`); nullptr: nowhere.
   DangerZones (*danger)() = nullptr;
+  std::vector<CaseSpec> cases = {};  // sample cases the node tests lack (ops/manifest.h)
+  ExplainWords explain = {};         // expose's words for its outputs
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -117,12 +119,16 @@ DangerZones softplus_zones() {
 std::vector<UnaryRow> exact_rows() {
   return {
       {.where = here(), .name = "Neg", .f = [](double x, Attrs) { return -x; },
-       .df = [](double, double, Attrs) { return -1.0; }, .critical = signs, .float_only = false},
+       .df = [](double, double, Attrs) { return -1.0; }, .critical = signs, .float_only = false,
+        .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "Abs", .f = [](double x, Attrs) { return std::fabs(x); },
        .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); },
-       .critical = signs, .kinks = at_zero, .float_only = false},
+       .critical = signs, .kinks = at_zero, .float_only = false,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "Sign", .f = [](double x, Attrs) { return double((x > 0) - (x < 0)); },
-       .df = [](double, double, Attrs) { return 0.0; }, .critical = signs, .float_only = false},
+       .df = [](double, double, Attrs) { return 0.0; }, .critical = signs, .float_only = false,
+        .cases = {{13, {case_input::floats({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Floor", .f = [](double x, Attrs) { return std::floor(x); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
       {.where = here(), .name = "Ceil", .f = [](double x, Attrs) { return std::ceil(x); },
@@ -130,13 +136,16 @@ std::vector<UnaryRow> exact_rows() {
       // Round half to even, as ONNX specifies (the default rounding mode of nearbyint).
       {.where = here(), .name = "Round", .f = [](double x, Attrs) { return std::nearbyint(x); },
        .df = [](double, double, Attrs) { return 0.0; },
-       .critical = [](Attrs) { return std::vector<double>{0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5}; }},
+       .critical = [](Attrs) { return std::vector<double>{0.5, 1.5, 2.5, -0.5, -1.5, 8388608.5}; },
+        .cases = {{13, {case_input::floats({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Identity", .f = [](double x, Attrs) { return x; },
        .df = [](double, double, Attrs) { return 1.0; }, .float_only = false},
       {.where = here(), .name = "Not", .f = [](double x, Attrs) { return x == 0 ? 1.0 : 0.0; }, .float_only = false},
       {.where = here(), .name = "Relu", .f = [](double x, Attrs) { return x > 0 ? x : 0.0; },
        .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : 0.0; }, .critical = signs,
-       .kinks = at_zero, .float_only = false},
+       .kinks = at_zero, .float_only = false,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .clamps_to = 0.0, .telling = true}},
       {.where = here(), .name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) { return x > a[0] ? x : 0.0; },
        .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
@@ -153,18 +162,21 @@ std::vector<UnaryRow> correctly_rounded_rows() {
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 1 / std::fabs(y); },
        .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero,
-       .danger = sqrt_zones},
+       .danger = sqrt_zones,
+        .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
        .df = [](double, double y, Attrs) { return -y * y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 5 * y * y; },
        .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
-       .danger = reciprocal_zones},
+       .danger = reciprocal_zones,
+        .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
-       .danger = overflows},
+       .danger = overflows,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}}},
   };
 }
 
@@ -178,10 +190,13 @@ std::vector<UnaryRow> elementary_rows() {
        .ddoc = "|g| (|f'| + 5|y|): y or exp(x), 4 ulp apart",
        // Float32 limits: exp overflows above 88.72 and underflows to subnormal below -87.34.
        .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; },
-       .danger = exp_zones},
+       .danger = exp_zones,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}, .telling = true}},
       {.where = here(), .name = "Log", .f = [](double x, Attrs) { return std::log(x); },
        .df = [](double x, double, Attrs) { return 1 / x; }, .ulps = 4,
-       .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones},
+       .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones,
+        .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "Erf", .f = [](double x, Attrs) { return std::erf(x); },
        .df = [](double x, double, Attrs) { return kTwoOverSqrtPi * std::exp(-x * x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) {
@@ -192,7 +207,8 @@ std::vector<UnaryRow> elementary_rows() {
        .df = [](double x, double, Attrs) { return std::cos(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::cos(x)); },
        .ddoc = "|g| 5|cos x|",
-       .critical = [](Attrs) { return std::vector<double>{kPi, 0, 1e5}; }},
+       .critical = [](Attrs) { return std::vector<double>{kPi, 0, 1e5}; },
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Cos", .f = [](double x, Attrs) { return std::cos(x); },
        .df = [](double x, double, Attrs) { return -std::sin(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 4 * std::fabs(std::sin(x)); },
@@ -270,17 +286,23 @@ std::vector<UnaryRow> activation_rows() {
          return 2 * std::fabs(y * (1 - y)) + 5 * std::fabs(y * (1 - 2 * y));
        },
        .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating,
-       .danger = sigmoid_zones},
+       .danger = sigmoid_zones,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}, .saturation = {1}, .telling = true}},
       {.where = here(), .name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
        .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
-       .ddoc = "|g| (2|f'| + 11 y^2): 1 - y*y, and y's rounding", .critical = saturating},
+       .ddoc = "|g| (2|f'| + 11 y^2): 1 - y*y, and y's rounding", .critical = saturating,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .saturation = {1, -1}, .telling = true}},
       {.where = here(), .name = "Softplus", .f = [](double x, Attrs) { return softplus(x); },
        .df = [](double x, double, Attrs) { return sigmoid(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 6 * sigmoid(x); },
        .ddoc = "|g| 7|f'|: exp(x) / (exp(x) + 1)",
        .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; },
-       .danger = softplus_zones},
+       .danger = softplus_zones,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}}},
       {.where = here(), .name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
        .df = [](double x, double, Attrs) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); },
        .ulps = 4,
@@ -296,7 +318,8 @@ std::vector<UnaryRow> activation_rows() {
          return x < 0 ? 5 * std::fabs(a[0] * std::exp(x)) + 5 * std::fabs(y) : 0.0;
        },
        .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x < 0): alpha exp(x) or y + alpha",
-       .critical = signs, .kinks = at_zero},
+       .critical = signs, .kinks = at_zero,
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
                                  {"gamma", 1.05070102214813232421875}},
        .f = [](double x, Attrs a) { return x > 0 ? a[1] * x : a[1] * a[0] * std::expm1(x); },
@@ -362,7 +385,8 @@ std::vector<UnaryRow> piecewise_activation_rows() {
        .ddoc = "|g| (|f'| + 2(|x|/3 + 1/2) for |x| <= 3): x/3 + 1/2",
        .critical = [](Attrs) { return std::vector<double>{-3, 3, 0}; },
        .kinks = [](Attrs) { return std::vector<double>{-3, 3}; },
-       .kink_width = [](double x, Attrs) { return 12 * (std::fabs(x) / 6 + 0.5); }},
+       .kink_width = [](double x, Attrs) { return 12 * (std::fabs(x) / 6 + 0.5); },
+        .cases = {{14, {case_input::whole({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
        .f = [](double x, Attrs a) { return x < -a[0] ? x + a[1] : (x > a[0] ? x - a[1] : 0.0); },
        .df = [](double x, double, Attrs a) { return x < -a[0] || x > a[0] ? 1.0 : 0.0; },
@@ -431,7 +455,7 @@ SubgradientFn kink_subgradient(const UnaryRow& row) {
 }
 
 void add_row(OpRegistry& r, const UnaryRow& row) {
-  r.add({row.name, "elementwise",
+  r.add({row.name, Family::elementwise,
          [row](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
            if (row.float_only) require_float(c, x, "input");
@@ -473,6 +497,8 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
   };
   r.set_domain(row.name, Domain({0}, points(row.critical), points(row.kinks)), row.where);
   if (row.danger) r.set_danger(row.name, row.danger(), row.where);
+  if (!row.cases.empty()) r.amend(row.name).cases(row.cases, row.where);
+  if (row.explain.form != ExplainForm::value) r.amend(row.name).explain(row.explain, row.where);
   if (!row.df) return;
 
   r.set_vjp(

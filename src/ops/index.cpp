@@ -189,22 +189,29 @@ ReferenceVjp scatter_vjp() {
 void register_index_ops(OpRegistry& r) {
   using error_models::data_movement;
 
-  r.op("Gather", "index", gather).vjp(data_movement_vjp({0})).error(data_movement());
-
-  r.op("GatherElements", "index", gather_elements)
+  r.op("Gather", Family::index, gather)
       .vjp(data_movement_vjp({0}))
-      .error(data_movement());
+      .error(data_movement())
+      .faults({"offbyone"})
+      .cases({{13,
+               {case_input::floats({3, 4, 5}), case_input::ints({2}, {0, 2})},
+               {{"axis", Attribute::of_int(1)}}}});
 
-  r.op("GatherND", "index", gather_nd).vjp(data_movement_vjp({0})).error(data_movement());
+  r.op("GatherElements", Family::index, gather_elements)
+      .vjp(data_movement_vjp({0}))
+      .error(data_movement())
+      .faults({"offbyone"});
 
-  r.op("ScatterElements", "index", scatter_elements)
+  r.op("GatherND", Family::index, gather_nd).vjp(data_movement_vjp({0})).error(data_movement());
+
+  r.op("ScatterElements", Family::index, scatter_elements)
       .vjp(scatter_vjp())
       .error(scatter_error_model());
 
   // The older Scatter (opsets 9 and 10) has no reduction: data movement.
-  r.op("Scatter", "index", scatter_elements).vjp(scatter_vjp()).error(data_movement());
+  r.op("Scatter", Family::index, scatter_elements).vjp(scatter_vjp()).error(data_movement());
 
-  r.op("ScatterND", "index", scatter_nd).vjp(scatter_vjp()).error(scatter_error_model());
+  r.op("ScatterND", Family::index, scatter_nd).vjp(scatter_vjp()).error(scatter_error_model());
 }
 
 }  // namespace metaop

@@ -3,11 +3,41 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/onnx_io.h"
+
 namespace metaop {
 
 const Tensor& input(const KernelContext& c, const Tensors& in, std::size_t i) {
   if (i >= in.size() || !in[i].defined()) fail("{}: missing required input #{}", c.node.label(), i);
   return in[i];
+}
+
+namespace {
+
+// The node's attribute, or the schema's default in a copy of the node.
+const Node& with_default(const KernelContext& c, const std::string& name, Node& scratch) {
+  if (c.node.has_attr(name)) return c.node;
+  auto d = schema_default(c.node.op_type, c.opset, name);
+  if (!d) return c.node;  // the read fails, naming the node and the attribute
+  scratch.name = c.node.name;
+  scratch.op_type = c.node.op_type;
+  scratch.attrs = {{name, *d}};
+  return scratch;
+}
+
+}  // namespace
+
+double attr_f(const KernelContext& c, const std::string& name) {
+  Node scratch;
+  return with_default(c, name, scratch).attr_f(name);
+}
+std::int64_t attr_i(const KernelContext& c, const std::string& name) {
+  Node scratch;
+  return with_default(c, name, scratch).attr_i(name);
+}
+std::vector<std::int64_t> attr_ints(const KernelContext& c, const std::string& name) {
+  Node scratch;
+  return with_default(c, name, scratch).attr_ints(name);
 }
 
 bool has_input(const Tensors& in, std::size_t i) {

@@ -11,6 +11,12 @@ namespace metaop {
 
 const Tensor& input(const KernelContext& c, const Tensors& in, std::size_t i);
 bool has_input(const Tensors& in, std::size_t i);
+// Attribute `name` of the node, or where the node leaves it out the ONNX schema's default for its
+// op at c.opset (schema_default, graph/onnx_io.h): kernels restate no default. Fails, naming the
+// node, where neither gives one.
+double attr_f(const KernelContext& c, const std::string& name);
+std::int64_t attr_i(const KernelContext& c, const std::string& name);
+std::vector<std::int64_t> attr_ints(const KernelContext& c, const std::string& name);
 std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t rank);
 std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int64_t> axes,
                                     std::int64_t rank);

@@ -86,7 +86,8 @@ Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
 }
 
 void register_matmul(OpRegistry& r) {
-  r.op("MatMul", "linear", [](const KernelContext& c, const Tensors& in) { return matmul(c, in); })
+  r.op("MatMul", Family::linear,
+       [](const KernelContext& c, const Tensors& in) { return matmul(c, in); })
       .vjp(matmul_vjp)
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
@@ -95,7 +96,9 @@ void register_matmul(OpRegistry& r) {
             const Tensor& a = in[0];
             return static_cast<double>(a.rank() ? a.shape().back() : 1);
           },
-          "kappa(K) * (|A| @ |B|), 2 ulp"));
+          "kappa(K) * (|A| @ |B|), 2 ulp"))
+      .faults({"half_acc"})
+      .inputs(InputRoles::combine());
 }
 
 // ---- Gemm
@@ -158,7 +161,8 @@ Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 }
 
 void register_gemm(OpRegistry& r) {
-  r.op("Gemm", "linear", [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); })
+  r.op("Gemm", Family::linear,
+       [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); })
       .vjp(gemm_vjp)
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
@@ -168,7 +172,8 @@ void register_gemm(OpRegistry& r) {
             bool ta = c.node.attr_i("transA", 0) != 0;
             return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
           },
-          "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"));
+          "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"))
+      .faults({"half_acc", "drop_bias"});
 }
 
 // ---- Einsum
@@ -306,7 +311,8 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
 }
 
 void register_einsum(OpRegistry& r) {
-  r.op("Einsum", "linear", [](const KernelContext& c, const Tensors& in) { return einsum(c, in); })
+  r.op("Einsum", Family::linear,
+       [](const KernelContext& c, const Tensors& in) { return einsum(c, in); })
       .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
         auto gout = grad_of(grads, out, 0);
         std::vector<std::vector<double>> gin;
@@ -342,7 +348,8 @@ void register_einsum(OpRegistry& r) {
                 n *= static_cast<double>(size);
             return n;
           },
-          "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"));
+          "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"))
+      .inputs(InputRoles::combine());
 }
 
 }  // namespace

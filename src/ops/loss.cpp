@@ -261,12 +261,12 @@ Magnitudes softmax_ce_magnitude(const KernelContext& c, const Tensors& in, const
 void register_loss_ops(OpRegistry& r) {
   using namespace error_models;
 
-  r.op("NegativeLogLikelihoodLoss", "loss", nll_loss)
+  r.op("NegativeLogLikelihoodLoss", Family::loss, nll_loss)
       .vjp(nll_vjp)
       .error(accumulation(nll_samples, "kappa(#samples) * nll(|x|, |w|), 4 ulp", 4))
       .backward_error(nll_vjp_magnitude, "|dlp| (3 + kappa(N) sum|w| / |W| for mean), 4 ulp");
 
-  r.op("SoftmaxCrossEntropyLoss", "loss", softmax_ce)
+  r.op("SoftmaxCrossEntropyLoss", Family::loss, softmax_ce)
       .vjp(softmax_ce_vjp)
       .error(condition(
           softmax_ce_magnitude,

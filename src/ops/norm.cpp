@@ -21,7 +21,7 @@ Tensors batch_norm(const KernelContext& c, const Tensors& in) {
     fail("{}: input must be [N, C, ...], got {}", c.node.label(), shape_str(x.shape()));
   auto scale = input(c, in, 1).to_f64(), bias = input(c, in, 2).to_f64();
   auto mean = input(c, in, 3).to_f64(), var = input(c, in, 4).to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
+  double eps = attr_f(c, "epsilon"), momentum = attr_f(c, "momentum");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   for (auto* v : {&scale, &bias, &mean, &var})
     if (static_cast<std::int64_t>(v->size()) != C)
@@ -75,7 +75,7 @@ Magnitudes batch_norm_magnitude(const KernelContext& c, const Tensors& in, const
   for (std::int64_t i = 0; i < x.numel(); ++i) g.group[i] = (i / S) % C;
   g.gamma = per_channel(in[1].to_f64(), x.shape());
   g.beta = per_channel(in[2].to_f64(), x.shape());
-  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.eps = attr_f(c, "epsilon");
   bool training = batch_norm_training(c);
   if (training) {
     g.n = static_cast<double>(N * S);
@@ -104,7 +104,7 @@ Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
                        const Tensors& grads) {
   const Tensor& x = in[0];
   auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
+  double eps = attr_f(c, "epsilon"), momentum = attr_f(c, "momentum");
   auto cmap = channel_map(x.shape());
   std::size_t C = scale.size();
   std::vector<double> gamma(vx.size());
@@ -160,7 +160,7 @@ Magnitudes batch_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
                                     const Tensors& grads, const AccumulationBound& bound) {
   const Tensor& x = in[0];
   auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5), momentum = c.node.attr_f("momentum", 0.9);
+  double eps = attr_f(c, "epsilon"), momentum = attr_f(c, "momentum");
   auto cmap = channel_map(x.shape());
   std::size_t C = scale.size();
   double n = static_cast<double>(vx.size()) / static_cast<double>(C), kappa = bound.kappa(n);
@@ -249,12 +249,12 @@ DangerZones batch_norm_danger() {
     // var + epsilon <= 0 is var <= -epsilon: shift the variances by epsilon.
     Tensors shifted = in;
     auto v = in[4].to_f64();
-    for (auto& e : v) e += c.node.attr_f("epsilon", 1e-5);
+    for (auto& e : v) e += attr_f(c, "epsilon");
     shifted[4] = Tensor::from_f64(v, in[4].shape(), DType::Float64);
     return below_zero(c, shifted, out);
   };
   given.describe = [](const KernelContext& c, const Tensors& in, const Tensors&, std::size_t ch) {
-    double v = in[4].f64_at(static_cast<std::int64_t>(ch)), eps = c.node.attr_f("epsilon", 1e-5);
+    double v = in[4].f64_at(static_cast<std::int64_t>(ch)), eps = attr_f(c, "epsilon");
     return fmt::format("channel {}: var {:.7g} + epsilon {:.7g} = {:.7g}", ch, v, eps, v + eps);
   };
   return {batch, given};
@@ -266,7 +266,7 @@ Tensors instance_norm(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
   auto scale = input(c, in, 1).to_f64(), bias = input(c, in, 2).to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  double eps = attr_f(c, "epsilon");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   auto vx = x.to_f64();
   std::vector<double> y(vx.size());
@@ -293,7 +293,7 @@ Magnitudes instance_norm_magnitude(const KernelContext& c, const Tensors& in, co
   for (std::int64_t i = 0; i < x.numel(); ++i) g.group[i] = i / S;
   g.gamma = per_channel(in[1].to_f64(), x.shape());
   g.beta = per_channel(in[2].to_f64(), x.shape());
-  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.eps = attr_f(c, "epsilon");
   g.n = static_cast<double>(S);
   return {norm_magnitude(x.to_f64(), g, bound)};
 }
@@ -328,7 +328,7 @@ Tensors instance_norm_vjp(const KernelContext& c, const Tensors& in, const Tenso
   InstanceNormLayout l = instance_norm_layout(in);
   auto& [vx, group, cmap, gamma, N, C, S] = l;
   NormGrad ng = normalize_vjp(vx, group, static_cast<std::size_t>(N * C), gamma,
-                              c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0));
+                              attr_f(c, "epsilon"), grad_of(grads, out, 0));
   return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, cmap, C), in[1]),
           grad_like(sum_into(ng.dbeta, cmap, C), in[2])};
 }
@@ -339,7 +339,7 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
   InstanceNormLayout l = instance_norm_layout(in);
   auto& [vx, group, cmap, gamma, N, C, S] = l;
   auto nm = normalize_vjp_magnitude(vx, group, static_cast<std::size_t>(N * C), gamma,
-                                    c.node.attr_f("epsilon", 1e-5), grad_of(grads, out, 0),
+                                    attr_f(c, "epsilon"), grad_of(grads, out, 0),
                                     bound.kappa(static_cast<double>(S)));
   double kappa = bound.kappa(static_cast<double>(N * S));  // the parameters gather N*S terms
   return {nm.dx, param_magnitude(nm.dgamma_abs, nm.dgamma_err, cmap, C, kappa),
@@ -350,7 +350,7 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
 
 void register_norm_ops(OpRegistry& r) {
   using error_models::condition;
-  r.op("BatchNormalization", "norm", batch_norm)
+  r.op("BatchNormalization", Family::norm, batch_norm)
       .vjp(batch_norm_vjp)
       .error(condition(batch_norm_magnitude,
                        std::string(kNormDoc) +
@@ -359,9 +359,11 @@ void register_norm_ops(OpRegistry& r) {
       .backward_error(batch_norm_vjp_magnitude,
                       std::string(kNormBackwardDoc) +
                           " (inference: 6|g gamma|/sigma; statistics' gradients likewise)")
-      .danger(batch_norm_danger());
+      .danger(batch_norm_danger())
+      .faults({"eps", "drop_bias"})
+      .training({.state = {{1, 3}, {2, 4}}});
 
-  r.op("InstanceNormalization", "norm", instance_norm)
+  r.op("InstanceNormalization", Family::norm, instance_norm)
       .vjp(instance_norm_vjp)
       .error(condition(instance_norm_magnitude, kNormDoc))
       .backward_error(instance_norm_vjp_magnitude, kNormBackwardDoc)
@@ -369,7 +371,8 @@ void register_norm_ops(OpRegistry& r) {
           [](const KernelContext&, const Tensors& in) {
             return groups_of(instance_norm_layout(in).group);
           },
-          "epsilon is 0 and a (sample, channel) is constant (0/0)")});
+          "epsilon is 0 and a (sample, channel) is constant (0/0)")})
+      .faults({"eps", "drop_bias"});
 
   register_layer_norm_ops(r);
 }

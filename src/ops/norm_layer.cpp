@@ -1,6 +1,6 @@
-// Normalization meta operators over trailing dims or windows: LayerNormalization,
-// MeanVarianceNormalization and LRN, each op's forward, error model, VJP and its error model,
-// and danger zones together (shared helpers in ops/norm_util.h).
+// Normalization meta operators over trailing dims, an axis or windows: LayerNormalization,
+// MeanVarianceNormalization, LpNormalization and LRN, each op's forward, error model, VJP and its
+// error model, and danger zones together (shared helpers in ops/norm_util.h).
 #include <cmath>
 
 #include "ops/kernel_util.h"
@@ -15,8 +15,8 @@ namespace {
 Tensors layer_norm(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input X");
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  double eps = attr_f(c, "epsilon");
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
   Shape norm_shape(x.shape().begin() + axis, x.shape().end());
@@ -48,8 +48,7 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
   Shape stat_shape = x.shape();
   for (std::int64_t d = axis; d < x.rank(); ++d) stat_shape[d] = 1;
   // Mean and InvStdDev come out in the stash type (float32 by default).
-  auto stash =
-      dtype_from_onnx(static_cast<int>(c.node.attr_i("stash_type", 1))).value_or(DType::Float32);
+  auto stash = dtype_from_onnx(static_cast<int>(attr_i(c, "stash_type"))).value_or(DType::Float32);
   return {Tensor::from_f64(y, x.shape(), x.dtype()), Tensor::from_f64(mean, stat_shape, stash),
           Tensor::from_f64(inv_std, stat_shape, stash)};
 }
@@ -57,8 +56,7 @@ Tensors layer_norm(const KernelContext& c, const Tensors& in) {
 Tensors lrn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
-  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
-         bias = c.node.attr_f("bias", 1.0);
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta"), bias = attr_f(c, "bias");
   std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor and ceil of (size-1)/2
@@ -82,7 +80,7 @@ Tensors lrn(const KernelContext& c, const Tensors& in) {
 Tensors mvn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   std::vector<bool> reduced(x.rank(), false);
   for (auto a : axes) reduced[a] = true;
   auto [kept, map] = groups_over(x.shape(), axes);
@@ -112,7 +110,7 @@ struct LayerNormLayout {
 LayerNormLayout layer_norm_layout(const KernelContext& c, const Tensors& in) {
   const Tensor& x = in[0];
   LayerNormLayout l;
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   for (std::int64_t d = axis; d < x.rank(); ++d) l.inner *= x.shape()[d];
   l.norm_shape.assign(x.shape().begin() + axis, x.shape().end());
   l.outer = static_cast<std::size_t>(x.numel() / std::max<std::int64_t>(l.inner, 1));
@@ -147,7 +145,7 @@ Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const
   g.group = l.group;
   g.gamma = l.gamma;
   g.beta = l.beta;
-  g.eps = c.node.attr_f("epsilon", 1e-5);
+  g.eps = attr_f(c, "epsilon");
   g.n = static_cast<double>(inner);
   auto vx = x.to_f64();
   Magnitudes m{norm_magnitude(vx, g, bound)};
@@ -174,7 +172,7 @@ Magnitudes layer_norm_magnitude(const KernelContext& c, const Tensors& in, const
 Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
                          const AccumulationBound& bound) {
   const Tensor& x = in[0];
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   auto [kept, map] = groups_over(x.shape(), axes);
   NormGroups g;
   g.group = std::move(map);
@@ -186,7 +184,7 @@ Magnitudes mvn_magnitude(const KernelContext& c, const Tensors& in, const Tensor
 
 Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& ref,
                          const AccumulationBound& bound) {
-  double beta = c.node.attr_f("beta", 0.75);
+  double beta = attr_f(c, "beta");
   double kappa = bound.kappa(static_cast<double>(c.node.attr_i("size")));
   auto y = ref[0].to_f64();
   for (auto& v : y) v = std::fabs(v) * (4 + std::fabs(beta) * (kappa + 4));
@@ -203,7 +201,7 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   const Shape& norm_shape = l.norm_shape;
   std::int64_t inner = l.inner;
   std::size_t outer = l.outer;
-  double eps = c.node.attr_f("epsilon", 1e-5);
+  double eps = attr_f(c, "epsilon");
   NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
   // Mean and InvStdDev outputs, when they receive gradients.
   if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
@@ -234,7 +232,7 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
 Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                 const Tensors& grads) {
   const Tensor& x = in[0];
-  auto axes = norm_axes(c, c.node.attr_ints("axes", {0, 2, 3}), x.rank());
+  auto axes = norm_axes(c, attr_ints(c, "axes"), x.rank());
   auto [kept, map] = groups_over(x.shape(), axes);
   auto groups = static_cast<std::size_t>(shape_numel(kept));
   double n = static_cast<double>(x.numel()) / std::max<double>(1, static_cast<double>(groups));
@@ -262,8 +260,7 @@ Tensors mvn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 Tensors lrn_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                 const Tensors& grads) {
   const Tensor& x = in[0];
-  double alpha = c.node.attr_f("alpha", 1e-4), beta = c.node.attr_f("beta", 0.75),
-         bias = c.node.attr_f("bias", 1.0);
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta"), bias = attr_f(c, "bias");
   std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
   std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
@@ -298,7 +295,7 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   const Tensor& x = in[0];
   LayerNormLayout l = layer_norm_layout(c, in);
   auto vx = x.to_f64();
-  double eps = c.node.attr_f("epsilon", 1e-5), n = static_cast<double>(l.inner);
+  double eps = attr_f(c, "epsilon"), n = static_cast<double>(l.inner);
   double kappa_n = bound.kappa(n);
   auto nm =
       normalize_vjp_magnitude(vx, l.group, l.outer, l.gamma, eps, grad_of(grads, out, 0), kappa_n);
@@ -332,11 +329,147 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
   return m;
 }
 
+// ---- LpNormalization: y = x / ||x||_p along `axis` (p 1 or 2), with no epsilon (ONNX has none):
+// a slice of zeros gives 0/0.
+
+struct LpLayout {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  int p = 2;
+  std::vector<double> vx, norm;  // the input, and each slice's norm (outer * inner)
+  std::size_t slice(std::size_t i) const {
+    auto k = static_cast<std::int64_t>(i);
+    return static_cast<std::size_t>(k / (n * inner) * inner + k % inner);
+  }
+};
+
+LpLayout lp_layout(const KernelContext& c, const Tensor& x) {
+  LpLayout l;
+  l.p = static_cast<int>(attr_i(c, "p"));
+  if (l.p != 1 && l.p != 2) fail("{}: p = {}: LpNormalization takes 1 or 2", c.node.label(), l.p);
+  if (x.rank() < 1) fail("{}: input must have at least one dim", c.node.label());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  for (std::int64_t d = 0; d < x.rank(); ++d)
+    (d < axis ? l.outer : d == axis ? l.n : l.inner) *= x.shape()[d];
+  l.vx = x.to_f64();
+  l.norm.assign(static_cast<std::size_t>(l.outer * l.inner), 0.0);
+  for (std::size_t i = 0; i < l.vx.size(); ++i)
+    l.norm[l.slice(i)] += l.p == 1 ? std::fabs(l.vx[i]) : l.vx[i] * l.vx[i];
+  if (l.p == 2)
+    for (auto& v : l.norm) v = std::sqrt(v);
+  return l;
+}
+
+Tensors lp_norm(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  LpLayout l = lp_layout(c, x);
+  std::vector<double> y(l.vx.size());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = l.vx[i] / l.norm[l.slice(i)];
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+// The relative rounding of y (units of u): p = 2 sums n squares (kappa(n)), whose square root
+// halves it and rounds once; p = 1 sums n absolute values (kappa(n)); then the division (or a
+// reciprocal and a product) rounds twice.
+double lp_relative(const LpLayout& l, const AccumulationBound& bound) {
+  double kappa = bound.kappa(static_cast<double>(l.n));
+  return l.p == 2 ? kappa / 2 + 3 : kappa + 2;
+}
+
+Magnitudes lp_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                             const AccumulationBound& bound) {
+  LpLayout l = lp_layout(c, in[0]);
+  double e = lp_relative(l, bound);
+  std::vector<double> m(l.vx.size());
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = e * std::fabs(l.vx[i] / l.norm[l.slice(i)]);
+  return {m};
+}
+
+// dN/dx_i / (N / 1): y_i for p = 2, sign(x_i) for p = 1.
+double lp_slope(const LpLayout& l, std::size_t i) {
+  double x = l.vx[i];
+  if (l.p == 2) return x / l.norm[l.slice(i)];
+  return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+}
+
+// dx_i = (g_i - a_i sum_j g_j y_j) / N over x_i's slice, a_i = dN/dx_i.
+Tensors lp_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                    const Tensors& grads) {
+  LpLayout l = lp_layout(c, in[0]);
+  auto g = grad_of(grads, out, 0);
+  std::vector<double> dot(l.norm.size(), 0.0), dx(l.vx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    dot[l.slice(i)] += g[i] * l.vx[i] / l.norm[l.slice(i)];
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    dx[i] = (g[i] - lp_slope(l, i) * dot[l.slice(i)]) / l.norm[l.slice(i)];
+  return {grad_like(dx, in[0])};
+}
+
+// The kernel's y carries E = lp_relative, its N likewise; the dot product sum_j g_j y_j rounds
+// by kappa(n) sum|g_j y_j| = kappa(n) S and its y's by E S; a_i (y_i for p = 2) by E; the
+// difference, the division and g_i / N once each:
+//   |dx_i - dx_i^| <= u (|g_i| (E + 3) + |a_i| S (3E + kappa(n) + 3)) / N.
+Magnitudes lp_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                 const Tensors& grads, const AccumulationBound& bound) {
+  LpLayout l = lp_layout(c, in[0]);
+  double e = lp_relative(l, bound), kappa = bound.kappa(static_cast<double>(l.n));
+  auto g = grad_of(grads, out, 0);
+  std::vector<double> s(l.norm.size(), 0.0), m(l.vx.size());
+  for (std::size_t i = 0; i < m.size(); ++i)
+    s[l.slice(i)] += std::fabs(g[i] * l.vx[i] / l.norm[l.slice(i)]);
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    std::size_t k = l.slice(i);
+    m[i] = (std::fabs(g[i]) * (e + 3) + std::fabs(lp_slope(l, i)) * s[k] * (3 * e + kappa + 3)) /
+           l.norm[k];
+  }
+  return {m};
+}
+
+// A slice whose elements are all 0 has norm 0: 0/0. Distance: the slice's root mean square
+// (the Gauss-Newton step on it lands on 0).
+DangerZone lp_zero_norm() {
+  DangerZone z;
+  z.kind = DangerKind::ZeroDivisor;
+  z.index = 0;
+  z.condition = "a slice along axis is all 0: its norm is 0 (0/0)";
+  auto rms = [](const KernelContext& c, const Tensors& in) {
+    LpLayout l = lp_layout(c, in[0]);
+    std::vector<double> sq(l.norm.size(), 0.0);
+    std::vector<std::int64_t> first(l.norm.size(), -1);
+    for (std::size_t i = 0; i < l.vx.size(); ++i) {
+      sq[l.slice(i)] += l.vx[i] * l.vx[i] / static_cast<double>(l.n);
+      if (first[l.slice(i)] < 0) first[l.slice(i)] = static_cast<std::int64_t>(i);
+    }
+    for (auto& v : sq) v = std::sqrt(v);
+    return std::tuple{l, sq, first};
+  };
+  z.distances = [rms](const KernelContext& c, const Tensors& in, const Tensors&) {
+    auto [l, r, first] = rms(c, in);
+    ZoneDistances d;
+    d.distance = r;
+    d.element = first;
+    d.slope = [l, r](std::size_t site) {
+      std::vector<double> s(l.vx.size(), 0.0);
+      if (r[site] > 0)
+        for (std::size_t i = 0; i < s.size(); ++i)
+          if (l.slice(i) == site) s[i] = l.vx[i] / (static_cast<double>(l.n) * r[site]);
+      return s;
+    };
+    return d;
+  };
+  z.describe = [rms](const KernelContext& c, const Tensors& in, const Tensors&, std::size_t site) {
+    auto [l, r, first] = rms(c, in);
+    if (r[site] == 0) return fmt::format("normalized a slice of {} zeros (norm 0)", l.n);
+    return fmt::format("root mean square {:.7g}, {:.7g} away", r[site], r[site]);
+  };
+  return z;
+}
+
 }  // namespace
 
 void register_layer_norm_ops(OpRegistry& r) {
   using error_models::condition;
-  r.op("LayerNormalization", "norm", layer_norm)
+  r.op("LayerNormalization", Family::norm, layer_norm)
       .vjp(layer_norm_vjp)
       .error(condition(layer_norm_magnitude, std::string(kNormDoc) +
                                                  "; Mean: kappa(n)*mean|x|; InvStdDev: "
@@ -347,14 +480,36 @@ void register_layer_norm_ops(OpRegistry& r) {
           [](const KernelContext& c, const Tensors& in) {
             return groups_of(layer_norm_layout(c, in).group);
           },
-          "epsilon is 0 and a normalized group is constant (0/0)")});
+          "epsilon is 0 and a normalized group is constant (0/0)")})
+      .faults({"eps", "drop_bias"})
+      .cases(
+          {{17, {case_input::floats({2, 3, 8}), case_input::floats({8}), case_input::floats({8})}},
+           // Mean and InvStdDev in float64 (stash_type 11), so that their gradients are checked
+           // too.
+           {17,
+            {case_input::floats({2, 3, 8}), case_input::floats({8}), case_input::floats({8})},
+            {{"stash_type", Attribute::of_int(11)}},
+            3}});
 
   // MVN adds 1e-9 to the deviation and LRN's bias is positive by default: no 0/0.
-  r.op("MeanVarianceNormalization", "norm", mvn)
+  r.op("MeanVarianceNormalization", Family::norm, mvn)
       .vjp(mvn_vjp)
       .error(condition(mvn_magnitude, std::string(kNormDoc) + " (gamma = 1, beta = 0)"));
 
-  r.op("LRN", "norm", lrn)
+  r.op("LpNormalization", Family::norm, lp_norm)
+      .vjp(lp_norm_vjp)
+      .error(condition(lp_norm_magnitude,
+                       "p = 2: (kappa(n)/2 + 3)*|y|, p = 1: (kappa(n) + 2)*|y| (n along axis), "
+                       "4 ulp"))
+      .backward_error(lp_norm_vjp_magnitude,
+                      "(|g|(E + 3) + |dN/dx| sum|g y| (3E + kappa(n) + 3)) / N, E the forward's "
+                      "relative bound, 4 ulp")
+      .danger({lp_zero_norm()})
+      .cases({{13, {case_input::floats({2, 3, 5})}},
+              {13, {case_input::floats({2, 3, 5})}, {{"p", Attribute::of_int(1)}}},
+              {13, {case_input::floats({2, 4, 3})}, {{"axis", Attribute::of_int(1)}}}});
+
+  r.op("LRN", Family::norm, lrn)
       .vjp(lrn_vjp)
       .error(condition(lrn_magnitude, "(4 + |beta|*(kappa(size)+4))*|y|, 4 ulp"));
 }

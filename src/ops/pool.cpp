@@ -263,36 +263,48 @@ MagnitudeFn lp_magnitude(const error_models::TermCount& terms) {
 }
 
 void register_max_pools(OpRegistry& r) {
-  r.op("MaxPool", "pool", pool_forward(pool, PoolKind::Max))
+  r.op("MaxPool", Family::pool, pool_forward(pool, PoolKind::Max))
       .error(error_models::exact())
       .vjp(pool_vjp(pool, PoolKind::Max))
-      .subgradient(max_pool_subgradient(pool));
-  r.op("GlobalMaxPool", "pool", pool_forward(global_pool, PoolKind::Max))
+      .subgradient(max_pool_subgradient(pool))
+      .faults({"offbyone"})
+      .cases({{13,
+               {case_input::whole({2, 3, 4, 5})},
+               {{"kernel_shape", Attribute::of_ints({2, 2})},
+                {"strides", Attribute::of_ints({1, 1})}}}});
+  r.op("GlobalMaxPool", Family::pool, pool_forward(global_pool, PoolKind::Max))
       .error(error_models::exact())
       .vjp(pool_vjp(global_pool, PoolKind::Max))
-      .subgradient(max_pool_subgradient(global_pool));
+      .subgradient(max_pool_subgradient(global_pool))
+      .cases({{13, {case_input::whole({2, 3, 4, 5})}}});
 }
 
 void register_average_pools(OpRegistry& r) {
   using error_models::accumulation;
-  r.op("AveragePool", "pool", pool_forward(pool, PoolKind::Avg))
+  r.op("AveragePool", Family::pool, pool_forward(pool, PoolKind::Avg))
       .error(accumulation(window_terms, "kappa(prod(kernel)) * avg(|x|), 2 ulp"))
-      .vjp(pool_vjp(pool, PoolKind::Avg));
-  r.op("GlobalAveragePool", "pool", pool_forward(global_pool, PoolKind::Avg))
+      .vjp(pool_vjp(pool, PoolKind::Avg))
+      .faults({"offbyone"});
+  r.op("GlobalAveragePool", Family::pool, pool_forward(global_pool, PoolKind::Avg))
       .error(accumulation(spatial_terms, "kappa(spatial size) * mean(|x|), 2 ulp"))
       .vjp(pool_vjp(global_pool, PoolKind::Avg));
 }
 
 void register_lp_pools(OpRegistry& r) {
   using error_models::condition;
-  r.op("LpPool", "pool", pool_forward(pool, PoolKind::Lp))
+  r.op("LpPool", Family::pool, pool_forward(pool, PoolKind::Lp))
       .error(condition(lp_magnitude(window_terms), "(kappa(prod(kernel)) + 8) * |y|, 4 ulp"))
       .vjp(pool_vjp(pool, PoolKind::Lp))
-      .danger({danger::output_overflow()});
-  r.op("GlobalLpPool", "pool", pool_forward(global_pool, PoolKind::Lp))
+      .danger({danger::output_overflow()})
+      .faults({"offbyone"})
+      .cases({{13,
+               {case_input::floats({2, 3, 4, 5})},
+               {{"kernel_shape", Attribute::of_ints({2, 2})}, {"p", Attribute::of_int(3)}}}});
+  r.op("GlobalLpPool", Family::pool, pool_forward(global_pool, PoolKind::Lp))
       .error(condition(lp_magnitude(spatial_terms), "(kappa(spatial) + 8) * |y|, 4 ulp"))
       .vjp(pool_vjp(global_pool, PoolKind::Lp))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .cases({{13, {case_input::floats({2, 3, 4, 5})}, {{"p", Attribute::of_int(2)}}}});
 }
 
 }  // namespace

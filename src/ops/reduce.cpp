@@ -491,52 +491,63 @@ void register_reductions(OpRegistry& r) {
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
   auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
 
-  r.op("ReduceSum", "reduce", reduction({0.0, add, id}))
+  r.op("ReduceSum", Family::reduce, reduction({0.0, add, id}))
       .vjp(reduce_vjp([](double, double, double) { return 1.0; }))
       .error(accumulation(reduced_count, "kappa(n) * sum|x|, 1 ulp", 1))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .cases({{13, {case_input::floats({2, 3, 4}), case_input::ints({1}, {1})}}})
+      .explain({.form = ExplainForm::reduce, .cancellation = true, .telling = true});
 
-  r.op("ReduceMean", "reduce",
+  r.op("ReduceMean", Family::reduce,
        reduction({0.0, add, [](double a, std::int64_t n) { return a / static_cast<double>(n); }}))
       .vjp(reduce_vjp([](double, double, double n) { return 1 / n; }))
-      .error(accumulation(reduced_count, "kappa(n) * mean|x|, 2 ulp"));
+      .error(accumulation(reduced_count, "kappa(n) * mean|x|, 2 ulp"))
+      .explain({.form = ExplainForm::reduce, .cancellation = true, .mean = true, .telling = true});
 
-  r.op("ReduceMax", "reduce", reduction({-kInf, nan_max, id}))
+  r.op("ReduceMax", Family::reduce, reduction({-kInf, nan_max, id}))
       .vjp(reduce_select_vjp())
       .subgradient(reduce_select_subgradient)
-      .error(exact());
+      .error(exact())
+      .cases({{13, {case_input::whole({2, 3, 4, 5})}, {{"axes", Attribute::of_ints({3})}}}})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceMin", "reduce", reduction({kInf, nan_min, id}))
+  r.op("ReduceMin", Family::reduce, reduction({kInf, nan_min, id}))
       .vjp(reduce_select_vjp())
       .subgradient(reduce_select_subgradient)
-      .error(exact());
+      .error(exact())
+      .cases({{13, {case_input::whole({2, 3, 4, 5})}, {{"axes", Attribute::of_ints({1})}}}})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceProd", "reduce", reduction({1.0, [](double a, double x) { return a * x; }, id}))
+  r.op("ReduceProd", Family::reduce, reduction({1.0, [](double a, double x) { return a * x; }, id}))
       .vjp(reduce_prod_vjp)
       .error(accumulation(reduced_count, "kappa(n) * |y|, 2 ulp"))
       .danger({danger::output_overflow(),
-               danger::output_underflow("product of nonzero terms rounds to 0", product_has_zero)});
+               danger::output_underflow("product of nonzero terms rounds to 0", product_has_zero)})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceL1", "reduce",
+  r.op("ReduceL1", Family::reduce,
        reduction({0.0, [](double a, double x) { return a + std::fabs(x); }, id}))
       .vjp(reduce_vjp([](double x, double, double) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }))
       .subgradient(norm_subgradient(true))
       .error(accumulation(reduced_count, "kappa(n) * |y|, 1 ulp", 1))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceL2", "reduce",
+  r.op("ReduceL2", Family::reduce,
        reduction({0.0, add_square, [](double a, std::int64_t) { return std::sqrt(a); }}))
       .vjp(reduce_vjp([](double x, double y, double) { return y > 0 ? x / y : 0.0; }))
       .subgradient(norm_subgradient(false))
       .error(accumulation(reduced_count, "kappa(n) * |y|, 4 ulp", 4))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceSumSquare", "reduce", reduction({0.0, add_square, id}))
+  r.op("ReduceSumSquare", Family::reduce, reduction({0.0, add_square, id}))
       .vjp(reduce_vjp([](double x, double, double) { return 2 * x; }))
       .error(accumulation(reduced_count, "kappa(n) * |y|, 2 ulp"))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .explain({.form = ExplainForm::reduce});
 
-  r.op("ReduceLogSum", "reduce",
+  r.op("ReduceLogSum", Family::reduce,
        reduction({0.0, add, [](double a, std::int64_t) { return std::log(a); }}))
       .vjp(reduce_vjp([](double, double y, double) { return std::exp(-y); }))
       .error(condition(reduce_log_sum_magnitude, "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"))
@@ -545,33 +556,42 @@ void register_reductions(OpRegistry& r) {
                  return std::vector<double>{0, 1};
                }})
       .danger({danger::group_sum_below_zero(DangerKind::LogDomain, 0, reduction_members,
-                                            "sum reaches 0 (-inf) or below (NaN)")});
+                                            "sum reaches 0 (-inf) or below (NaN)")})
+      .explain({.form = ExplainForm::reduce});
 
   // Subtracts the maximum: finite for every finite input.
-  r.op("ReduceLogSumExp", "reduce", reduce_log_sum_exp)
+  r.op("ReduceLogSumExp", Family::reduce, reduce_log_sum_exp)
       .vjp(reduce_vjp([](double x, double y, double) { return std::exp(x - y); }))
       .error(condition(reduce_log_sum_exp_magnitude,
                        "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"))
-      .domain({{0}, exp_domain});
+      .domain({{0}, exp_domain})
+      .faults({"nomax"})
+      .cases({{13, {case_input::floats({2, 3, 4})}, {{"axes", Attribute::of_ints({1})}}}})
+      .explain({.form = ExplainForm::reduce});
 }
 
 // The ops along one axis that select or accumulate rather than reduce it to a value.
 void register_axis_ops(OpRegistry& r) {
   using namespace error_models;
-  r.op("ArgMax", "reduce", [](const KernelContext& c, const Tensors& in) {
+  r.op("ArgMax", Family::reduce, [](const KernelContext& c, const Tensors& in) {
      return arg_reduce(c, in, true);
    }).error(exact());
 
-  r.op("ArgMin", "reduce", [](const KernelContext& c, const Tensors& in) {
+  r.op("ArgMin", Family::reduce, [](const KernelContext& c, const Tensors& in) {
      return arg_reduce(c, in, false);
    }).error(exact());
 
-  r.op("TopK", "reduce", topk).vjp(topk_vjp).subgradient(topk_subgradient).error(exact());
+  r.op("TopK", Family::reduce, topk)
+      .vjp(topk_vjp)
+      .subgradient(topk_subgradient)
+      .error(exact())
+      .cases({{13, {case_input::whole({2, 3, 4, 5}), case_input::ints({1}, {3})}, {}, 2}});
 
-  r.op("CumSum", "reduce", cumsum)
+  r.op("CumSum", Family::reduce, cumsum)
       .vjp(cumsum_vjp)
       .error(accumulation(cumsum_length, "kappa(axis length) * cumsum(|x|), 1 ulp", 1))
-      .danger({danger::output_overflow()});
+      .danger({danger::output_overflow()})
+      .cases({{13, {case_input::floats({2, 3, 4}), case_input::ints({}, {1})}}});
 }
 
 }  // namespace

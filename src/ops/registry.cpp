@@ -32,11 +32,15 @@ std::vector<std::string> OpRegistry::types() const {
   return out;
 }
 
-OpBuilder OpRegistry::op(std::string type, std::string family, ReferenceForward reference,
-                         Where where) {
+OpBuilder OpRegistry::op(std::string type, Family family, ReferenceForward reference, Where where) {
   std::string name = type;
-  add(MetaOp(std::move(type), std::move(family), std::move(reference)), where);
+  add(MetaOp(std::move(type), family, std::move(reference)), where);
   return OpBuilder(*this, std::move(name));
+}
+
+OpBuilder OpRegistry::amend(const std::string& type) {
+  at(type, "amend");
+  return OpBuilder(*this, type);
 }
 
 OpBuilder& OpBuilder::error(ErrorModel m, Where where) {
@@ -61,6 +65,43 @@ OpBuilder& OpBuilder::subgradient(SubgradientFn f, Where where) {
 }
 OpBuilder& OpBuilder::danger(DangerZones zones, Where where) {
   r_.set_danger(type_, std::move(zones), where);
+  return *this;
+}
+
+OpBuilder& OpBuilder::inputs(InputRoles roles, Where where) {
+  MetaOp& op = r_.at(type_, "inputs");
+  op.inputs = std::move(roles);
+  op.where.emplace_back("inputs", where);
+  return *this;
+}
+OpBuilder& OpBuilder::cases(std::vector<CaseSpec> cases, Where where) {
+  MetaOp& op = r_.at(type_, "cases");
+  for (auto& c : cases) op.cases.push_back(std::move(c));
+  op.where.emplace_back("cases", where);
+  return *this;
+}
+OpBuilder& OpBuilder::undefined(Undefined u, Where where) {
+  MetaOp& op = r_.at(type_, "undefined inputs");
+  op.undefined = std::move(u);
+  op.where.emplace_back("undefined inputs", where);
+  return *this;
+}
+OpBuilder& OpBuilder::training(TrainingMode t, Where where) {
+  MetaOp& op = r_.at(type_, "training mode");
+  op.training = std::move(t);
+  op.where.emplace_back("training mode", where);
+  return *this;
+}
+OpBuilder& OpBuilder::faults(std::vector<std::string> names, Where where) {
+  MetaOp& op = r_.at(type_, "faults");
+  op.faults = std::move(names);
+  op.where.emplace_back("faults", where);
+  return *this;
+}
+OpBuilder& OpBuilder::explain(ExplainWords words, Where where) {
+  MetaOp& op = r_.at(type_, "explanation");
+  op.explain = std::move(words);
+  op.where.emplace_back("explanation", where);
   return *this;
 }
 

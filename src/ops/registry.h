@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/error_model.h"
+#include "ops/manifest.h"
 
 namespace metaop {
 
@@ -35,16 +36,24 @@ using SubgradientFn =
                                            const Tensors& outputs, const Tensors& output_grads)>;
 
 struct MetaOp {
-  MetaOp(std::string t, std::string f, ReferenceForward r)
-      : type(std::move(t)), family(std::move(f)), reference(std::move(r)) {}
+  MetaOp(std::string t, Family f, ReferenceForward r)
+      : type(std::move(t)), family(f), reference(std::move(r)) {}
   std::string type;
-  std::string family;  // elementwise, linear, conv, pool, norm, reduce, shape, index, loss
+  Family family;
   // Inputs as given (any dtype); computes in float64 and rounds once to the output dtype.
   ReferenceForward reference;
   ErrorModel error;           // attached after registration, in the same family file
   Domain domain;              // likewise (defaults: input 0 is data, no critical points)
   ReferenceVjp vjp;           // likewise; empty: not differentiable (integer, boolean, shape ops)
   SubgradientFn subgradient;  // empty: the gradient is unique wherever it exists
+  // The manifest (ops/manifest.h): which inputs are data, sample cases, undefined inputs,
+  // training mode, applicable faults, expose's words.
+  InputRoles inputs;
+  std::vector<CaseSpec> cases;
+  Undefined undefined;
+  TrainingMode training;
+  std::vector<std::string> faults;  // op-specific planted faults that apply (fault_catalog())
+  ExplainWords explain;
   // Where each concern was declared ("forward", "error model", "vjp" ...): metaop ops --where.
   std::vector<std::pair<std::string, std::source_location>> where;
 };
@@ -52,7 +61,7 @@ struct MetaOp {
 class OpRegistry;
 
 // One op's concerns declared in one block, each recording where:
-//   r.op("Softmax", "reduce", softmax).error(...).vjp(...).backward_error(...).domain(...);
+//   r.op("Softmax", Family::reduce, softmax).error(...).vjp(...).backward_error(...).domain(...);
 // The caller's file and line, for rows of op tables: `{.where = here(), .name = ...}` (a default
 // member initializer would record the end of the table instead, with GCC 12).
 inline std::source_location here(std::source_location l = std::source_location::current()) {
@@ -70,6 +79,13 @@ class OpBuilder {
   OpBuilder& domain(Domain d, Where where = Where::current());
   OpBuilder& subgradient(SubgradientFn f, Where where = Where::current());
   OpBuilder& danger(DangerZones zones, Where where = Where::current());
+  // The manifest (ops/manifest.h).
+  OpBuilder& inputs(InputRoles roles, Where where = Where::current());
+  OpBuilder& cases(std::vector<CaseSpec> cases, Where where = Where::current());
+  OpBuilder& undefined(Undefined u, Where where = Where::current());
+  OpBuilder& training(TrainingMode t, Where where = Where::current());
+  OpBuilder& faults(std::vector<std::string> names, Where where = Where::current());
+  OpBuilder& explain(ExplainWords words, Where where = Where::current());
 
  private:
   OpRegistry& r_;
@@ -84,8 +100,10 @@ class OpRegistry {
   // Each concern records where it is declared (the caller's file and line).
   using Where = std::source_location;
   // Adds an op with its float64 reference; its other concerns follow on the builder.
-  OpBuilder op(std::string type, std::string family, ReferenceForward reference,
+  OpBuilder op(std::string type, Family family, ReferenceForward reference,
                Where where = Where::current());
+  // The builder of an op already added (ops declared as table rows).
+  OpBuilder amend(const std::string& type);
   void add(MetaOp op, Where where = Where::current());
   // Declares the error model of an op already added.
   void set_error_model(const std::string& type, ErrorModel model, Where where = Where::current());
@@ -101,6 +119,7 @@ class OpRegistry {
 
  private:
   OpRegistry() = default;
+  friend class OpBuilder;
   MetaOp& at(const std::string& type, const char* concern);
   std::map<std::string, MetaOp> ops_;
 };

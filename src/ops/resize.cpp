@@ -317,13 +317,14 @@ constexpr const char* kResizeBackwardDoc =
 void register_resize_ops(OpRegistry& r) {
   using error_models::condition;
 
-  r.op("Resize", "shape", resize_reference)
+  r.op("Resize", Family::shape, resize_reference)
       .vjp(resize_vjp)
       .error(condition(resize_magnitude, kResizeDoc))
-      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc);
+      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc)
+      .faults({"offbyone"});
 
   // The older Upsample: Resize with scales only, asymmetric coordinates (see resize()).
-  r.op("Upsample", "shape", resize_reference)
+  r.op("Upsample", Family::shape, resize_reference)
       .vjp(resize_vjp)
       .error(condition(resize_magnitude, kResizeDoc))
       .backward_error(resize_vjp_magnitude, kResizeBackwardDoc);

@@ -555,7 +555,7 @@ const std::vector<ShapeRow>& shape_rows() {
 // clang-format on
 
 void add_row(OpRegistry& r, const ShapeRow& row) {
-  OpBuilder op = r.op(row.name, "shape", row.reference, row.where);
+  OpBuilder op = r.op(row.name, Family::shape, row.reference, row.where);
   op.error(error_models::data_movement(), row.where);
   if (!row.grad.empty()) op.vjp(data_movement_vjp(row.grad, row.zero_fill), row.where);
   // Input 0 alone is the default domain.
@@ -566,9 +566,14 @@ void add_row(OpRegistry& r, const ShapeRow& row) {
 
 void register_shape_ops(OpRegistry& r) {
   for (const auto& row : shape_rows()) add_row(r, row);
+  // Beyond the table's columns.
+  r.amend("Concat").inputs(InputRoles::combine());
+  r.amend("Slice").faults({"offbyone"});
+  r.amend("Pad").faults({"offbyone"});
+  r.amend("Squeeze").cases({{13, {case_input::floats({2, 1, 4, 1}), case_input::ints({1}, {1})}}});
 
   // No data input to probe: its inputs are sizes.
-  r.op("Range", "shape", range)
+  r.op("Range", Family::shape, range)
       .domain({{}, {}})
       .error(error_models::condition(range_magnitude,
                                      "2(i+1)(|start| + i|delta|) for element i, 1 ulp", 1));

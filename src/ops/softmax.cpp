@@ -164,7 +164,7 @@ void register_softmax_ops(OpRegistry& r) {
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
   auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
 
-  r.op("Softmax", "reduce",
+  r.op("Softmax", Family::reduce,
        [](const KernelContext& c, const Tensors& in) {
          return softmax(c, in, SoftmaxKind::Softmax);
        })
@@ -183,10 +183,12 @@ void register_softmax_ops(OpRegistry& r) {
           "|y_j| ((kappa(n) + 2) sum_k |g_k y_k| + 2|g_j|), 1 ulp", 1)
       .domain({{0}, exp_domain})
       .danger({danger::output_underflow(
-          "probability rounds to 0 (logit gap above about 104 in float32)")});
+          "probability rounds to 0 (logit gap above about 104 in float32)")})
+      .faults({"nomax"})
+      .explain({.form = ExplainForm::softmax, .telling = true});
 
   // Subtracts the maximum: finite for every finite input.
-  r.op("LogSoftmax", "reduce",
+  r.op("LogSoftmax", Family::reduce,
        [](const KernelContext& c, const Tensors& in) {
          return softmax(c, in, SoftmaxKind::LogSoftmax);
        })
@@ -203,9 +205,10 @@ void register_softmax_ops(OpRegistry& r) {
             return softmax_vjp_magnitude(c, in, out, grads, bound, SoftmaxKind::LogSoftmax);
           },
           "exp(y_j) (kappa(n) sum|g| + 6|sum g|) + |g_j|, 1 ulp", 1)
-      .domain({{0}, exp_domain});
+      .domain({{0}, exp_domain})
+      .faults({"nomax"});
 
-  r.op("Hardmax", "reduce",
+  r.op("Hardmax", Family::reduce,
        [](const KernelContext& c, const Tensors& in) {
          return softmax(c, in, SoftmaxKind::Hardmax);
        })

@@ -17,57 +17,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Cases the node tests lack, for ops the bindings claim: shapes and attributes models use
-// (per-channel PRelu, LayerNormalization with its Y output only, float Equal, rank >= 2 data for
-// OpenCV). Float inputs are seeded random; integer inputs carry the given values.
-struct SyntheticInput {
-  Shape shape;
-  DType dtype = DType::Float32;
-  std::vector<std::int64_t> values = {};  // integer inputs (axes, indices)
-  double lo = -2, hi = 2;
-  bool whole = false;  // whole numbers: exact zeros and ties, where gradients are not unique
-};
-
-class SyntheticCases {
- public:
-  NodeCase make(const std::string& op, std::int64_t opset, std::vector<SyntheticInput> ins,
-                std::map<std::string, Attribute> attrs = {}, std::size_t outputs = 1) {
-    std::mt19937_64 rng(seed_++);
-    NodeCase c;
-    c.test = fmt::format("synthetic_{}_{}", op, ++count_[op]);
-    c.graph.opset = opset;
-    c.graph.path = c.test;
-    Node n;
-    n.name = c.test;
-    n.op_type = op;
-    n.attrs = std::move(attrs);
-    for (std::size_t o = 0; o < outputs; ++o) n.outputs.push_back(fmt::format("y{}", o));
-    Tensors set;
-    for (std::size_t i = 0; i < ins.size(); ++i) {
-      std::string name = fmt::format("x{}", i);
-      n.inputs.push_back(name);
-      ValueInfo vi;
-      vi.name = name;
-      vi.dtype = ins[i].dtype;
-      c.graph.inputs.push_back(vi);
-      if (!ins[i].values.empty()) {
-        set.push_back(Tensor::from_i64(ins[i].values, ins[i].shape, ins[i].dtype));
-        continue;
-      }
-      std::uniform_real_distribution<double> u(ins[i].lo, ins[i].hi);
-      std::vector<double> v(static_cast<std::size_t>(shape_numel(ins[i].shape)));
-      for (auto& e : v) e = ins[i].whole ? std::round(u(rng)) : u(rng);
-      set.push_back(Tensor::from_f64(v, ins[i].shape, ins[i].dtype));
+// One of an op's declared cases (ops/manifest.h) as a one-node graph: float inputs seeded
+// random from (op, n) alone, integer inputs with their given values.
+NodeCase make_case(const std::string& op, std::size_t n, const CaseSpec& spec) {
+  std::mt19937_64 rng(case_seed(op, n));
+  NodeCase c;
+  c.test = fmt::format("synthetic_{}_{}", op, n);
+  c.graph.opset = spec.opset;
+  c.graph.path = c.test;
+  Node node;
+  node.name = c.test;
+  node.op_type = op;
+  node.attrs = spec.attrs;
+  fill_schema_defaults(node, spec.opset);  // as import does
+  for (std::size_t o = 0; o < spec.outputs; ++o) node.outputs.push_back(fmt::format("y{}", o));
+  Tensors set;
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+    const CaseInput& in = spec.inputs[i];
+    std::string name = fmt::format("x{}", i);
+    node.inputs.push_back(name);
+    ValueInfo vi;
+    vi.name = name;
+    vi.dtype = in.dtype;
+    c.graph.inputs.push_back(vi);
+    if (!in.values.empty()) {
+      set.push_back(Tensor::from_i64(in.values, in.shape, in.dtype));
+      continue;
     }
-    c.graph.nodes.push_back(n);
-    c.input_sets.push_back(set);
-    return c;
+    std::uniform_real_distribution<double> u(in.lo, in.hi);
+    std::vector<double> v(static_cast<std::size_t>(shape_numel(in.shape)));
+    for (auto& e : v) e = in.whole ? std::round(u(rng)) : u(rng);
+    set.push_back(Tensor::from_f64(v, in.shape, in.dtype));
   }
-
- private:
-  std::map<std::string, int> count_;  // per-op case numbers, so that names stay stable
-  std::uint64_t seed_ = 100;
-};
+  c.graph.nodes.push_back(node);
+  c.input_sets.push_back(set);
+  return c;
+}
 
 }  // namespace
 
@@ -99,54 +84,12 @@ std::vector<NodeCase> load_node_cases(const std::string& node_tests_dir) {
 }
 
 std::vector<NodeCase> synthetic_node_cases() {
-  SyntheticCases s;
-  using S = SyntheticInput;
-  const Shape x4{2, 3, 4, 5};
+  const auto& reg = OpRegistry::instance();
   std::vector<NodeCase> v;
-  v.push_back(s.make("PRelu", 13, {S{x4}, S{{3, 1, 1}}}));
-  v.push_back(s.make("PRelu", 13, {S{x4}, S{{1}}}));
-  v.push_back(s.make("LayerNormalization", 17, {S{{2, 3, 8}}, S{{8}}, S{{8}}}));
-  v.push_back(
-      s.make("Equal", 13,
-             {S{x4, DType::Float32, {}, -2, 2, true}, S{x4, DType::Float32, {}, -2, 2, true}}));
-  v.push_back(
-      s.make("Clip", 13,
-             {S{x4}, S{{}, DType::Float32, {}, -0.5, -0.5}, S{{}, DType::Float32, {}, 0.5, 0.5}}));
-  v.push_back(s.make("CumSum", 13, {S{{2, 3, 4}}, S{{}, DType::Int64, {1}}}));
-  v.push_back(s.make("Gather", 13, {S{{3, 4, 5}}, S{{2}, DType::Int64, {0, 2}}},
-                     {{"axis", Attribute::of_int(1)}}));
-  for (const char* op : {"Max", "Min", "Mean", "Sum"}) v.push_back(s.make(op, 13, {S{x4}, S{x4}}));
-  v.push_back(s.make("Pow", 13, {S{{2, 3, 4}, DType::Float32, {}, 0.5, 2}, S{{2, 3, 4}}}));
-  v.push_back(s.make("ReduceLogSumExp", 13, {S{{2, 3, 4}}}, {{"axes", Attribute::of_ints({1})}}));
-  v.push_back(s.make("ReduceSum", 13, {S{{2, 3, 4}}, S{{1}, DType::Int64, {1}}}));
-  v.push_back(s.make("Round", 13, {S{x4}}));
-  v.push_back(s.make("Sign", 13, {S{x4}}));
-  v.push_back(s.make("Squeeze", 13, {S{{2, 1, 4, 1}}, S{{1}, DType::Int64, {1}}}));
-  // No node test has these.
-  v.push_back(s.make("LpPool", 13, {S{x4}},
-                     {{"kernel_shape", Attribute::of_ints({2, 2})}, {"p", Attribute::of_int(3)}}));
-  v.push_back(s.make("GlobalLpPool", 13, {S{x4}}, {{"p", Attribute::of_int(2)}}));
-  // Exact zeros, bounds and ties: kinks and selections, where every subgradient is right and
-  // nothing else is; and smooth functions at 0, judged like anywhere else.
-  S w{x4, DType::Float32, {}, -2, 2, true};
-  for (const char* op :
-       {"Relu", "LeakyRelu", "Abs", "Elu", "Tanh", "Sigmoid", "Exp", "Sin", "Softplus"})
-    v.push_back(s.make(op, 13, {w}));
-  v.push_back(s.make("HardSwish", 14, {w}));
-  v.push_back(s.make(
-      "MaxPool", 13, {w},
-      {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({1, 1})}}));
-  v.push_back(s.make("GlobalMaxPool", 13, {w}));
-  v.push_back(s.make("ReduceMax", 13, {w}, {{"axes", Attribute::of_ints({3})}}));
-  v.push_back(s.make("ReduceMin", 13, {w}, {{"axes", Attribute::of_ints({1})}}));
-  v.push_back(s.make("Max", 13, {w, w}));
-  v.push_back(s.make("Min", 13, {w, w}));
-  v.push_back(
-      s.make("Clip", 13, {w, S{{}, DType::Float32, {}, -1, -1}, S{{}, DType::Float32, {}, 1, 1}}));
-  v.push_back(s.make("TopK", 13, {w, S{{1}, DType::Int64, {3}}}, {}, 2));
-  // Mean and InvStdDev in float64 (stash_type 11), so that their gradients are checked too.
-  v.push_back(s.make("LayerNormalization", 17, {S{{2, 3, 8}}, S{{8}}, S{{8}}},
-                     {{"stash_type", Attribute::of_int(11)}}, 3));
+  for (const auto& type : reg.types()) {
+    const auto& cases = reg.find(type)->cases;
+    for (std::size_t k = 0; k < cases.size(); ++k) v.push_back(make_case(type, k + 1, cases[k]));
+  }
   return v;
 }
 

@@ -20,7 +20,8 @@ struct NodeCase {
 // The single-node tests under `node_tests_dir` that MetaOp reads, with their input sets.
 std::vector<NodeCase> load_node_cases(const std::string& node_tests_dir);
 // Shapes, attributes and values the node tests lack (per-channel PRelu, LayerNormalization's
-// float64 statistics, exact zeros and ties for kinks and selections ...).
+// float64 statistics, exact zeros and ties for kinks and selections ...): the cases each op
+// declares in its block (OpBuilder::cases), by op type.
 std::vector<NodeCase> synthetic_node_cases();
 // Both, by op type (loaded once per process).
 const std::map<std::string, std::vector<NodeCase>>& node_cases_by_op(

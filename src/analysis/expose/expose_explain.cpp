@@ -70,29 +70,45 @@ class Explainer {
       return fmt::format("{} '{}' is {} at element {}",
                          g_.initializers.count(name) ? "weight" : "input", name, num(v), e);
     const Node& p = g_.nodes[it->second];
-    const std::string& op = p.op_type;
-    if (op == "Softmax") return softmax_cause(p, e, v);
-    if (op == "Exp" || op == "Sigmoid" || op == "Tanh" || op == "Relu" || op == "Softplus" ||
-        op == "Sqrt" || op == "Log" || op == "Reciprocal" || op == "Neg" || op == "Abs")
-      return unary_cause(p, e, v);
-    if (op == "Sub" || op == "Add" || op == "Mul" || op == "Div")
-      return arithmetic_cause(p, e, v, depth);
-    if (op.rfind("Reduce", 0) == 0) return reduce_cause(p, e, v, depth);
     const std::string who = p.op_type + " " + p.name;
-    if (op == "Clip") return fmt::format("{} clamped {} to {}", who, num(operand(p, 0, e)), num(v));
+    // The op's own words (ops/manifest.h, ExplainWords).
+    switch (words(p).form) {
+      case ExplainForm::softmax:
+        return softmax_cause(p, e, v);
+      case ExplainForm::unary:
+        return unary_cause(p, e, v);
+      case ExplainForm::arithmetic:
+        return arithmetic_cause(p, e, v, depth);
+      case ExplainForm::reduce:
+        return reduce_cause(p, e, v, depth);
+      case ExplainForm::clamp:
+        return fmt::format("{} clamped {} to {}", who, num(operand(p, 0, e)), num(v));
+      case ExplainForm::value:
+        break;
+    }
     return fmt::format("{} gave {}", who, num(v));
+  }
+
+  static const ExplainWords& words(const Node& n) {
+    static const ExplainWords none;
+    const MetaOp* op = OpRegistry::instance().find(n.op_type);
+    return op ? op->explain : none;
+  }
+  static bool among(const std::vector<double>& values, double v) {
+    return std::find(values.begin(), values.end(), v) != values.end();
   }
 
   // An element-wise unary op's output v at element e: underflow, saturation, clamping, overflow.
   std::string unary_cause(const Node& p, std::int64_t e, double v) const {
     const std::string who = p.op_type + " " + p.name;
-    const std::string& op = p.op_type;
+    const ExplainWords& w = words(p);
     double x = operand(p, 0, e);
-    if (v == 0 && (op == "Exp" || op == "Sigmoid" || op == "Softplus"))
-      return fmt::format("{} underflowed to 0 at x = {}", who, num(x));
-    if ((op == "Sigmoid" && v == 1) || (op == "Tanh" && std::fabs(v) == 1))
+    for (double u : w.underflow)
+      if (v == u) return fmt::format("{} underflowed to {} at x = {}", who, num(u), num(x));
+    if (among(w.saturation, v))
       return fmt::format("{} saturated to {} at x = {}", who, num(v), num(x));
-    if (op == "Relu" && v == 0) return fmt::format("{} clamped {} to 0", who, num(x));
+    if (w.clamps_to && v == *w.clamps_to)
+      return fmt::format("{} clamped {} to {}", who, num(x), num(*w.clamps_to));
     if (std::isinf(v)) return fmt::format("{} overflowed at x = {}", who, num(x));
     return fmt::format("{} of {} gave {}", who, num(x), num(v));
   }
@@ -101,13 +117,11 @@ class Explainer {
   // its telling operand came about.
   std::string arithmetic_cause(const Node& p, std::int64_t e, double v, int depth) const {
     const std::string who = p.op_type + " " + p.name;
-    const std::string& op = p.op_type;
+    const ExplainWords& w = words(p);
     double a = operand(p, 0, e), b = operand(p, 1, e);
-    const char* sym = op == "Sub" ? "-" : op == "Add" ? "+" : op == "Mul" ? "*" : "/";
-    std::string s = fmt::format("{}: {} {} {} = {}", who, num(a), sym, num(b), num(v));
-    if ((op == "Sub" || op == "Add") && v == 0 && a != 0) s += " (cancellation)";
-    if ((op == "Sub" || op == "Add") && v != 0 && std::fabs(v) < 1e-4 * std::fabs(a))
-      s += " (cancellation)";
+    std::string s = fmt::format("{}: {} {} {} = {}", who, num(a), w.symbol, num(b), num(v));
+    if (w.cancellation && v == 0 && a != 0) s += " (cancellation)";
+    if (w.cancellation && v != 0 && std::fabs(v) < 1e-4 * std::fabs(a)) s += " (cancellation)";
     if (depth < 1)
       if (std::optional<std::string> why = operand_cause(p, e, a, b, depth)) return s + "; " + *why;
     return s;
@@ -120,11 +134,9 @@ class Explainer {
     for (std::size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
       auto pk = producer_.find(p.inputs[k]);
       if (pk == producer_.end()) continue;
-      const std::string& kop = g_.nodes[pk->second].op_type;
       double x = k == 0 ? a : b;
-      bool telling = kop == "Sigmoid" || kop == "Softmax" || kop == "Exp" || kop == "Tanh" ||
-                     kop == "Relu" || kop == "ReduceSum" || kop == "ReduceMean" ||
-                     (p.op_type == "Mul" && x == 0) || kop == "Mul" || kop == "Div" || kop == "Pow";
+      bool telling =
+          words(g_.nodes[pk->second]).telling || (words(p).zero_operand_telling && x == 0);
       if (!telling) continue;
       const Tensor* in = value(p.inputs[k]);
       const Tensor* out = value(p.outputs[0]);
@@ -178,14 +190,16 @@ class Explainer {
     if (n > 0 && zeros == n) {
       std::string s = fmt::format("all {} terms of {} are 0", n, who);
       auto pk = producer_.find(p.inputs[0]);
-      if (depth < 1 && pk != producer_.end() && g_.nodes[pk->second].op_type == "Relu")
-        s += fmt::format(" (Relu {} clamped every one of them)", g_.nodes[pk->second].name);
+      const Node* q = pk != producer_.end() ? &g_.nodes[pk->second] : nullptr;
+      if (depth < 1 && q && words(*q).clamps_to == 0.0)
+        s += fmt::format(" ({} {} clamped every one of them)", q->op_type, q->name);
       else if (depth < 1 && first >= 0)
         s += " (" + cause(p.inputs[0], first, depth + 1) + ")";
       return s;
     }
-    if ((p.op_type == "ReduceSum" || p.op_type == "ReduceMean") && sum_abs > 0 &&
-        std::fabs(v) * static_cast<double>(p.op_type == "ReduceMean" ? n : 1) < 1e-4 * sum_abs)
+    const ExplainWords& w = words(p);
+    if (w.cancellation && sum_abs > 0 &&
+        std::fabs(v) * static_cast<double>(w.mean ? n : 1) < 1e-4 * sum_abs)
       return fmt::format("{} of {} terms gave {} (cancellation: sum of |terms| {})", who, n, num(v),
                          num(sum_abs));
     return fmt::format("{} of {} terms gave {}", who, n, num(v));

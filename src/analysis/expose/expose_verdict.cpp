@@ -61,7 +61,7 @@ void Searcher::verify(const Point& p) {
   for (const auto& rec : r.records) {
     const MetaOp* op = OpRegistry::instance().find(g_.nodes[rec.node].op_type);
     // Constants and shape arithmetic on the reference do not change the verdict.
-    if (!rec.fallback_reason.empty() && op && op->family != "shape" && op->family != "index")
+    if (!rec.fallback_reason.empty() && op && !moves_data(op->family))
       fallback_ops_.insert(g_.nodes[rec.node].op_type);
   }
   std::vector<std::string> bad_outputs;

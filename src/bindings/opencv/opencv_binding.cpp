@@ -146,20 +146,16 @@ void check_opencv_inputs(const Node& node, const Tensors& inputs) {
                       ": OpenCV 4.6 leaves Dropout's mask output unwritten (docs/findings.md)");
 }
 
-// Data inputs are network inputs; the others become initializers (weights, shapes, axes...),
-// which is how OpenCV's importer expects them. Input 0 is always data; for ops that combine
-// activations (element-wise, Concat, MatMul) every float32 input is.
+// Data inputs (as the op declares them, ops/manifest.h) are network inputs; the others become
+// initializers (weights, shapes, axes...), which is how OpenCV's importer expects them.
 SubgraphSpec opencv_spec(const Node& node, const Tensors& inputs) {
-  static const std::set<std::string> all_data = {"Add",    "Sub",   "Mul",     "Div",  "Pow",
-                                                 "Max",    "Min",   "Sum",     "Mean", "Concat",
-                                                 "MatMul", "Equal", "Greater", "Less"};
-  bool every = all_data.count(node.op_type) > 0;
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
   SubgraphSpec spec;
   spec.nodes = {0};
   for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
     if (node.inputs[i].empty()) continue;
     spec.values[node.inputs[i]] = inputs[i];
-    bool data = i == 0 || (every && inputs[i].dtype() == DType::Float32);
+    bool data = op ? op->inputs.is_data(i, inputs[i].dtype()) : i == 0;
     if (!data) spec.constants.insert(node.inputs[i]);
   }
   return spec;

@@ -28,18 +28,13 @@ const std::map<std::string, std::string>& lacking(bool wasm) {
   return wasm ? web : cpu;
 }
 
-// Inputs other than the first are parameters (weights, shapes, axes, scales...), written as
-// initializers as exporters write them -- ONNX Runtime prepacks constant weights and folds
-// constant subexpressions, which is what its users get -- except for ops that combine
-// activations, whose floating inputs are data.
+// Data inputs (as the op declares them, ops/manifest.h) are graph inputs; the others are
+// parameters (weights, shapes, axes, scales...), written as initializers as exporters write
+// them -- ONNX Runtime prepacks constant weights and folds constant subexpressions, which is what
+// its users get.
 bool is_data_input(const std::string& op, std::size_t k, const Tensor& t) {
-  static const std::set<std::string> combine = {
-      "Add",  "Sub",         "Mul",    "Div",    "Pow",     "Max",
-      "Min",  "Sum",         "Mean",   "Equal",  "Greater", "GreaterOrEqual",
-      "Less", "LessOrEqual", "Concat", "MatMul", "Einsum",  "Where",
-      "And",  "Or",          "Xor",    "Mod"};
-  if (k == 0) return true;
-  return combine.count(op) && (is_floating(t.dtype()) || op == "Where");
+  const MetaOp* m = OpRegistry::instance().find(op);
+  return m ? m->inputs.is_data(k, t.dtype()) : k == 0;
 }
 
 std::uint64_t hash_bytes(const void* p, std::size_t n) {

@@ -253,7 +253,7 @@ void add_normalization(TorchTable& t) {
   t.add("BatchNormalization",
         TorchOp{[](const Ctx& c) {
                   const Node& n = c.node();
-                  double eps = n.attr_f("epsilon", 1e-5);
+                  double eps = attr_f(c.k, "epsilon");
                   if (batch_norm_training(c.k)) {
                     // ATen's own running-stat update uses the unbiased variance;
                     // ONNX's uses the batch's (population) variance. So ATen
@@ -261,7 +261,7 @@ void add_normalization(TorchTable& t) {
                     // are blended here from the ones it saved.
                     auto [y, mean, invstd] = at::native_batch_norm(
                         c.in(0), c.in(1), c.in(2), at::Tensor(), at::Tensor(), true, 0.0, eps);
-                    double mom = n.attr_f("momentum", 0.9);
+                    double mom = attr_f(c.k, "momentum");
                     at::Tensor var = invstd.pow(-2) - eps;
                     ATs out{y};
                     if (n.outputs.size() > 1)
@@ -277,30 +277,38 @@ void add_normalization(TorchTable& t) {
                 {3, 4}});  // running mean and variance: statistics, not differentiated
   t.add("InstanceNormalization", TorchOp{[](const Ctx& c) {
           return ATs{at::instance_norm(c.in(0), c.in(1), c.in(2), at::Tensor(), at::Tensor(), true,
-                                       0.0, c.node().attr_f("epsilon", 1e-5), false)};
+                                       0.0, attr_f(c.k, "epsilon"), false)};
         }});
-  t.add("LayerNormalization", TorchOp{[](const Ctx& c) {
-          // ONNX computes in stash_type and casts Y back to X's type: ATen's kernel runs in that
-          // type.
-          auto stash = to_aten(dtype_from_onnx(static_cast<int>(c.node().attr_i("stash_type", 1)))
-                                   .value_or(DType::Float32));
-          const at::Tensor& x_in = c.in(0);
-          bool wider = at::elementSize(stash) > static_cast<std::size_t>(x_in.element_size());
-          at::Tensor x = wider ? x_in.to(stash) : x_in;
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", -1), x.dim());
-          std::vector<std::int64_t> norm_shape(x.sizes().begin() + axis, x.sizes().end());
-          at::Tensor w = c.in(1).expand(norm_shape).contiguous();
-          at::Tensor b = c.has(2) ? c.x[2].expand(norm_shape).contiguous() : at::Tensor();
-          if (wider) {
-            w = w.to(stash);
-            if (b.defined()) b = b.to(stash);
-          }
-          auto [y, mean, rstd] =
-              at::native_layer_norm(x, norm_shape, w, b, c.node().attr_f("epsilon", 1e-5));
-          std::vector<std::int64_t> stat(x.sizes().begin(), x.sizes().end());
-          for (std::size_t d = static_cast<std::size_t>(axis); d < stat.size(); ++d) stat[d] = 1;
-          return ATs{y.to(x_in.scalar_type()), mean.reshape(stat).to(stash),
-                     rstd.reshape(stat).to(stash)};
+  t.add(
+      "LayerNormalization", TorchOp{[](const Ctx& c) {
+        // ONNX computes in stash_type and casts Y back to X's type: ATen's kernel runs in that
+        // type.
+        auto stash = to_aten(
+            dtype_from_onnx(static_cast<int>(attr_i(c.k, "stash_type"))).value_or(DType::Float32));
+        const at::Tensor& x_in = c.in(0);
+        bool wider = at::elementSize(stash) > static_cast<std::size_t>(x_in.element_size());
+        at::Tensor x = wider ? x_in.to(stash) : x_in;
+        std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
+        std::vector<std::int64_t> norm_shape(x.sizes().begin() + axis, x.sizes().end());
+        at::Tensor w = c.in(1).expand(norm_shape).contiguous();
+        at::Tensor b = c.has(2) ? c.x[2].expand(norm_shape).contiguous() : at::Tensor();
+        if (wider) {
+          w = w.to(stash);
+          if (b.defined()) b = b.to(stash);
+        }
+        auto [y, mean, rstd] = at::native_layer_norm(x, norm_shape, w, b, attr_f(c.k, "epsilon"));
+        std::vector<std::int64_t> stat(x.sizes().begin(), x.sizes().end());
+        for (std::size_t d = static_cast<std::size_t>(axis); d < stat.size(); ++d) stat[d] = 1;
+        return ATs{y.to(x_in.scalar_type()), mean.reshape(stat).to(stash),
+                   rstd.reshape(stat).to(stash)};
+      }});
+  // ONNX has no epsilon: x / ||x||_p, as normalize(x, p, axis) with eps 0.
+  t.add("LpNormalization", TorchOp{[](const Ctx& c) {
+          const at::Tensor& x = c.in(0);
+          std::int64_t p = attr_i(c.k, "p");
+          if (p != 1 && p != 2) c.unsupported(fmt::format("p = {}", p));
+          std::vector<std::int64_t> axis{norm_axis(c.k, attr_i(c.k, "axis"), x.dim())};
+          return ATs{x / at::linalg_vector_norm(x, static_cast<double>(p), axis, true)};
         }});
 }
 
