@@ -38,6 +38,9 @@ class Binding {
   // Its optimizers' update kernel for `c`, in this process (what a worker runs: the worker knows
   // its binding, not the factory); nullptr when it has none.
   virtual std::unique_ptr<UpdateKernel> update_kernel(const OptimizerConfig& c) const;
+  // What a worker does once before its first kernel (a plugin's binding: load the plugin), so
+  // that the kernel timeout measures kernels, not the framework's start-up.
+  virtual void prepare() {}
 };
 
 // "file:line" of a declaration (file names relative to the project: the build maps them).

@@ -32,6 +32,10 @@ namespace {
 
 std::atomic<Isolation> isolation_mode{Isolation::Process};
 
+// How long a fresh worker may take to load its framework (LibTorch takes a second or two on a
+// quiet machine, ten or more when the machine is busy).
+constexpr int kWorkerStartSeconds = 300;
+
 using namespace isolate;
 
 // --- MetaOp's side: one worker per binding name
@@ -293,6 +297,33 @@ class Worker {
     sock_ = sv[0];
     pid_ = pid;
     ++starts_;
+    await_ready();
+  }
+
+  // The worker's first frame says it has prepared its binding (loaded the framework): within
+  // kWorkerStartSeconds however short the kernel timeout, so that a framework's start-up on a
+  // busy machine is never taken for a hanging kernel. A binding that could not prepare answers
+  // with its error, which the first call then reports.
+  void await_ready() {
+    auto deadline = WorkerClock::now() + std::chrono::seconds(kWorkerStartSeconds);
+    std::string body;
+    Io io = Io::Ok;
+    read_frame(sock_, body, deadline, io);
+    std::string what = fmt::format("{}'s worker", name_);
+    if (io == Io::Timeout) {
+      kill_worker(pid_);
+      pid_ = -1;
+      ::close(sock_);
+      sock_ = -1;
+      throw Hang(fmt::format("{} did not start within {} s", what, kWorkerStartSeconds));
+    }
+    if (io == Io::Closed) died(what + " starting");
+    Reader rd(body);
+    if (rd.get<char>() != 'R') {
+      std::string msg = rd.str();
+      close_link();
+      throw Error(msg);
+    }
   }
 
   // A fresh worker gets a fresh arena; the tensors over the last one keep it while they live.
@@ -325,6 +356,15 @@ class Worker {
       from = static_cast<unsigned>(fd) + 1;
     }
     ::close_range(from, ~0u, 0);
+    Writer ready;
+    try {
+      inner.prepare();
+      ready.put('R');
+    } catch (const std::exception& e) {
+      ready.put('E');
+      ready.str(e.what());
+    }
+    if (send_frame(sv[1], ready.buffer(), WorkerClock::time_point::max()) != Io::Ok) _exit(0);
     serve(inner, sv[1], region_, arena_->fd(), arena_->reserved());
   }
 

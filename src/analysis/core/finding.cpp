@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "bindings/factory.h"
 #include "tensor/error.h"
 #include "tensor/text.h"
 
@@ -62,12 +61,21 @@ double number_from_json(const nlohmann::json& v) {
   return NAN;
 }
 
+namespace {
+std::string (*g_binding_version)(const std::string&) = nullptr;
+}  // namespace
+
+void set_binding_version_lookup(std::string (*lookup)(const std::string& binding)) {
+  g_binding_version = lookup;
+}
+
 nlohmann::json finding_json(const FindingCore& f) {
   nlohmann::json j = {{"op_type", f.op_type},          {"binding", f.binding},
                       {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
                       {"score", json_number(f.score)}, {"detail", f.detail}};
   // The framework's version beside the binding (torch and torch-1.13 are two LibTorches).
-  if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
+  if (g_binding_version)
+    if (std::string v = g_binding_version(f.binding); !v.empty()) j["binding_version"] = v;
   return j;
 }
 

@@ -53,6 +53,10 @@ double number_from_json(const nlohmann::json& v);
 
 // The common fields as the JSON of check, probe and train --check and the probe journal have
 // them: op_type, binding, phase, kind, score and detail.
+// The framework version a finding's JSON names beside its binding (torch and torch-1.13 are two
+// LibTorches): set by what knows the bindings (binding_versions.cpp, linked into every program
+// that has them); a reader built without the bindings (the fuzz targets) writes none.
+void set_binding_version_lookup(std::string (*lookup)(const std::string& binding));
 nlohmann::json finding_json(const FindingCore& f);
 // The same with the verification: verified, verification, and repro (null when none written).
 nlohmann::json verified_finding_json(const FindingCore& f);
