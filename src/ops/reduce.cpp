@@ -485,12 +485,11 @@ double add_square(double a, double x) {
   return a + x * x;
 }
 
-// The Reduce* ops: one value per group of the reduced axes.
+void register_norm_reductions(OpRegistry& r);
+
+// The Reduce* ops: one value per group of the reduced axes (the norms and log-sums below).
 void register_reductions(OpRegistry& r) {
   using namespace error_models;
-  // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
-  auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
-
   r.op("ReduceSum", Family::reduce, reduction({0.0, add, id}))
       .vjp(reduce_vjp([](double, double, double) { return 1.0; }))
       .error(accumulation(reduced_count, "kappa(n) * sum|x|, 1 ulp", 1))
@@ -524,6 +523,15 @@ void register_reductions(OpRegistry& r) {
       .danger({danger::output_overflow(),
                danger::output_underflow("product of nonzero terms rounds to 0", product_has_zero)})
       .explain({.form = ExplainForm::reduce});
+
+  register_norm_reductions(r);
+}
+
+// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp.
+void register_norm_reductions(OpRegistry& r) {
+  using namespace error_models;
+  // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
+  auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
 
   r.op("ReduceL1", Family::reduce,
        reduction({0.0, [](double a, double x) { return a + std::fabs(x); }, id}))
