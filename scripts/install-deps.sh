@@ -71,7 +71,8 @@ fi
 
 # The Python virtual environment, from Debian's python3 (python3-venv).
 LOCK=scripts/requirements.lock
-ROOT=${METAOP_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/metaop}
+HOME_DIR=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+ROOT=${METAOP_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME_DIR/.cache}/metaop}
 if [ $RELOCK -eq 1 ]; then
   VENV=$ROOT/venv-relock-$$
   echo "install-deps: a fresh environment from scripts/requirements.txt in $VENV"
