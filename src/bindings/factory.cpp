@@ -8,7 +8,6 @@
 #include "bindings/ort/ort_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "ops/linear_util.h"
-#include "ops/registry.h"
 
 #ifndef METAOP_ORT_VERSION
 #define METAOP_ORT_VERSION "unknown"
@@ -34,10 +33,7 @@ BindingInfo builtin_info(const Binding& b, std::string framework, std::string ve
   info.isolate = false;
   info.update = update;
   info.whole_model = whole_model;
-  for (const auto& t : OpRegistry::instance().types()) {
-    info.support[t] = b.supports(t);
-    if (auto w = b.where(t); !w.empty()) info.where[t] = w;
-  }
+  describe_ops(b, info);
   return info;
 }
 

@@ -104,9 +104,7 @@ json describe(const std::string& path) {
   doc["size"] = s.size;
   doc["mtime_ns"] = s.mtime_ns;
   json list = json::array();
-  auto types = OpRegistry::instance().types();
   for (auto& d : l.registrar.bindings()) {
-    auto b = d.make();
     json j;
     j["name"] = d.name;
     j["framework"] = d.framework;
@@ -114,17 +112,17 @@ json describe(const std::string& path) {
     j["isolate"] = d.isolate;
     j["update"] = static_cast<bool>(d.update);
     j["whole_model"] = static_cast<bool>(d.whole_model);
-    json ops = json::object(), where = json::object();
-    for (const auto& t : types) {
-      Support sup = b->supports(t);
+    BindingInfo info;
+    describe_ops(*d.make(), info);
+    json ops = json::object();
+    for (const auto& [t, sup] : info.support) {
       std::vector<int> dtypes(sup.dtypes.size());
       std::transform(sup.dtypes.begin(), sup.dtypes.end(), dtypes.begin(),
                      [](DType dt) { return static_cast<int>(dt); });
       ops[t] = {{"f", sup.forward}, {"b", sup.backward}, {"dtypes", dtypes}, {"why", sup.reason}};
-      if (auto w = b->where(t); !w.empty()) where[t] = w;
     }
     j["ops"] = std::move(ops);
-    j["where"] = std::move(where);
+    j["where"] = info.where;
     list.push_back(std::move(j));
   }
   doc["bindings"] = std::move(list);
@@ -341,6 +339,13 @@ class PluginBinding final : public Binding {
 };
 
 }  // namespace
+
+void describe_ops(const Binding& b, BindingInfo& info) {
+  for (const auto& t : OpRegistry::instance().types()) {
+    info.support[t] = b.supports(t);
+    if (auto w = b.where(t); !w.empty()) info.where[t] = w;
+  }
+}
 
 const std::vector<BindingInfo>& plugin_infos() {
   return found().infos;

@@ -68,6 +68,10 @@ struct BindingInfo {
   std::map<std::string, std::vector<std::string>> where;  // per op, where it has kernels
 };
 
+// What `b` says of every registered op: its support and where its kernels are (the manifest's
+// per-op part; the built-in bindings' whole description).
+void describe_ops(const Binding& b, BindingInfo& info);
+
 // The plugins' bindings, in the order found (factory.h adds the built-in ones). Reading the
 // manifests loads no plugin, except in the child that writes a missing or stale one.
 const std::vector<BindingInfo>& plugin_infos();
