@@ -19,7 +19,7 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 # The bundled CNN checked op by op under the three frameworks, then a small MLP trained under
 # torch (forward, backward and torch's Adam) with every step checked; HTML reports in build/demo.
 demo: build
-	$(BUILD_DIR)/metaop check tests/data/tiny_cnn.onnx --bind torch,onednn,opencv --samples 2 \
+	$(BUILD_DIR)/metaop check tests/data/tiny_cnn.onnx --bind torch,onednn,opencv-4.6 --samples 2 \
 	  --report $(BUILD_DIR)/demo/check
 	$(BUILD_DIR)/metaop train tests/data/train_mlp.onnx --data tests/data/train_x.npy \
 	  --labels tests/data/train_y.npy --loss cross_entropy --optimizer adam --lr 0.01 \
@@ -56,7 +56,7 @@ bench: build
 	/usr/bin/python3 tests/models/export_torchvision.py $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
-	$(BUILD_DIR)/bench/bench_ort_overhead $(BUILD_DIR)/models resnet50
+	$(BUILD_DIR)/bench/bench_binding_overhead $(BUILD_DIR)/models resnet50
 	$(BUILD_DIR)/bench/bench_isolation_overhead $(BUILD_DIR)/models resnet50
 
 # libFuzzer targets (clang, address and undefined-behaviour sanitizers) for the readers of

@@ -20,8 +20,8 @@ $PY "$HERE/../tests/models/export_torchvision.py" "$MODELS" > "$OUT/export.log"
 stamp "speed: reference and check against LibTorch (resnet50, 1 and 2 threads)"
 "$BUILD/bench/bench_reference_vs_torch" "$MODELS" resnet50 1 > "$OUT/reference_vs_torch_1.log"
 "$BUILD/bench/bench_reference_vs_torch" "$MODELS" resnet50 2 > "$OUT/reference_vs_torch_2.log"
-stamp "speed: the ort binding against ONNX Runtime's own run (resnet50)"
-"$BUILD/bench/bench_ort_overhead" "$MODELS" resnet50 > "$OUT/ort_overhead.log"
+stamp "speed: each ONNX-import binding against its framework's own run (resnet50)"
+"$BUILD/bench/bench_binding_overhead" "$MODELS" resnet50 > "$OUT/binding_overhead.log"
 stamp "speed: framework kernels in worker processes against in process (resnet50, OpenCV)"
 "$BUILD/bench/bench_isolation_overhead" "$MODELS" resnet50 > "$OUT/isolation_overhead.log"
 
@@ -42,7 +42,7 @@ stamp "oracle: tightness and sensitivity per op"
 "$BUILD/bench/bench_oracle" /usr/share/libonnx-testdata/data/node --json "$OUT/oracle.json" \
   > "$OUT/oracle.md"
 
-stamp "probe: every op, torch/onednn/opencv, and ort/ort-wasm"
+stamp "probe: every op, torch/onednn/opencv-4.6, and ort/ort-wasm"
 /usr/bin/time -f "%e s" -o "$OUT/probe.time" "$METAOP" probe --json "$OUT/probe.json" \
   --out "$OUT/probe-repro" > "$OUT/probe.log" || true
 /usr/bin/time -f "%e s" -o "$OUT/probe_ort.time" "$METAOP" probe --bind ort,ort-wasm \
@@ -70,7 +70,7 @@ $PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$O
   2> "$OUT/expose.log"
 
 stamp "done; headline figures:"
-for f in reference_vs_torch_1 reference_vs_torch_2 ort_overhead isolation_overhead; do
+for f in reference_vs_torch_1 reference_vs_torch_2 binding_overhead isolation_overhead; do
   echo "== $f"; tail -8 "$OUT/$f.log"
 done
 for a in resnet18 mobilenet_v2 vit_b_16; do echo "== propagate $a"; tail -1 "$OUT/propagate_$a.log"; done

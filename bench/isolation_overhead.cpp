@@ -32,7 +32,7 @@ namespace {
 // OpenCV as it ran before the workers: every node in a forked child, exported and imported anew.
 class ForkPerNode final : public Binding {
  public:
-  std::string name() const override { return "opencv"; }
+  std::string name() const override { return "opencv-4.6"; }
   Support supports(const std::string& op) const override { return inner_.supports(op); }
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override {
     return run_isolated(node.label(), [&] { return inner_.forward(node, opset, inputs); });
@@ -122,10 +122,10 @@ void opencv_per_node(const Graph& g, const std::map<std::string, Tensor>& inputs
     c_in.push_back(seconds([&] { run_graph(g, inputs, cv_in); }));
   }
   std::size_t on_cv = 0;
-  for (const auto& rec : run_graph(g, inputs, cv_iso).records) on_cv += rec.binding == "opencv";
+  for (const auto& rec : run_graph(g, inputs, cv_iso).records) on_cv += rec.binding == "opencv-4.6";
   double n = static_cast<double>(g.nodes.size());
-  fmt::print("{} on opencv ({} of {} nodes on OpenCV), per node (run time / nodes):\n", arch, on_cv,
-             g.nodes.size());
+  fmt::print("{} on opencv-4.6 ({} of {} nodes on OpenCV 4.6), per node (run time / nodes):\n",
+             arch, on_cv, g.nodes.size());
   fmt::print("  a child per node, export + import each (before)  {:8.2f} ms per node\n",
              1e3 * fork_run / n);
   fmt::print("  worker, nets imported once (first run)           {:8.2f} ms per node\n",

@@ -10,7 +10,7 @@
 //                than 10 times the largest error an honest kernel made on that case.
 // Prints a Markdown table (docs/error-models.md) and, with --json, every row.
 //
-// Usage: bench_oracle NODE_TESTS_DIR [--bindings torch,onednn,opencv,ort] [--json FILE]
+// Usage: bench_oracle NODE_TESTS_DIR [--bindings torch,onednn,opencv-4.6,ort] [--json FILE]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -230,7 +230,7 @@ std::string cell(const Tally* t) {
 // NODE_TESTS_DIR [--bindings LIST] [--json FILE].
 struct Options {
   std::string dir, json_path;
-  std::vector<std::string> names = {"torch", "onednn", "opencv", "ort"};
+  std::vector<std::string> names = {"torch", "onednn", "opencv-4.6", "ort"};
 };
 
 Options parse_options(int argc, char** argv) {

@@ -70,11 +70,14 @@ def coverage(rows):
 def probe_findings(root):
     lines = [line.split() for line in (root / "tests/known_probe_findings.txt").read_text()
              .splitlines() if line.strip() and not line.startswith("#")]
-    frameworks = [f for f in lines if f[0] in ("torch", "onednn", "opencv")]
+    frameworks = [f for f in lines if f[0] in ("torch", "onednn", "opencv-4.6")]
     return {"frameworks": len(frameworks),
             "torch updates": sum(f[0] == "torch" and f[1].startswith("update") for f in lines),
             "torch-1.13": sum(f[0] == "torch-1.13" for f in lines),
-            "ort": sum(f[0] in ("ort", "ort-wasm") for f in lines)}
+            "onednn-2.6": sum(f[0] == "onednn-2.6" for f in lines),
+            "ort-1.30": sum(f[0] in ("ort-1.30", "ort-wasm") for f in lines),
+            "opencv": sum(f[0] == "opencv" for f in lines),
+            "ort": sum(f[0] == "ort" for f in lines)}
 
 
 def counts_table(rows, root):
@@ -91,16 +94,25 @@ def counts_table(rows, root):
          [ref_bwd, ops - ref_bwd], "reference backward ops, ops without"),
         ("docs/findings.md", r"Its (\d+) findings \(binding x op x kind, (\d+) of them torch's",
          [probe["frameworks"], probe["torch updates"]],
-         "probe findings of torch, onednn, opencv; torch's updates (known_probe_findings.txt)"),
+         "probe findings of torch, onednn, opencv-4.6; torch's updates (known_probe_findings.txt)"),
         ("docs/findings.md", r"`--bind torch-1.13` lists (\d+) findings", [probe["torch-1.13"]],
          "probe findings of torch-1.13, Debian's LibTorch (known_probe_findings.txt)"),
-        ("docs/findings.md", r"--bind ort,ort-wasm` \([\d,]+ cases, [\d.]+ s\) lists (\d+) findings",
-         [probe["ort"]], "probe findings of ort and ort-wasm (known_probe_findings.txt)"),
+        ("docs/findings.md", r"--bind ort-1.30,ort-wasm` \([\d,]+ cases, [\d.]+ s\) lists (\d+) findings",
+         [probe["ort-1.30"]], "probe findings of ort-1.30 and ort-wasm (known_probe_findings.txt)"),
+        ("docs/findings.md", r"`metaop probe --bind ort` lists (\d+) findings", [probe["ort"]],
+         "probe findings of ort, ONNX Runtime 1.31 (known_probe_findings.txt)"),
+        ("docs/findings.md", r"`metaop probe --bind opencv` lists (\d+) findings",
+         [probe["opencv"]], "probe findings of opencv, OpenCV 5.0 (known_probe_findings.txt)"),
+        ("docs/findings.md", r"the (\d+) ops\s+`opencv` claims", [cov["opencv"][0]],
+         "opencv's forward ops"),
         ("docs/findings.md", r"checks\s+all (\d+) claimed ops", [cov["ort"][0]], "ort's forward ops"),
-        ("docs/findings.md", r"reference on all (\d+) ops it claims, and the backward primitives",
-         [cov["onednn"][0]], "onednn's forward ops"),
-        ("docs/findings.md", r"the reference on all (\d+)\. The edge-value",
-         [cov["onednn"][1]], "onednn's backward ops"),
+        ("docs/findings.md", r"`--bind onednn-2.6` (\d+) of its own", [probe["onednn-2.6"]],
+         "probe findings of onednn-2.6, Debian's oneDNN (known_probe_findings.txt)"),
+        ("docs/findings.md",
+         r"reference on all (\d+) ops\s+`onednn` claims and all (\d+) `onednn-2.6` claims",
+         [cov["onednn"][0], cov["onednn-2.6"][0]], "onednn's and onednn-2.6's forward ops"),
+        ("docs/findings.md", r"the reference on all (\d+) and (\d+) they\s+claim",
+         [cov["onednn"][1], cov["onednn-2.6"][1]], "onednn's and onednn-2.6's backward ops"),
         ("docs/findings.md", r"on all (\d+) ops the torch\s+binding claims", [cov["torch"][0]],
          "torch's forward ops"),
         ("docs/findings.md", r"reference on\s+all (\d+) it claims", [cov["torch"][1]],

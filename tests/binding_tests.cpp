@@ -50,6 +50,7 @@ const std::map<std::string, std::vector<NodeCase>>& cases_by_op() {
 
 struct Known {
   std::string binding, op, test, phase, variant, kind;
+  std::string cls;  // forward: the triage class; backward and vjp: "-"
   double bound = 0;  // the largest score accepted (infinite for non-finite, shape, crash ...)
   int line = 0;
 };
@@ -69,7 +70,8 @@ const KnownList& known_findings() {
   static const KnownList list = [] {
     static const std::set<std::string> phases{"forward", "backward", "vjp"},
         variants{"given", "random"},
-        kinds{"accuracy", "nonfinite", "shape", "omitted", "error", "crash", "any"};
+        kinds{"accuracy", "nonfinite", "shape", "omitted", "error", "crash", "any"},
+        classes{"defect", "float32-limit", "convention", "untriaged", "-"};
     KnownList k;
     std::ifstream f(METAOP_KNOWN_FINDINGS);
     std::string line;
@@ -78,7 +80,7 @@ const KnownList& known_findings() {
       std::istringstream ss(line);
       Known e;
       std::string bound, extra;
-      ss >> e.binding >> e.op >> e.test >> e.phase >> e.variant >> e.kind >> bound;
+      ss >> e.binding >> e.op >> e.test >> e.phase >> e.variant >> e.kind >> e.cls >> bound;
       e.line = n;
       try {
         std::size_t used = 0;
@@ -88,10 +90,12 @@ const KnownList& known_findings() {
         e.bound = NAN;
       }
       if (!phases.count(e.phase) || !variants.count(e.variant) || !kinds.count(e.kind) ||
+          !classes.count(e.cls) || (e.phase == "forward") == (e.cls == "-") ||
           std::isnan(e.bound) || (ss >> extra)) {
         k.errors.push_back(
             fmt::format("known_findings.txt:{}: '{}' is not 'BINDING OP TEST "
-                        "forward|backward|vjp given|random KIND BOUND'",
+                        "forward|backward|vjp given|random KIND CLASS BOUND' (CLASS '-' for "
+                        "backward and vjp only)",
                         n, line));
         continue;
       }
@@ -108,6 +112,7 @@ struct Outcome {
   std::string kind;
   double score = 0;
   std::string detail;
+  std::string cls = "-";  // forward: the triage class
 };
 
 Outcome from_score(const Score& s, const std::string& detail) {
@@ -118,7 +123,7 @@ Outcome from_score(const Score& s, const std::string& detail) {
 
 Outcome from_verdict(const NodeVerdict& v) {
   if (v.status == NodeStatus::Ok) return {};
-  return {v.kind, v.worst, v.detail};
+  return {v.kind, v.worst, v.detail, v.cls.empty() ? "-" : v.cls};
 }
 
 // The binding's backward against the reference VJP with the backward error model, for random
@@ -252,7 +257,8 @@ class PairRun {
     auto it = known_.find(key);
     if (o.kind.empty()) return true;
     if (it == known_.end()) {
-      unexpected_.push_back(fmt::format("{} {} {:.3g}: {}", key, o.kind, o.score, o.detail));
+      unexpected_.push_back(
+          fmt::format("{} {} {} {:.3g}: {}", key, o.kind, o.cls, o.score, o.detail));
       return false;
     }
     seen_.insert(key);
@@ -260,6 +266,9 @@ class PairRun {
     if (k.kind != "any" && k.kind != o.kind)
       unexpected_.push_back(fmt::format("{}: listed as {} (line {}) but now {}: {}", key, k.kind,
                                         k.line, o.kind, o.detail));
+    else if (k.cls != o.cls)
+      unexpected_.push_back(fmt::format("{}: listed as class {} (line {}) but now {}: {}", key,
+                                        k.cls, k.line, o.cls, o.detail));
     else if (!(o.score <= k.bound))
       unexpected_.push_back(
           fmt::format("{}: worse than listed: score {:.3g} > {:.3g} (line {}): {}", key, o.score,

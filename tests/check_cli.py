@@ -14,11 +14,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from testlib import check, finish
+from testlib import check, current_onednn, finish
 
 METAOP, DATA, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
 os.makedirs(WORK, exist_ok=True)
 TINY = os.path.join(DATA, "tiny_cnn.onnx")
+ONEDNN = current_onednn(METAOP)
 
 
 def metaop(*args, cwd=WORK):
@@ -39,7 +40,7 @@ def save_model(nodes, inputs, outputs, name, opset=13):
 
 
 # 1. A clean model: exit 0, every node scored, the documented top-level keys.
-rc, out = metaop("check", TINY, "--bind", "torch,onednn", "--samples", "2", "--json", "clean.json")
+rc, out = metaop("check", TINY, "--bind", f"torch,{ONEDNN}", "--samples", "2", "--json", "clean.json")
 check(rc == 0, f"clean tiny_cnn exits 0 (got {rc})", out)
 with open(os.path.join(WORK, "clean.json")) as f:
     doc = json.load(f)
@@ -60,11 +61,11 @@ check(not HEAP or all(n["heap_peak"] >= n["output_bytes"] > 0 and n["heap_peak"]
 # 2. Injected faults: the injected node is the top finding, verified, with a reproducer that
 #    reproduces the finding on the one-node model (with the same --inject).
 for spec, kind in [("/features/features.4/Conv:bias@torch", "accuracy"),
-                   ("/features/features.4/Conv:half_acc@onednn", "accuracy"),
+                   (f"/features/features.4/Conv:half_acc@{ONEDNN}", "accuracy"),
                    ("/features/features.6/Relu:nan@torch", "nonfinite"),
                    ("/features/features.3/MaxPool:offbyone@torch", "accuracy")]:
     node, fault_binding = spec.split(":")[0], spec.split("@")[1]
-    rc, out = metaop("check", TINY, "--bind", "torch,onednn", "--inject", spec, "--json",
+    rc, out = metaop("check", TINY, "--bind", f"torch,{ONEDNN}", "--inject", spec, "--json",
                      "inject.json", "--repro", "repro")
     fs = [f for f in findings(os.path.join(WORK, "inject.json")) if f["kind"] != "unsupported"]
     top = fs[0] if fs else {}
@@ -93,7 +94,7 @@ for spec, kind in [("/features/features.4/Conv:bias@torch", "accuracy"),
 
 # 3. A kernel that aborts (OpenCV's Dropout with a mask output crashes only now and then,
 #    docs/findings.md, so the abort is injected) yields a crash finding, and the other nodes
-#    are still checked under every binding. OpenCV's binding declines a Dropout whose mask is
+#    are still checked under every binding. OpenCV 4.6's binding declines a Dropout whose mask is
 #    used (OpenCV never writes it), and says so.
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])
 y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 5])
@@ -102,7 +103,7 @@ crash = save_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
                     helper.make_node("Dropout", ["r"], ["d", "mask"], name="dropout"),
                     helper.make_node("Sigmoid", ["d"], ["y"], name="sigmoid")],
                    [x], [y, mask], "dropout_mask")
-rc, out = metaop("check", crash, "--bind", "opencv,torch", "--inject", "relu:abort@torch",
+rc, out = metaop("check", crash, "--bind", "opencv-4.6,torch", "--inject", "relu:abort@torch",
                  "--json", "crash.json")
 fs = findings(os.path.join(WORK, "crash.json"))
 crashes = [f for f in fs if f["kind"] == "crash"]
@@ -112,31 +113,32 @@ check(len(crashes) == 1 and crashes[0]["node"] == "relu" and crashes[0]["binding
 if crashes and crashes[0].get("repro"):
     rc2, out2 = metaop("repro", os.path.join(WORK, crashes[0]["repro"]))
     check(rc2 == 1 and "crashed" in out2, "metaop repro reproduces the crash", out2)
-check(any(f["node"] == "dropout" and f["binding"] == "opencv" and f["kind"] == "unsupported"
+check(any(f["node"] == "dropout" and f["binding"] == "opencv-4.6" and f["kind"] == "unsupported"
           and "mask output unwritten" in f["detail"] for f in fs),
-      "OpenCV's Dropout with a mask: declined, naming the defect",
+      "OpenCV 4.6's Dropout with a mask: declined, naming the defect",
       json.dumps([f for f in fs if f["node"] == "dropout"]))
 with open(os.path.join(WORK, "crash.json")) as f:
     doc = json.load(f)
-opencv_nodes = [n for r in doc["runs"] if r["binding"] == "opencv" for n in r["nodes"]]
+opencv_nodes = [n for r in doc["runs"] if r["binding"] == "opencv-4.6" for n in r["nodes"]]
 check([n["node"] for n in opencv_nodes] == ["relu", "dropout", "sigmoid"] and
-      opencv_nodes[2]["ran_on"] == "opencv" and "local" in opencv_nodes[2],
-      "the nodes after the crash still ran and were scored under opencv")
+      opencv_nodes[2]["ran_on"] == "opencv-4.6" and "local" in opencv_nodes[2],
+      "the nodes after the crash still ran and were scored under opencv-4.6")
 torch_nodes = [n for r in doc["runs"] if r["binding"] == "torch" for n in r["nodes"]]
 check(torch_nodes[0].get("crash") and all("local" in n for n in torch_nodes[1:]),
       "under torch, relu crashed and the nodes after it were scored")
 
-# 4. Genuine defect kept as a regression: OpenCV's single-input Concat leaves its output
+# 4. Genuine defect kept as a regression: OpenCV 4.6's single-input Concat leaves its output
 #    unwritten (docs/findings.md). Found, verified, reproducer written. Fails once fixed.
 shape = [1, 128, 28, 28]
 concat = save_model([helper.make_node("Concat", ["x"], ["c"], axis=1, name="concat"),
                      helper.make_node("Relu", ["c"], ["y"], name="relu")],
                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], "concat1")
-rc, out = metaop("check", concat, "--bind", "opencv", "--json", "concat.json", "--report", "rep")
+rc, out = metaop("check", concat, "--bind", "opencv-4.6", "--json", "concat.json", "--report",
+                 "rep")
 fs = [f for f in findings(os.path.join(WORK, "concat.json")) if f["kind"] != "unsupported"]
 check(rc == 1 and fs and fs[0]["node"] == "concat" and fs[0]["kind"] == "accuracy" and
-      fs[0]["verified"], f"opencv single-input Concat defect found and verified ({fs[:1]})")
+      fs[0]["verified"], f"opencv-4.6 single-input Concat defect found and verified ({fs[:1]})")
 html = open(os.path.join(WORK, "rep", "index.html")).read()
 check("<svg" in html and "concat" in html and "<script" not in html,
       "HTML report: inline SVG plots, the finding, no scripts")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regression test of a finding (docs/findings.md): OpenCV 4.6 runs a single-input Concat of a
 # [1, 128, 28, 28] tensor without writing its output, which then holds whatever that memory held
-# (zeros here). Found on densenet121 under --bind opencv. Fails once OpenCV gets it right.
+# (zeros here). Found on densenet121 under --bind opencv-4.6. Fails once OpenCV gets it right.
 # Usage: opencv_concat_regression.sh METAOP WORK_DIR
 set -eu
 METAOP=$1 WORK=$2
@@ -19,8 +19,8 @@ g = helper.make_graph([helper.make_node("Concat", ["x"], ["y"], axis=1, name="co
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{d}/concat1.onnx")
 np.save(f"{d}/x.npy", np.random.default_rng(0).standard_normal(shape).astype(np.float32))
 PY
-"$METAOP" run "$WORK/concat1.onnx" --input "$WORK/x.npy" --bind opencv --out "$WORK/opencv" > "$WORK/opencv.log"
-grep -q "ran 1 nodes on opencv" "$WORK/opencv.log"
+"$METAOP" run "$WORK/concat1.onnx" --input "$WORK/x.npy" --bind opencv-4.6 --out "$WORK/opencv" > "$WORK/opencv.log"
+grep -q "ran 1 nodes on opencv-4.6" "$WORK/opencv.log"
 /usr/bin/python3 - "$WORK" <<'PY'
 import sys
 import numpy as np

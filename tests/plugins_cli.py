@@ -17,9 +17,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from testlib import check, finish  # noqa: E402
+from testlib import check, current_onednn, finish  # noqa: E402
 
 METAOP, PLUGINS, DATA, WORK = sys.argv[1:5]
+ONEDNN = current_onednn(METAOP)
 WORK = pathlib.Path(WORK)
 shutil.rmtree(WORK, ignore_errors=True)
 WORK.mkdir(parents=True)
@@ -121,24 +122,24 @@ check(r.returncode == 2 and "'torch-1.13'" in r.stderr and "--isolation none" in
 # A plugin put first by METAOP_PLUGIN_PATH is the one used: its manifest is written beside it.
 mine = WORK / "mine"
 mine.mkdir()
-shutil.copy2(pathlib.Path(PLUGINS) / "metaop-onednn.so", mine / "metaop-onednn.so")
+shutil.copy2(pathlib.Path(PLUGINS) / f"metaop-{ONEDNN}.so", mine / f"metaop-{ONEDNN}.so")
 env = {"METAOP_PLUGIN_PATH": str(mine)}
 r = run(["ops", "--where", "Conv"], env=env)
 check(r.returncode == 0 and "onednn" in r.stdout, "ops --where Conv with METAOP_PLUGIN_PATH",
       r.stdout + r.stderr)
-manifest = mine / "metaop-onednn.so.json"
+manifest = mine / f"metaop-{ONEDNN}.so.json"
 check(manifest.exists(), "the plugin's manifest is written beside it")
 first = manifest.stat().st_mtime_ns if manifest.exists() else 0
 r = run(["ops"], env=env)
 check(manifest.exists() and manifest.stat().st_mtime_ns == first,
       "a fresh manifest is read, not written again")
 # A changed plugin gets a new manifest.
-os.utime(mine / "metaop-onednn.so", ns=(first + 10**9, first + 10**9))
+os.utime(mine / f"metaop-{ONEDNN}.so", ns=(first + 10**9, first + 10**9))
 r = run(["ops"], env=env)
 check(manifest.exists() and manifest.stat().st_mtime_ns != first,
       "a changed plugin's manifest is written again")
-r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "onednn", "--random-inputs"], env=env)
-check(r.returncode == 0 and "onednn" in r.stdout, "run --bind onednn from METAOP_PLUGIN_PATH",
+r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", ONEDNN, "--random-inputs"], env=env)
+check(r.returncode == 0 and ONEDNN in r.stdout, f"run --bind {ONEDNN} from METAOP_PLUGIN_PATH",
       r.stdout + r.stderr)
 
 # A file that is no plugin: named with the reason in the error of a binding nobody provides.

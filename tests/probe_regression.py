@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`metaop probe` over every op and the framework bindings must report exactly the findings listed
-in known_probe_findings.txt: each (binding, op, kind) with the same worst case (node test and
+in known_probe_findings.txt: each (binding, op, kind, class) with the same worst case (node test and
 edge-value pattern), a score within its bound and no more failing cases than listed. A new
 finding fails (a regression, or a new defect to describe in docs/findings.md), and so do a
 listed one that got worse, moved to another case, or stopped appearing (fixed upstream, or the
@@ -8,9 +8,10 @@ probe lost its eye for it).
 
 Usage: probe_regression.py METAOP WORK_DIR [--bind B1,B2]
   --bind: probe these bindings only, against their lines of the list (default: torch, onednn and
-  opencv, the probe's default).
+  opencv-4.6, the probe's default).
 """
 import json
+from collections import Counter
 import math
 import os
 import subprocess
@@ -18,7 +19,8 @@ import sys
 
 METAOP, WORK = sys.argv[1], os.path.abspath(sys.argv[2])
 BIND = sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--bind" else None
-DEFAULT = ["torch", "onednn", "opencv"]
+DEFAULT = ["torch", "onednn", "opencv-4.6"]
+CLASSES = ["defect", "float32-limit", "convention", "untriaged"]
 os.makedirs(WORK, exist_ok=True)
 
 known, errors = {}, []
@@ -29,26 +31,29 @@ with open(path) as f:
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        if len(parts) != 7:
+        if len(parts) != 8:
             errors.append(f"known_probe_findings.txt:{n}: '{line}' is not "
-                          "'BINDING OP KIND TEST PATTERN BOUND CASES'")
+                          "'BINDING OP KIND CLASS TEST PATTERN BOUND CASES'")
             continue
-        b, op, kind, test, pattern, bound, cases = parts
+        b, op, kind, cls, test, pattern, bound, cases = parts
+        if cls not in CLASSES:
+            errors.append(f"known_probe_findings.txt:{n}: class '{cls}' is not one of "
+                          f"{', '.join(CLASSES)}")
         try:
             entry = {"test": test, "pattern": pattern, "bound": float(bound), "cases": int(cases),
                      "line": n}
         except ValueError:
             errors.append(f"known_probe_findings.txt:{n}: bound or cases not a number: '{line}'")
             continue
-        if (b, op, kind) in known:
+        if (b, op, kind, cls) in known:
             errors.append(f"known_probe_findings.txt:{n}: listed twice")
         if b in (BIND or DEFAULT):
-            known[(b, op, kind)] = entry
+            known[(b, op, kind, cls)] = entry
 
 # Every listed op is a meta operator (or an optimizer setting of the update probe).
 registered = {r["op"] for r in json.loads(subprocess.run(
     [METAOP, "ops", "--json"], check=True, capture_output=True, text=True).stdout)}
-for (b, op, kind), e in known.items():
+for (b, op, kind, cls), e in known.items():
     if op not in registered and not op.startswith("update:"):
         errors.append(f"known_probe_findings.txt:{e['line']}: {op} is not a meta operator")
 
@@ -60,8 +65,13 @@ if p.returncode not in (0, 1):
     print(p.stdout + p.stderr)
     sys.exit(1)
 doc = json.load(open(out))
-found = {(f["binding"], f["op_type"], f["kind"]): f for f in doc["findings"]}
+found = {(f["binding"], f["op_type"], f["kind"], f.get("class", "none")): f
+         for f in doc["findings"]}
 failures = list(errors)
+tally = Counter(f.get("class", f["kind"]) for f in doc["findings"])
+if doc.get("classes") != dict(tally):
+    failures.append(f"the JSON's classes {doc.get('classes')} do not tally its findings "
+                    f"{dict(tally)}")
 for k in sorted(set(found) - set(known)):
     f = found[k]
     failures.append(f"new finding {' '.join(k)}: {f['test']} / {f['pattern']}, score "

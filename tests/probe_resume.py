@@ -21,7 +21,7 @@ METAOP, WORK = sys.argv[1], os.path.abspath(sys.argv[2])
 if os.path.isdir(WORK):
     shutil.rmtree(WORK)
 os.makedirs(WORK)
-BIND = ["--bind", "torch,opencv"]
+BIND = ["--bind", "torch,opencv-4.6"]
 
 
 def probe(name, *extra):

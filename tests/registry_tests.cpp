@@ -211,6 +211,10 @@ TEST(Registry, TheKnownFindingsNameRegisteredOps) {
       std::string binding, op;
       if (!(words >> binding >> op) || binding[0] == '#') continue;
       ++entries;
+      // torch and onednn are built from the Python environment's LibTorch 2 and oneDNN 3 (the
+      // sanitize build leaves oneDNN 3 out); every other binding is always built.
+      if (binding == "torch" || binding == "onednn")
+        if (!find_binding_info(binding)) continue;
       EXPECT_NO_THROW((void)make_binding(binding)) << file << ":" << n;
       if (op.rfind("update:", 0) == 0) continue;
       EXPECT_NE(OpRegistry::instance().find(op), nullptr) << file << ":" << n << ": " << op;

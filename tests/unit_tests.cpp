@@ -10,6 +10,7 @@
 #include <random>
 
 #include "analysis/core/accuracy.h"
+#include "analysis/core/across_versions.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_static.h"
 #include "bindings/isolate.h"
@@ -340,3 +341,21 @@ TEST(Heap, AnIsolatedKernelsPeakReachesTheCaller) {
 }
 
 // ---- diagnose: the monitors and static checks on hand-made steps -----------------------------
+
+TEST(AcrossVersions, VersionsCompareByTheirNumbers) {
+  EXPECT_LT(compare_versions("1.13", "2.15"), 0);
+  EXPECT_LT(compare_versions("2.6", "3.13"), 0);  // not as strings
+  EXPECT_LT(compare_versions("1.30.0 (npm onnxruntime-node)", "1.31.1 (PyPI onnxruntime)"), 0);
+  EXPECT_EQ(compare_versions("2.15.0+cu132", "2.15"), 0);
+  EXPECT_GT(compare_versions("2026.4.1", "2025.1"), 0);
+}
+
+TEST(AcrossVersions, OneChangeAlongTheVersionsIsFixedOrNew) {
+  using S = VersionState;
+  EXPECT_EQ(across_versions_word({S::Present, S::Present}), "present");
+  EXPECT_EQ(across_versions_word({S::Present, S::Absent}), "fixed");
+  EXPECT_EQ(across_versions_word({S::Absent, S::Present}), "new");
+  EXPECT_EQ(across_versions_word({S::Present, S::Absent, S::Present}), "mixed");
+  // A version that did not run the node says nothing either way.
+  EXPECT_EQ(across_versions_word({S::NotRun, S::Present}), "mixed");
+}

@@ -5,19 +5,15 @@
 #include <algorithm>
 
 #include "bindings/isolate.h"
-#include "bindings/ort/ort_binding.h"
+#include "bindings/onnx_import/import_binding.h"
 #include "bindings/reference/reference_binding.h"
 #include "ops/linear_util.h"
-
-#ifndef METAOP_ORT_VERSION
-#define METAOP_ORT_VERSION "unknown"
-#endif
 
 namespace metaop {
 
 void set_threads(int n) {
   set_framework_threads(n);
-  OrtBinding::set_threads(n);
+  set_import_threads(n);
   set_reference_threads(n);
 }
 
@@ -43,19 +39,23 @@ const std::vector<BindingInfo>& binding_infos() {
   static const std::vector<BindingInfo> all = [] {
     std::vector<BindingInfo> v;
     v.push_back(builtin_info(ReferenceBinding(), "MetaOp", "float64 reference", true, false));
-    v.push_back(builtin_info(OrtBinding(false), "ONNX Runtime (npm onnxruntime-node)",
-                             METAOP_ORT_VERSION, false, true));
-    v.push_back(builtin_info(OrtBinding(true), "ONNX Runtime (npm onnxruntime-web)",
-                             METAOP_ORT_VERSION, false, true));
+    for (const auto& spec : import_binding_specs())
+      v.push_back(
+          builtin_info(ImportBinding(spec), spec.framework,
+                       fmt::format("{} ({})", spec.version.empty() ? "not installed" : spec.version,
+                                   spec.source),
+                       false, true));
     for (const auto& p : plugin_infos()) {
       bool taken = false;
       for (const auto& b : v) taken |= b.name == p.name;
       if (!taken) v.push_back(p);
     }
     // Tables and reports list the bindings in the order they joined MetaOp (torch-1.13, the
-    // LibTorch torch was first built against, beside it); others after them, in the order found.
-    static const std::vector<std::string> order{"reference", "torch", "torch-1.13", "onednn",
-                                                "opencv",    "ort",   "ort-wasm"};
+    // LibTorch torch was first built against, beside it, and likewise onednn-2.6 and opencv-4.6);
+    // others after them, in the order found.
+    static const std::vector<std::string> order{"reference",  "torch",    "torch-1.13", "onednn",
+                                                "onednn-2.6", "opencv",   "opencv-4.6", "ort",
+                                                "ort-1.30",   "ort-wasm", "openvino",   "tvm"};
     auto rank = [](const BindingInfo& b) {
       return std::find(order.begin(), order.end(), b.name) - order.begin();
     };
@@ -93,9 +93,9 @@ const BindingInfo& binding_info(const std::string& name) {
 std::unique_ptr<Binding> make_binding(const std::string& name) {
   const BindingInfo& info = binding_info(name);
   if (name == "reference") return std::make_unique<ReferenceBinding>();
-  // ONNX Runtime runs in its own Node.js worker already.
-  if (name == "ort") return std::make_unique<OrtBinding>(false);
-  if (name == "ort-wasm") return std::make_unique<OrtBinding>(true);
+  // Frameworks that import ONNX run in their own adapter worker already.
+  if (const ImportBindingSpec* spec = find_import_spec(name))
+    return std::make_unique<ImportBinding>(*spec);
   // Framework kernels run in worker processes unless the user asked for them in process
   // (isolate.h); the plugin is loaded where they run.
   auto b = plugin_binding(info);

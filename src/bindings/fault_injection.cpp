@@ -25,6 +25,10 @@ const std::vector<FaultInfo>& fault_catalog() {
         {"offbyone", "window or index shifted by one (input rolled by one along its last axis)",
          true},
         {"drop_bias", "bias input ignored", true},
+        {"naive_f32",
+         "the op's definition computed as the ONNX text writes it, in float32 (its float32 "
+         "evaluation, Float32Definition): a kernel no worse than the formula",
+         true},
         {"nan", "NaN in the output element of largest magnitude"},
         {"swap", "two output dims transposed (data only; the shape is kept)"},
         // Also an update kernel's step (WEIGHT_NODE_OR_OP:FAULT@BINDING:update).
@@ -42,6 +46,11 @@ const std::vector<FaultInfo>& fault_catalog() {
         {"update_nan", "update: NaN in the new weight's element of largest magnitude"},
     };
     const auto& reg = OpRegistry::instance();
+    auto naive =
+        std::find_if(c.begin(), c.end(), [](const auto& f) { return f.name == "naive_f32"; });
+    for (const auto& type : reg.types())  // naive_f32: every op with a float32 twin
+      if (reg.find(type)->float32.how == Float32Definition::How::twin)
+        naive->op_types.push_back(type);
     for (const auto& type : reg.types())
       for (const auto& name : reg.find(type)->faults) {
         auto it = std::find_if(c.begin(), c.end(), [&](const auto& f) { return f.name == name; });
@@ -380,6 +389,13 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
   if (fault == "nomax") {
     note = "softmax without max subtraction";
     return no_max(node, opset, inputs);
+  }
+  if (fault == "naive_f32") {
+    note = "the definition in float32";
+    return OpRegistry::instance()
+        .find(node.op_type)
+        ->float32.evaluate(KernelContext{node, opset}, inputs,
+                                                                        SumOrder::written);
   }
   if (fault == "half_acc") {
     note = "float16 accumulation";

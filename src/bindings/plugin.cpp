@@ -323,7 +323,7 @@ class PluginBinding final : public Binding {
                    const Tensors& outputs, const Tensors& output_grads) override {
     return real().backward(node, opset, inputs, outputs, output_grads);
   }
-  void prepare() override { real(); }
+  void prepare() override { real().prepare(); }
   std::unique_ptr<UpdateKernel> update_kernel(const OptimizerConfig& c) const override {
     const BindingDescription& d = load_plugin_binding(info_);
     return d.update ? d.update(c) : nullptr;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "bindings/factory.h"
-#include "bindings/ort/ort_binding.h"
+#include "bindings/onnx_import/import_binding.h"
 #include "graph/onnx_io.h"
 
 namespace metaop {
@@ -21,26 +21,6 @@ std::string serialize_model(const WholeModel& m) {
 
 namespace {
 
-class OrtModelRunner final : public WholeModelRunner {
- public:
-  explicit OrtModelRunner(bool wasm) : wasm_(wasm) {}
-  std::string name() const override { return wasm_ ? "ort-wasm" : "ort"; }
-  std::vector<std::string> levels() const override { return ort_levels(); }
-  std::string level_option() const override { return "--ort-opt"; }
-  // ONNX Runtime fuses Conv and its activation from "extended" on.
-  std::size_t first_fusing_level() const override { return 2; }
-  std::map<std::string, Tensor> run(const WholeModel& m,
-                                    const std::map<std::string, Tensor>& inputs,
-                                    const std::vector<std::string>& outputs,
-                                    const std::string& level) override {
-    return ort_run_model(wasm_ ? "wasm" : "cpu", serialize_model(m), inputs, outputs, level,
-                         fmt::format("{}: {} whole model", m.graph.path, name()));
-  }
-
- private:
-  bool wasm_;
-};
-
 // The fusion fault: where `first` feeds only a `second`, A's output is scaled before B.
 class FusionFaultRunner final : public WholeModelRunner {
  public:
@@ -49,6 +29,7 @@ class FusionFaultRunner final : public WholeModelRunner {
   std::string name() const override { return inner_->name(); }
   std::vector<std::string> levels() const override { return inner_->levels(); }
   std::string level_option() const override { return inner_->level_option(); }
+  std::string users_level() const override { return inner_->users_level(); }
   std::size_t first_fusing_level() const override { return inner_->first_fusing_level(); }
   std::map<std::string, Tensor> run(const WholeModel& m,
                                     const std::map<std::string, Tensor>& inputs,
@@ -108,8 +89,8 @@ bool has_whole_model_runner(const std::string& binding) {
 }
 
 std::unique_ptr<WholeModelRunner> make_whole_model_runner(const std::string& binding) {
-  if (binding == "ort") return std::make_unique<OrtModelRunner>(false);
-  if (binding == "ort-wasm") return std::make_unique<OrtModelRunner>(true);
+  if (const ImportBindingSpec* spec = find_import_spec(binding))
+    return make_import_model_runner(*spec);
   if (has_whole_model_runner(binding))
     return load_plugin_binding(*find_binding_info(binding)).whole_model();
   std::vector<std::string> with;

@@ -1,6 +1,7 @@
 #pragma once
-// Frameworks that run a whole model as their users run it (whole-graph mode): ONNX Runtime
-// with its graph optimizations, OpenCV importing the whole model with its layer fusions.
+// Frameworks that run a whole model as their users run it (whole-graph mode): those that import
+// ONNX (ONNX Runtime with its graph optimizations, OpenVINO, TVM...: onnx_import/), OpenCV
+// importing the whole model with its layer fusions.
 // The model is either the file as given (whole-model runs) or a sub-model MetaOp cut out of it
 // (prefixes and windows, for localization by reduction); each runner has optimization levels,
 // lowest first, whose last is what users get.
@@ -26,6 +27,9 @@ class WholeModelRunner {
   // The command-line option that chooses the level users get ("--ort-opt"); empty when the
   // framework has no such choice and users get the last level.
   virtual std::string level_option() const { return ""; }
+  // The level users get: the one chosen with level_option(), else the framework's default (the
+  // last level unless said otherwise).
+  virtual std::string users_level() const { return levels().back(); }
   // The first level at which the framework fuses an op with the activation after it (where a
   // planted FusionFault applies).
   virtual std::size_t first_fusing_level() const = 0;
@@ -40,8 +44,8 @@ class WholeModelRunner {
 // The serialized model: the original bytes when given, else the graph exported.
 std::string serialize_model(const WholeModel& m);
 
-// The bindings that have one (ort, ort-wasm, and plugins that register a runner: opencv); fails
-// for a binding that has no whole-model mode.
+// The bindings that have one (those of the ONNX-import base, and plugins that register a runner:
+// opencv-4.6); fails for a binding that has no whole-model mode.
 std::unique_ptr<WholeModelRunner> make_whole_model_runner(const std::string& binding);
 bool has_whole_model_runner(const std::string& binding);
 

@@ -1,6 +1,7 @@
 // metaop check: op-by-op differential testing of inference against the float64 oracle, with
 // localization, verification by replacement, reproducers and per-node time.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,10 +10,9 @@
 #include "analysis/check/check.h"
 #include "analysis/whole_graph/whole_graph.h"
 #include "bindings/factory.h"
-#include "bindings/ort/ort_binding.h"
+#include "cli/binding_options.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
-#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
 #include "engine/executor.h"
@@ -32,7 +32,7 @@ namespace {
 
 struct CheckArgs {
   std::string model;
-  std::string bind = "torch,onednn,opencv";
+  std::string bind = "torch,onednn,opencv-4.6";
   std::vector<std::string> inputs;
   int samples = 1;
   std::uint64_t seed = 0;
@@ -44,7 +44,9 @@ struct CheckArgs {
   std::string bound = "probabilistic";
   int threads = 1;
   bool no_verify = false;
-  OrtOptions ort;
+  bool fail_on_float32_limit = false;
+  std::string bind_note;  // default_bindings' note, printed once the options are checked
+  BindingOptions binding_opts;
   bool whole_graph = false;
   std::vector<std::string> inject_fusion;
 };
@@ -114,12 +116,13 @@ WholeGraphOptions whole_graph_options(const CheckArgs& a,
   if (!a.whole_graph) return wopt;
   wopt.bindings = bindings;
   for (const auto& b : wopt.bindings)
-    if (!has_whole_model_runner(b))
-      fail(
-          "--whole-graph --bind {}: binding '{}' has no whole-model mode (ort, ort-wasm and "
-          "opencv have)",
-          a.bind, b);
-  wopt.ort_level = a.ort.level;
+    if (!has_whole_model_runner(b)) {
+      std::vector<std::string> with;
+      for (const auto& info : binding_infos())
+        if (info.whole_model) with.push_back(info.name);
+      fail("--whole-graph --bind {}: binding '{}' has no whole-model mode ({} have)", a.bind, b,
+           fmt::join(with, ", "));
+    }
   for (const auto& s : a.inject_fusion) {
     wopt.faults.push_back(parse_fusion_fault(s));
     wopt.extra_args.push_back("--inject-fusion " + shell_quote(s));
@@ -143,7 +146,7 @@ void write_check_outputs(const CheckArgs& a, const Graph& g, const CheckResult& 
 }
 
 int run(const CheckArgs& a) {
-  apply_ort_options(a.ort);
+  apply_binding_options(a.binding_opts);
   // Where results go is checked before anything runs: a long check must not end in a write
   // that fails.
   if (!a.json_file.empty()) check_writable_file("--json", a.json_file);
@@ -152,6 +155,7 @@ int run(const CheckArgs& a) {
   Graph g = load_onnx(a.model);
   CheckOptions opt = check_options(a, g);
   WholeGraphOptions wopt = whole_graph_options(a, opt.bindings);
+  if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
 
   // Samples: the given files (one sample), else seeded random inputs per sample, made one at a
   // time as the check reaches them. The first is made here, so that bad inputs fail at once.
@@ -193,7 +197,7 @@ int run(const CheckArgs& a) {
   std::optional<WholeGraphResult> whole;
   if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);
   write_check_outputs(a, g, r, whole, wopt.factor);
-  return r.defects() || (whole && whole->defects()) ? 1 : 0;
+  return r.defects(a.fail_on_float32_limit) || (whole && whole->defects()) ? 1 : 0;
 }
 
 }  // namespace
@@ -203,10 +207,11 @@ void add_check_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "check",
       "Run a model under framework bindings op by op against the float64 oracle: find, localize "
-      "and verify numerical defects (exit 0 clean, 1 defects, 2 bad input)");
+      "and verify numerical defects, each triaged: defect, float32-limit, convention or untriaged "
+      "(exit 0 clean, 1 defect or untriaged findings, 2 bad input)");
   cmd->add_option("model", a->model, "ONNX model")->required();
-  cmd->add_option("--bind", a->bind, "Comma-separated framework bindings to check")
-      ->capture_default_str();
+  auto* bind = cmd->add_option("--bind", a->bind, "Comma-separated framework bindings to check")
+                   ->capture_default_str();
   cmd->add_option("--input", a->inputs,
                   "Input file (.npy or .pb) as FILE or NAME=FILE; default: seeded random inputs");
   cmd->add_option("--samples", a->samples,
@@ -230,16 +235,22 @@ void add_check_command(CLI::App& app, Action& action) {
   cmd->add_option("--threads", a->threads, "Intra-op threads of the framework bindings")
       ->capture_default_str();
   cmd->add_flag("--no-verify", a->no_verify, "Skip verification by replacement");
-  add_ort_options(cmd, a->ort);
-  cmd->add_flag("--whole-graph", a->whole_graph,
-                "Also run the model whole in each binding (ort, ort-wasm, opencv) as its users do, "
-                "judge it against the reference and the node-by-node run, and localize a "
-                "discrepancy by reduction (docs/whole-graph.md)");
+  cmd->add_flag("--fail-on-float32-limit", a->fail_on_float32_limit,
+                "Exit 1 on float32-limit findings too (default: on defect and untriaged ones)");
+  add_binding_options(cmd, a->binding_opts);
+  cmd->add_flag(
+      "--whole-graph", a->whole_graph,
+      "Also run the model whole in each binding (those with a whole-model mode) as its users do, "
+      "judge it against the reference and the node-by-node run, and localize a "
+      "discrepancy by reduction (docs/whole-graph.md)");
   cmd->add_option("--inject-fusion", a->inject_fusion,
                   "Plant a whole-graph defect: FIRST+SECOND:scale[@BINDING] scales FIRST's output "
                   "by 1+2^-8 where it feeds only a SECOND, in whole-model runs from the fusing "
                   "level on (evaluation)");
-  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+  cmd->callback([a, bind, &action] {
+    if (!bind->count()) a->bind = default_bindings(a->bind, a->bind_note);
+    action = [a] { return run(*a); };
+  });
 }
 
 }  // namespace metaop::cli

@@ -5,10 +5,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/core/triage.h"
 #include "analysis/probe/probe.h"
 #include "bindings/binding.h"
+#include "cli/binding_options.h"
 #include "cli/commands.h"
-#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
@@ -26,14 +27,16 @@ namespace {
 
 struct ProbeArgs {
   std::vector<std::string> ops;
-  std::string bind = "torch,onednn,opencv";
+  std::string bind = "torch,onednn,opencv-4.6";
   std::vector<std::string> dtypes;
   std::string json_file;
   std::string out_dir = "metaop-probe";
   std::string testdata = METAOP_ONNX_NODE_TESTS;
-  OrtOptions ort;
+  BindingOptions binding_opts;
   std::string journal;  // default OUT/journal.jsonl
   bool resume = false;
+  bool fail_on_float32_limit = false;
+  std::string bind_note;  // default_bindings' note, printed once the options are checked
 };
 
 // The dtypes named by --dtype (each must be a floating-point dtype).
@@ -80,9 +83,11 @@ nlohmann::json print_findings(const ProbeResult& r) {
   nlohmann::json fs = nlohmann::json::array();
   for (const auto& f : r.findings) {
     const std::string& repro = f.repro;
-    fmt::print("  {:<22} {:<7} {:<10} {:>4} case(s)  worst: {} / {} score {}\n      {}\n      {}\n",
-               f.op_type, f.binding, f.kind, f.cases, printable(f.test), f.pattern,
-               fmt_score(f.score), printable(f.detail, 4000), printable(repro, 4000));
+    fmt::print("  {:<22} {:<7} {:<10} {:<13} {:>4} case(s)  worst: {} / {} score {}\n      {}\n",
+               f.op_type, f.binding, f.kind, to_string(f.cls), f.cases, printable(f.test),
+               f.pattern, fmt_score(f.score), printable(f.detail, 4000));
+    if (!f.class_basis.empty()) fmt::print("      why {}: {}\n", to_string(f.cls), f.class_basis);
+    fmt::print("      {}\n", printable(repro, 4000));
     nlohmann::json o = finding_json(f);
     o["cases"] = f.cases;
     o["test"] = f.test;
@@ -94,8 +99,9 @@ nlohmann::json print_findings(const ProbeResult& r) {
 }
 
 int run(const ProbeArgs& a) {
-  apply_ort_options(a.ort);
+  apply_binding_options(a.binding_opts);
   ProbeOptions opt = probe_options(a);
+  if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
   ProbeResult r = probe(opt);
   if (opt.progress) fmt::print(stderr, "\r\033[K");
 
@@ -106,13 +112,16 @@ int run(const ProbeArgs& a) {
   j["cases"] = r.cases;
   j["counts"] = r.counts;
   j["findings"] = print_findings(r);
-  fmt::print("{} finding(s) (op x binding x kind); reproducers in {}\n", r.findings.size(),
-             a.out_dir);
+  j["classes"] = class_tally(r.findings);
+  bool fails = false;
+  for (const auto& f : r.findings) fails = fails || fails_run(f, a.fail_on_float32_limit);
+  fmt::print("{} finding(s) (op x binding x kind x class{}); reproducers in {}\n",
+             r.findings.size(), class_counts(r.findings), a.out_dir);
   if (!a.json_file.empty()) {
     write_file(a.json_file, dump_json(j));
     fmt::print("wrote {}\n", a.json_file);
   }
-  return r.findings.empty() ? 0 : 1;
+  return fails ? 1 : 0;
 }
 
 }  // namespace
@@ -123,11 +132,13 @@ void add_probe_command(CLI::App& app, Action& action) {
       "probe",
       "Sweep ops with edge-value inputs (zeros, subnormals, tiny/huge, NaN/INF, each op's "
       "critical points) over the ONNX node tests' attribute settings, judging every binding "
-      "against the reference (exit 0 clean, 1 findings, 2 bad input)");
+      "against the reference; each finding is triaged: defect, float32-limit, convention or "
+      "untriaged (exit 0 clean, 1 defect or untriaged findings, 2 bad input)");
   cmd->add_option("--op", a->ops,
                   "Op type to probe, or 'update' for the optimizers (repeatable; default: every "
                   "op and the optimizers)");
-  cmd->add_option("--bind", a->bind, "Comma-separated framework bindings")->capture_default_str();
+  auto* bind = cmd->add_option("--bind", a->bind, "Comma-separated framework bindings")
+                   ->capture_default_str();
   cmd->add_option("--dtype", a->dtypes, "Only tests whose data inputs have this dtype");
   cmd->add_option("--json", a->json_file, "Write the findings and per-op counts as JSON");
   cmd->add_option("--out", a->out_dir, "Folder for reproducers")->capture_default_str();
@@ -138,8 +149,13 @@ void add_probe_command(CLI::App& app, Action& action) {
   cmd->add_flag("--resume", a->resume,
                 "Go on from the journal of a run that was stopped: its cases are not run again, "
                 "their counts and findings are read back");
-  add_ort_options(cmd, a->ort);
-  cmd->callback([a, &action] { action = [a] { return run(*a); }; });
+  cmd->add_flag("--fail-on-float32-limit", a->fail_on_float32_limit,
+                "Exit 1 on float32-limit findings too (default: on defect and untriaged ones)");
+  add_binding_options(cmd, a->binding_opts);
+  cmd->callback([a, bind, &action] {
+    if (!bind->count()) a->bind = default_bindings(a->bind, a->bind_note);
+    action = [a] { return run(*a); };
+  });
 }
 
 }  // namespace metaop::cli

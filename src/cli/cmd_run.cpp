@@ -11,9 +11,9 @@
 #include "analysis/core/propagate.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
+#include "cli/binding_options.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
-#include "cli/ort_options.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
 #include "engine/executor.h"
@@ -38,7 +38,7 @@ struct RunArgs {
   std::string bind = "reference";
   std::vector<std::string> bind_ops;
   int threads = 1;
-  OrtOptions ort;
+  BindingOptions binding_opts;
   int propagate = 0;
   std::vector<std::string> inject;
 };
@@ -72,7 +72,7 @@ int run(const RunArgs& a) {
   if (!a.out_dir.empty()) check_writable_dir("--out", a.out_dir);
   if (!a.dump_dir.empty()) check_writable_dir("--dump", a.dump_dir);
   Graph g = load_onnx(a.model);
-  apply_ort_options(a.ort);
+  apply_binding_options(a.binding_opts);
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
   // Injected faults (evaluation; the commands of a reproducer made with --inject pass them on):
@@ -167,7 +167,7 @@ void add_run_command(CLI::App& app, Action& action) {
                   "outputs: the end-to-end error correct float32 kernels may reach")
       ->check(CLI::Range(1, 100));
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
-  add_ort_options(cmd, args->ort);
+  add_binding_options(cmd, args->binding_opts);
   cmd->add_option("--inject", args->inject,
                   "Inject a fault (evaluation): OPTYPE_OR_NODE:FAULT[@BINDING], as check takes it");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });

@@ -7,7 +7,7 @@
 
 #include "bindings/factory.h"
 #include "bindings/isolate.h"
-#include "bindings/ort/ort_binding.h"
+#include "bindings/onnx_import/import_binding.h"
 #include "ops/linear_util.h"
 #include "tensor/text.h"
 
@@ -73,9 +73,10 @@ void require_separate_processes(const std::string& option, const std::string& va
 }
 
 void require_installed(const std::string& binding) {
-  if (binding != "ort" && binding != "ort-wasm") return;
-  if (std::string p = ort_binding_problem(binding); !p.empty())
-    fail("--bind {}: ONNX Runtime cannot run here: {}", binding, p);
+  const ImportBindingSpec* spec = find_import_spec(binding);
+  if (!spec) return;
+  if (std::string p = import_binding_problem(*spec); !p.empty())
+    fail("--bind {}: {} cannot run here: {}", binding, spec->framework, p);
 }
 
 void print_plan_summary(const Graph& g, const std::vector<NodeRecord>& records) {
@@ -108,6 +109,28 @@ std::vector<std::string> split_list(const std::string& s) {
     start = comma + 1;
   }
   return out;
+}
+
+std::string default_bindings(const std::string& preferred, std::string& note) {
+  auto known = binding_names();
+  std::vector<std::string> out;
+  for (const auto& b : split_list(preferred)) {
+    if (std::find(known.begin(), known.end(), b) != known.end()) {
+      out.push_back(b);
+      continue;
+    }
+    // Another version of the same framework (onednn-2.6 for onednn), where this build has one.
+    auto other = std::find_if(known.begin(), known.end(),
+                              [&](const std::string& k) { return k.rfind(b + "-", 0) == 0; });
+    if (other != known.end() && std::find(out.begin(), out.end(), *other) == out.end()) {
+      note += fmt::format("note: binding {} is not built here; the default binds {} instead\n", b,
+                          *other);
+      out.push_back(*other);
+    } else {
+      note += fmt::format("note: binding {} is not built here; the default leaves it out\n", b);
+    }
+  }
+  return fmt::format("{}", fmt::join(out, ","));
 }
 
 std::vector<std::string> framework_bindings(const std::string& option, const std::string& value) {

@@ -15,6 +15,11 @@ std::vector<std::string> split_list(const std::string& s);
 // The framework bindings named in a comma-separated `value` of `option`; fails on an unknown
 // one, on "reference", and on an empty list.
 std::vector<std::string> framework_bindings(const std::string& option, const std::string& value);
+// A command's default --bind list as this build has it: each binding that is not built (onednn
+// without the Python environment's oneDNN 3) is replaced by another version of its framework
+// (onednn-2.6), or left out; `note` says which, for the command to print once its options are
+// checked (a usage error stays one line).
+std::string default_bindings(const std::string& preferred, std::string& note);
 // Two versions of one framework (torch and torch-1.13) never share a process (bindings/plugin.h):
 // under --isolation none, `bindings` naming both fails, naming them, before anything runs.
 void require_separate_processes(const std::string& option, const std::string& value,

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <source_location>
 
+#include "ops/conventions.h"
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
 
@@ -45,6 +46,15 @@ struct UnaryRow {
   DangerZones (*danger)() = nullptr;
   std::vector<CaseSpec> cases = {};  // sample cases the node tests lack (ops/manifest.h)
   ExplainWords explain = {};         // expose's words for its outputs
+  // Triage (Float32Definition): the definition as the ONNX text writes it, in float32, where it
+  // takes more than one rounding (nullptr: one function or operation, rounded once), the text of
+  // that formula and how a kernel avoids its float32 limit.
+  float (*f32)(float x, Attrs a) = nullptr;
+  const char* formula = nullptr;
+  const char* better = nullptr;
+  // The definition branches on a comparison of x, which NaN fails: ONNX leaves open whether NaN
+  // takes that branch or propagates (the reference propagates it).
+  bool nan_branch = false;
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -128,7 +138,7 @@ std::vector<UnaryRow> exact_rows() {
         .explain = {.form = ExplainForm::unary}},
       {.where = here(), .name = "Sign", .f = [](double x, Attrs) { return double((x > 0) - (x < 0)); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs, .float_only = false,
-        .cases = {{13, {case_input::floats({2, 3, 4, 5})}}}},
+        .cases = {{13, {case_input::floats({2, 3, 4, 5})}}}, .nan_branch = true},
       {.where = here(), .name = "Floor", .f = [](double x, Attrs) { return std::floor(x); },
        .df = [](double, double, Attrs) { return 0.0; }, .critical = signs},
       {.where = here(), .name = "Ceil", .f = [](double x, Attrs) { return std::ceil(x); },
@@ -145,12 +155,13 @@ std::vector<UnaryRow> exact_rows() {
        .df = [](double x, double, Attrs) { return x > 0 ? 1.0 : 0.0; }, .critical = signs,
        .kinks = at_zero, .float_only = false,
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
-        .explain = {.form = ExplainForm::unary, .clamps_to = 0.0, .telling = true}},
+        .explain = {.form = ExplainForm::unary, .clamps_to = 0.0, .telling = true},
+        .nan_branch = true},
       {.where = here(), .name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) { return x > a[0] ? x : 0.0; },
        .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
        .critical = [](Attrs a) { return std::vector<double>{a[0]}; },
-       .kinks = [](Attrs a) { return std::vector<double>{a[0]}; }},
+       .kinks = [](Attrs a) { return std::vector<double>{a[0]}; }, .nan_branch = true},
   };
 }
 
@@ -288,7 +299,10 @@ std::vector<UnaryRow> activation_rows() {
        .ddoc = "|g| (3|f'| + 5|y (1 - 2y)|): y (1 - y), and y's rounding", .critical = saturating,
        .danger = sigmoid_zones,
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
-        .explain = {.form = ExplainForm::unary, .underflow = {0}, .saturation = {1}, .telling = true}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}, .saturation = {1}, .telling = true},
+        .f32 = [](float x, Attrs) { return 1.0f / (1.0f + std::exp(-x)); },
+        .formula = "1 / (1 + exp(-x))",
+        .better = "exp(x) / (1 + exp(x)) for x < 0 keeps the small results"},
       {.where = here(), .name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
        .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
@@ -302,14 +316,26 @@ std::vector<UnaryRow> activation_rows() {
        .critical = [](Attrs) { return std::vector<double>{0, 20, -20, 88.7228, -103.97}; },
        .danger = softplus_zones,
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
-        .explain = {.form = ExplainForm::unary, .underflow = {0}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}},
+        .f32 = [](float x, Attrs) { return std::log(std::exp(x) + 1.0f); },
+        .formula = "log(exp(x) + 1)",
+        .better = "x + log1p(exp(-x)) for x > 0 does not overflow, log1p(exp(x)) keeps small "
+                  "results"},
       {.where = here(), .name = "Softsign", .f = [](double x, Attrs) { return x / (1.0 + std::fabs(x)); },
        .df = [](double x, double, Attrs) { return 1 / ((1 + std::fabs(x)) * (1 + std::fabs(x))); },
        .ulps = 4,
        .dmag = [](double x, double, Attrs) {
          return 3 / ((1 + std::fabs(x)) * (1 + std::fabs(x)));
        },
-       .ddoc = "|g| 4|f'|: 1/(1 + |x|)^2", .critical = saturating},
+       .ddoc = "|g| 4|f'|: 1/(1 + |x|)^2", .critical = saturating,
+        .f32 = [](float x, Attrs) { return x / (1.0f + std::fabs(x)); },
+        .formula = "x / (1 + |x|)", .better = "none needed"},
+  };
+}
+
+// Activations built on exp(x) - 1: Elu, Selu, Celu.
+std::vector<UnaryRow> exponential_activation_rows() {
+  return {
       {.where = here(), .name = "Elu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * std::expm1(x); },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] * std::exp(x) : 1.0; },
@@ -319,7 +345,12 @@ std::vector<UnaryRow> activation_rows() {
        },
        .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x < 0): alpha exp(x) or y + alpha",
        .critical = signs, .kinks = at_zero,
-        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}}},
+        .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
+        .f32 = [](float x, Attrs a) {
+          return x < 0 ? static_cast<float>(a[0]) * (std::exp(x) - 1.0f) : x;
+        },
+        .formula = "alpha (exp(x) - 1) for x < 0, x otherwise",
+        .better = "expm1(x) keeps the small results exp(x) - 1 cancels", .nan_branch = true},
       {.where = here(), .name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
                                  {"gamma", 1.05070102214813232421875}},
        .f = [](double x, Attrs a) { return x > 0 ? a[1] * x : a[1] * a[0] * std::expm1(x); },
@@ -330,7 +361,14 @@ std::vector<UnaryRow> activation_rows() {
        },
        .ddoc = "|g| (|f'| + 5|f'| + 5|y| for x <= 0, + 1 above): gamma alpha exp(x) or y + "
                "gamma alpha",
-       .critical = signs, .kinks = at_zero, .danger = overflows},
+       .critical = signs, .kinks = at_zero, .danger = overflows,
+        .f32 = [](float x, Attrs a) {
+          float alpha = static_cast<float>(a[0]), gamma = static_cast<float>(a[1]);
+          return x <= 0 ? gamma * (alpha * std::exp(x) - alpha) : gamma * x;
+        },
+        .formula = "gamma (alpha exp(x) - alpha) for x <= 0, gamma x otherwise",
+        .better = "gamma alpha expm1(x) keeps the small results alpha exp(x) - alpha cancels",
+        .nan_branch = true},
       // Continuously differentiable: both one-sided derivatives at 0 are 1.
       {.where = here(), .name = "Celu", .attrs = {{"alpha", 1.0}},
        .f = [](double x, Attrs a) {
@@ -344,7 +382,14 @@ std::vector<UnaryRow> activation_rows() {
        },
        .ddoc = "|g| (|f'| + |f'| (5 + |x/alpha|) + 5|y/alpha| for x < 0): exp of a rounded "
                "x/alpha, or y/alpha + 1",
-       .critical = signs},
+       .critical = signs,
+        .f32 = [](float x, Attrs a) {
+          float alpha = static_cast<float>(a[0]);
+          return std::max(0.0f, x) + std::min(0.0f, alpha * (std::exp(x / alpha) - 1.0f));
+        },
+        .formula = "max(0, x) + min(0, alpha (exp(x / alpha) - 1))",
+        .better = "alpha expm1(x / alpha) keeps the small results exp(x / alpha) - 1 cancels",
+        .nan_branch = true},
   };
 }
 
@@ -372,7 +417,13 @@ std::vector<UnaryRow> piecewise_activation_rows() {
        },
        .kink_width = [](double x, Attrs a) {
          return 2 * (std::fabs(a[0] * x) + std::fabs(a[1])) / std::fabs(a[0]);
-       }},
+       },
+       .f32 = [](float x, Attrs a) {
+         return std::max(0.0f, std::min(1.0f, static_cast<float>(a[0]) * x +
+                                                   static_cast<float>(a[1])));
+       },
+       .formula = "max(0, min(1, alpha x + beta))", .better = "none needed",
+       .nan_branch = true},
       {.where = here(), .name = "HardSwish",
        .f = [](double x, Attrs) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
        .df = [](double x, double, Attrs) { return x < -3 ? 0.0 : (x > 3 ? 1.0 : (2 * x + 3) / 6); },
@@ -386,14 +437,21 @@ std::vector<UnaryRow> piecewise_activation_rows() {
        .critical = [](Attrs) { return std::vector<double>{-3, 3, 0}; },
        .kinks = [](Attrs) { return std::vector<double>{-3, 3}; },
        .kink_width = [](double x, Attrs) { return 12 * (std::fabs(x) / 6 + 0.5); },
-        .cases = {{14, {case_input::whole({2, 3, 4, 5})}}}},
+        .cases = {{14, {case_input::whole({2, 3, 4, 5})}}},
+        .f32 = [](float x, Attrs) {
+          return x * std::max(0.0f, std::min(1.0f, (1.0f / 6.0f) * x + 0.5f));
+        },
+        .formula = "the function body: x HardSigmoid(x, alpha 1/6, beta 1/2)",
+        .better = "the formula as written: x (x + 3) / 6 overflows where it does not",
+        .nan_branch = true},
       {.where = here(), .name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
        .f = [](double x, Attrs a) { return x < -a[0] ? x + a[1] : (x > a[0] ? x - a[1] : 0.0); },
        .df = [](double x, double, Attrs a) { return x < -a[0] || x > a[0] ? 1.0 : 0.0; },
        .ulps = 1, .fmag = [](double x, Attrs a) { return std::fabs(x) + std::fabs(a[1]); },
        .doc = "|x| + |bias| (x -+ bias), 1 ulp",
        .critical = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; },
-       .kinks = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; }, .float_only = false},
+       .kinks = [](Attrs a) { return std::vector<double>{a[0], -a[0]}; }, .float_only = false,
+       .nan_branch = true},
   };
 }
 
@@ -406,7 +464,7 @@ const std::vector<UnaryRow>& unary_rows() {
     std::vector<UnaryRow> all;
     for (Section section :
          {exact_rows, correctly_rounded_rows, elementary_rows, inverse_and_hyperbolic_rows,
-          activation_rows, piecewise_activation_rows})
+          activation_rows, exponential_activation_rows, piecewise_activation_rows})
       for (auto& row : section()) all.push_back(std::move(row));
     return all;
   }();
@@ -454,6 +512,23 @@ SubgradientFn kink_subgradient(const UnaryRow& row) {
       };
 }
 
+// Triage: the row's definition in float32 (or "rounded once") and its NaN convention.
+void add_triage(OpRegistry& r, const UnaryRow& row) {
+  if (row.f32)
+    r.amend(row.name).float32(
+        [row](const KernelContext& c, const Tensors& in, SumOrder) {
+          const Tensor& x = input(c, in, 0);
+          auto a = attrs_of(row, c.node);
+          auto v = x.to_f64();
+          for (auto& e : v) e = row.f32(static_cast<float>(e), a.data());
+          return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
+        },
+        row.formula, row.better, row.where);
+  else
+    r.amend(row.name).float32_rounded(row.where);
+  if (row.nan_branch) r.amend(row.name).conventions({nan_propagation()}, row.where);
+}
+
 void add_row(OpRegistry& r, const UnaryRow& row) {
   r.add({row.name, Family::elementwise,
          [row](const KernelContext& c, const Tensors& in) {
@@ -499,6 +574,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
   if (row.danger) r.set_danger(row.name, row.danger(), row.where);
   if (!row.cases.empty()) r.amend(row.name).cases(row.cases, row.where);
   if (row.explain.form != ExplainForm::value) r.amend(row.name).explain(row.explain, row.where);
+  add_triage(r, row);
   if (!row.df) return;
 
   r.set_vjp(

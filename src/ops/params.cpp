@@ -31,6 +31,28 @@ ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t r
   return r;
 }
 
+ReduceLayout reduce_layout(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  auto [axes, noop, keepdims] = reduce_axes(c, in, x.rank());
+  ReduceLayout l;
+  if (noop) {
+    l.noop = true;
+    return l;
+  }
+  auto [kept, map] = groups_over(x.shape(), axes);
+  l.map = std::move(map);
+  l.groups = shape_numel(kept);
+  l.count = l.groups ? x.numel() / l.groups : 0;
+  if (x.numel() == 0) {
+    l.count = 1;
+    for (auto a : axes) l.count *= x.shape()[a];
+  }
+  for (std::int64_t d = 0; d < x.rank(); ++d)
+    if (keepdims || std::find(axes.begin(), axes.end(), d) == axes.end())
+      l.out_shape.push_back(kept[d]);
+  return l;
+}
+
 AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
   std::int64_t rank = static_cast<std::int64_t>(s.size());
   AxisSplit v;
@@ -54,7 +76,12 @@ bool batch_norm_training(const KernelContext& c) {
 }
 
 ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
-  double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+  // Without a bound ONNX names the dtype's extremes (numeric_limits::lowest() and max(); the
+  // attributes' defaults before opset 11 are float32's), not infinities: -inf clips to lowest.
+  double hi = has_input(in, 0) && is_floating(in[0].dtype())
+                  ? largest_finite(in[0].dtype())
+                  : std::numeric_limits<double>::infinity(),
+         lo = -hi;
   if (c.opset < 11) {
     lo = c.node.attr_f("min", lo);
     hi = c.node.attr_f("max", hi);

@@ -14,6 +14,15 @@ struct ReduceAxes {
   bool keepdims = true;
 };
 ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank);
+// A Reduce* node's groups over input 0 (x): each element's group, the number of groups, the
+// elements per group (the reduced dims' product, also for an empty x) and the output's shape.
+struct ReduceLayout {
+  bool noop = false;  // noop_with_empty_axes: the output is x
+  std::vector<std::int64_t> map;
+  std::int64_t groups = 0, count = 0;
+  Shape out_shape;
+};
+ReduceLayout reduce_layout(const KernelContext& c, const Tensors& in);
 
 // Softmax, LogSoftmax, Hardmax: the input viewed as [outer, n, inner], softmax over n
 // (before opset 13, n is every dim from `axis` on and inner is 1).
@@ -25,7 +34,8 @@ AxisSplit softmax_split(const KernelContext& c, const Shape& s);
 // BatchNormalization: training mode (attribute from opset 14; before, extra outputs mean it).
 bool batch_norm_training(const KernelContext& c);
 
-// Clip: bounds from attributes (before opset 11) or inputs; +-infinity where none is given.
+// Clip: bounds from attributes (before opset 11) or inputs; where none is given, the input
+// dtype's lowest and largest finite values (ONNX's numeric_limits::lowest() and max()).
 struct ClipBounds {
   double lo, hi;
 };

@@ -25,23 +25,13 @@ struct Reduction {
 
 Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red) {
   const Tensor& x = input(c, in, 0);
-  auto [axes, noop, keepdims] = reduce_axes(c, in, x.rank());
-  if (noop) return {x};
-  auto [kept, map] = groups_over(x.shape(), axes);
-  std::int64_t groups = shape_numel(kept);
-  std::int64_t count = groups ? x.numel() / groups : 0;
-  if (x.numel() == 0) {
-    count = 1;
-    for (auto a : axes) count *= x.shape()[a];
-  }
+  ReduceLayout l = reduce_layout(c, in);
+  if (l.noop) return {x};
   auto vx = x.to_f64();
-  std::vector<double> acc(static_cast<std::size_t>(groups), red.init);
-  for (std::int64_t i = 0; i < x.numel(); ++i) acc[map[i]] = red.step(acc[map[i]], vx[i]);
-  for (auto& a : acc) a = red.finish(a, count);
-  Shape os;
-  for (std::int64_t d = 0; d < x.rank(); ++d)
-    if (keepdims || std::find(axes.begin(), axes.end(), d) == axes.end()) os.push_back(kept[d]);
-  return {Tensor::from_f64(acc, os, x.dtype())};
+  std::vector<double> acc(static_cast<std::size_t>(l.groups), red.init);
+  for (std::int64_t i = 0; i < x.numel(); ++i) acc[l.map[i]] = red.step(acc[l.map[i]], vx[i]);
+  for (auto& a : acc) a = red.finish(a, l.count);
+  return {Tensor::from_f64(acc, l.out_shape, x.dtype())};
 }
 
 double id(double a, std::int64_t) {
@@ -449,6 +439,37 @@ Magnitudes reduce_log_sum_exp_magnitude(const KernelContext& c, const Tensors& i
 }
 #pragma GCC diagnostic pop
 
+// ReduceLogSumExp's gradient, g exp(x - y), as a kernel computes it from its own output y: the
+// argument x - y carries y's forward error (the forward magnitude C_y plus its 4 ulp, at most
+// 8|y|, units of u) and its own rounding u|x - y|, which exp turns into relative errors of the
+// gradient; the product with g rounds once more (docs/error-models.md, "ReduceLogSumExp
+// backward"). Without the |x - y| term, a correct kernel scored up to 8 at logit spreads of 3 to
+// 30 (x - y rounded in float32 before exp).
+Magnitudes reduce_log_sum_exp_vjp_magnitude(const KernelContext& c, const Tensors& in,
+                                            const Tensors& out, const Tensors& grads,
+                                            const AccumulationBound& bound) {
+  Magnitudes m(in.size());
+  const Tensor& x = in[0];
+  if (!is_floating(x.dtype())) return m;
+  auto [noop, map, n] = reduce_groups(c, in);
+  auto g = grad_of(grads, out, 0), vx = x.to_f64(), y = out[0].to_f64();
+  m[0].resize(vx.size());
+  if (noop) {
+    for (std::size_t i = 0; i < vx.size(); ++i) m[0][i] = std::fabs(g[i]);
+    return m;
+  }
+  Magnitudes fwd = reduce_log_sum_exp_magnitude(c, in, out, bound);
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = static_cast<std::size_t>(map[i]);
+    double d = std::exp(vx[i] - y[k]);
+    m[0][i] =
+        g[k] == 0 || !std::isfinite(d)
+            ? 0
+            : std::fabs(g[k]) * d * (std::fabs(vx[i] - y[k]) + fwd[0][k] + 8 * std::fabs(y[k]) + 2);
+  }
+  return m;
+}
+
 double cumsum_length(const KernelContext& c, const Tensors& in) {
   const Tensor& x = in[0];
   auto axis = in[1].to_f64().at(0);
@@ -572,6 +593,8 @@ void register_norm_reductions(OpRegistry& r) {
       .vjp(reduce_vjp([](double x, double y, double) { return std::exp(x - y); }))
       .error(condition(reduce_log_sum_exp_magnitude,
                        "|m| + sum_j p_j (|x_j| + |m|) + kappa(n) + 2|y|, 4 ulp"))
+      .backward_error(reduce_log_sum_exp_vjp_magnitude,
+                      "|g| exp(x - y) (|x - y| + C_y + 8|y| + 2), C_y the forward's magnitude")
       .domain({{0}, exp_domain})
       .faults({"nomax"})
       .cases({{13, {case_input::floats({2, 3, 4})}, {{"axes", Attribute::of_ints({1})}}}})

@@ -15,6 +15,7 @@ const OpRegistry& OpRegistry::instance() {
     register_index_ops(r);
     register_resize_ops(r);
     register_loss_ops(r);
+    register_float32_definitions(r);
     return r;
   }();
   return registry;
@@ -102,6 +103,27 @@ OpBuilder& OpBuilder::explain(ExplainWords words, Where where) {
   MetaOp& op = r_.at(type_, "explanation");
   op.explain = std::move(words);
   op.where.emplace_back("explanation", where);
+  return *this;
+}
+
+OpBuilder& OpBuilder::float32(Float32Evaluate twin, std::string formula, std::string better,
+                              Where where) {
+  MetaOp& op = r_.at(type_, "float32 definition");
+  op.float32 = {Float32Definition::How::twin, std::move(twin), std::move(formula),
+                std::move(better)};
+  op.where.emplace_back("float32 definition", where);
+  return *this;
+}
+OpBuilder& OpBuilder::float32_rounded(Where where) {
+  MetaOp& op = r_.at(type_, "float32 definition");
+  op.float32 = {Float32Definition::How::rounded, {}, "", ""};
+  op.where.emplace_back("float32 definition", where);
+  return *this;
+}
+OpBuilder& OpBuilder::conventions(std::vector<Convention> c, Where where) {
+  MetaOp& op = r_.at(type_, "conventions");
+  op.conventions = std::move(c);
+  op.where.emplace_back("conventions", where);
   return *this;
 }
 

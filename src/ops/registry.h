@@ -35,6 +35,44 @@ using SubgradientFn =
     std::function<std::vector<GradientSet>(const KernelContext&, const Tensors& inputs,
                                            const Tensors& outputs, const Tensors& output_grads)>;
 
+// The order in which a float32 evaluation adds the terms of a sum (multiplies the factors of a
+// product): a definition that writes a sum leaves it open, and whether a partial sum overflows
+// depends on it. `written`: the order of the elements; `positives_first`: the positive terms,
+// then the negative ones (the partial sums reach the sum of the positive terms; for a product,
+// the largest magnitudes first); `negatives_first`: the other way round (for a product, the
+// smallest magnitudes first).
+enum class SumOrder { written, positives_first, negatives_first };
+using Float32Evaluate =
+    std::function<Tensors(const KernelContext&, const Tensors&, SumOrder order)>;
+
+// How triage (analysis/core/triage.h) evaluates the op's definition faithfully in float32: a
+// finding whose kernel is no worse than that evaluation is a float32 limit of the formula, not a
+// defect of the kernel.
+struct Float32Definition {
+  enum class How {
+    undeclared,  // not declared: findings of the op are not triaged
+    rounded,     // one operation (or a data movement): its float32 evaluation is the exact
+                 // result rounded once, the reference itself
+    twin,        // `evaluate` computes the definition as the ONNX text writes it, in float32
+  };
+  How how = How::undeclared;
+  Float32Evaluate evaluate;  // twin: float32 inputs in, the outputs in the reference's dtypes
+  std::string formula;       // the definition as `evaluate` computes it, in words
+  std::string better;        // how a kernel avoids the limit (scaled norms, expm1 ...)
+};
+
+// A choice the ONNX text leaves open (how NaN propagates through a max, which length a formula
+// divides by ...): a finding it explains is a `convention`, not a defect.
+struct Convention {
+  std::string name;  // a word: nan-propagation, subnormal-inputs ...
+  std::string onnx;  // what the ONNX text says, or leaves unsaid
+  // Whether the choice explains the case: the node, the inputs, the reference's outputs and the
+  // binding's, and per output which elements are outside the error model.
+  std::function<bool(const KernelContext& c, const Tensors& in, const Tensors& ref,
+                     const Tensors& got, const std::vector<std::vector<bool>>& bad)>
+      applies;
+};
+
 struct MetaOp {
   MetaOp(std::string t, Family f, ReferenceForward r)
       : type(std::move(t)), family(f), reference(std::move(r)) {}
@@ -54,6 +92,9 @@ struct MetaOp {
   TrainingMode training;
   std::vector<std::string> faults;  // op-specific planted faults that apply (fault_catalog())
   ExplainWords explain;
+  // Triage: the op's definition evaluated in float32, and the choices ONNX leaves open.
+  Float32Definition float32;
+  std::vector<Convention> conventions;
   // Where each concern was declared ("forward", "error model", "vjp" ...): metaop ops --where.
   std::vector<std::pair<std::string, std::source_location>> where;
 };
@@ -86,6 +127,11 @@ class OpBuilder {
   OpBuilder& training(TrainingMode t, Where where = Where::current());
   OpBuilder& faults(std::vector<std::string> names, Where where = Where::current());
   OpBuilder& explain(ExplainWords words, Where where = Where::current());
+  // Triage (Float32Definition): a float32 twin of the definition, or "rounded once".
+  OpBuilder& float32(Float32Evaluate twin, std::string formula, std::string better,
+                     Where where = Where::current());
+  OpBuilder& float32_rounded(Where where = Where::current());
+  OpBuilder& conventions(std::vector<Convention> c, Where where = Where::current());
 
  private:
   OpRegistry& r_;
@@ -144,5 +190,8 @@ void register_shape_ops(OpRegistry& r);
 void register_index_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_loss_ops(OpRegistry& r);
+// After every family: the float32 definitions and conventions of the ops whose rows do not
+// declare them (ops/float32.cpp).
+void register_float32_definitions(OpRegistry& r);
 
 }  // namespace metaop

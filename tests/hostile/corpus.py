@@ -24,9 +24,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import check, finish  # noqa: E402
+from testlib import check, current_onednn, finish  # noqa: E402
 
 METAOP, DATA, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
+ONEDNN = current_onednn(METAOP)
 GENERATE_ONLY = "--generate-only" in sys.argv
 ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
 if os.path.isdir(WORK):
@@ -481,7 +482,7 @@ case("onnx_shape_inference_crash", "crash",
 # Planted crashes and hangs in a torch kernel: a finding each, and the rest of the check runs.
 for fault, kind in [("segv", "crash"), ("abort", "crash"), ("hang", "hang")]:
     case(f"planted_{fault}", "crash",
-         ["check", TINY, "--bind", "torch,onednn", "--inject", f"Conv:{fault}@torch",
+         ["check", TINY, "--bind", f"torch,{ONEDNN}", "--inject", f"Conv:{fault}@torch",
           "--kernel-timeout", "3", "--json", f"planted_{fault}.json", "--repro",
           f"planted_{fault}_repro"], 1, rf"{kind}\s+torch\s+/features/features\.0/Conv",
          lines=0, then=lambda o, e, f=fault, k=kind: planted_result(f, k))
@@ -490,7 +491,7 @@ for fault, kind in [("segv", "crash"), ("abort", "crash"), ("hang", "hang")]:
 def planted_result(fault, kind):
     j = json.load(open(path(f"planted_{fault}.json")))
     torch_runs = [r for r in j["runs"] if r["binding"] == "torch"]
-    onednn_runs = [r for r in j["runs"] if r["binding"] == "onednn"]
+    onednn_runs = [r for r in j["runs"] if r["binding"] == ONEDNN]
     found = [(f["binding"], f["kind"], f["op_type"]) for f in j["findings"] if f["kind"] == kind]
     ran_on_torch = sum(n["ran_on"] == "torch" for n in torch_runs[0]["nodes"])
     ok = (found == [("torch", kind, "Conv")] * 2 and len(torch_runs[0]["nodes"]) == 9 and

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "analysis/core/accuracy.h"
+#include "analysis/core/triage.h"
 #include "ops/registry.h"
 
 namespace metaop {
@@ -100,7 +101,7 @@ NodeVerdict guarded(F&& f) {
 }  // namespace
 
 NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, const Tensors& inputs) {
-  return guarded([&]() -> NodeVerdict {
+  NodeVerdict v = guarded([&]() -> NodeVerdict {
     Tensors got = b.forward(node, opset, inputs);
     LocalCheck lc = check_local(node, opset, inputs, got);
     for (std::size_t o = 0; o < lc.reference.size(); ++o)
@@ -111,11 +112,19 @@ NodeVerdict check_forward(Binding& b, const Node& node, std::int64_t opset, cons
     const Score& s = lc.score;
     if (!s.bad()) return {NodeStatus::Ok, "", s.score, ""};
     std::string kind = !s.mismatch.empty() ? "shape" : s.nonfinite > 0 ? "nonfinite" : "accuracy";
-    return {NodeStatus::Mismatch,
-            fmt::format("score {:.3g}: {}", s.score,
-                        describe_worst(s, lc.reference, node.outputs, b.name())),
-            s.score, kind};
+    NodeVerdict v{NodeStatus::Mismatch,
+                  fmt::format("score {:.3g}: {}", s.score,
+                              describe_worst(s, lc.reference, node.outputs, b.name())),
+                  s.score, kind};
+    Triage tr = triage_local(node, opset, inputs, lc, got);
+    v.cls = to_string(tr.cls);
+    v.class_basis = std::move(tr.basis);
+    return v;
   });
+  // Crashes, errors and outputs left out are defects.
+  if (v.status != NodeStatus::Ok && v.status != NodeStatus::Unsupported && v.cls.empty())
+    v.cls = "defect";
+  return v;
 }
 
 namespace {

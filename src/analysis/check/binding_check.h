@@ -32,6 +32,10 @@ struct NodeVerdict {
   // Backward: coordinates compared with finite differences, and those skipped (kinks, points
   // outside the domain, non-finite values); a check that compared none fails.
   int compared = 0, skipped = 0;
+  // Forward mismatches, crashes and errors: the triage class (analysis/core/triage.h), as its
+  // word; empty for the backward.
+  std::string cls = {};
+  std::string class_basis = {};
 };
 
 // Compares `actual` with `ref` element-wise under tol; NaN must meet NaN, INF the same INF.

@@ -7,14 +7,16 @@
 #include <optional>
 #include <set>
 
+#include "analysis/core/across_versions.h"
+#include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "engine/executor.h"
 
 namespace metaop {
 
-bool CheckResult::defects() const {
+bool CheckResult::defects(bool float32_limits) const {
   for (const auto& f : findings)
-    if (f.defect()) return true;
+    if (fails_run(f, float32_limits)) return true;
   return false;
 }
 
@@ -124,6 +126,7 @@ class Checker {
       record_reference(smp);
       for (const auto& b : opt_.bindings) check_binding(smp, b);
     }
+    compare_versions_of_findings();
     rank();
     return std::move(result_);
   }
@@ -212,6 +215,7 @@ class Checker {
                    : "the kernel crashed; the reference ran the node";
       f.inputs = in;
       f.reference_outputs = out;
+      triage_non_numerical(f);
       return f;
     }
     if (!rec.fallback_reason.empty()) {
@@ -228,6 +232,7 @@ class Checker {
     f.inputs = in;
     f.reference_outputs = lc.reference;
     f.binding_outputs = out;
+    triage_local(node, g_.opset, in, lc, out).apply_to(f);
     return f;
   }
 
@@ -352,6 +357,35 @@ class Checker {
           "rounding (masked downstream, or it needs another suspect's output)";
     else
       f.verification = fmt::format("not verified: {}", residue);
+  }
+
+  // How a binding stands towards a node of a sample: the finding there, or whether it ran it.
+  VersionState state_of(const std::string& binding, int sample, std::size_t node) const {
+    for (const auto& f : result_.findings)
+      if (f.binding == binding && f.sample == sample && f.node == node && f.defect())
+        return VersionState::Present;
+    for (const auto& run : result_.runs)
+      if (run.binding == binding && run.sample == sample)
+        for (const auto& n : run.nodes)
+          if (n.node == node)
+            return n.ran_on == binding ? VersionState::Absent : VersionState::NotRun;
+    return VersionState::NotRun;
+  }
+
+  void compare_versions_of_findings() {
+    for (const auto& group : version_groups(opt_.bindings))
+      for (auto& f : result_.findings) {
+        if (!f.defect() || std::find(group.bindings.begin(), group.bindings.end(), f.binding) ==
+                               group.bindings.end())
+          continue;
+        std::vector<VersionState> states;
+        for (const auto& b : group.bindings) {
+          states.push_back(state_of(b, f.sample, f.node));
+          f.versions[b] = to_string(states.back());
+        }
+        f.across_versions = across_versions_phrase(group, states);
+        f.across_versions_word = across_versions_word(states);
+      }
   }
 
   void rank() {

@@ -57,6 +57,11 @@ struct Finding : FindingCore {  // phase: forward
   std::string output, index;
   double reference_value = 0, binding_value = 0, tolerance = 0;
   double model_error_before = 0, model_error_after = 0;  // relative, at the graph outputs
+  // With other versions of its framework in the run (--bind torch-1.13,torch): the finding in
+  // each ("present in torch-1.13 and torch", "fixed in torch (2.15)"), and its word (present,
+  // fixed, new, mixed; across_versions.h). Empty otherwise.
+  std::string across_versions, across_versions_word;
+  std::map<std::string, std::string> versions;  // binding -> present, absent, not run
   // What a reproducer needs (not serialized).
   Tensors inputs, reference_outputs, binding_outputs;
 };
@@ -68,7 +73,8 @@ struct CheckResult {
   std::vector<BindingRun> runs;
   std::vector<Finding> findings;                 // ranked: defects by score, then the rest
   std::map<std::string, std::string> fault_log;  // "binding/node" -> what was injected
-  bool defects() const;
+  // Whether a finding fails the run (fails_run, analysis/core/triage.h).
+  bool defects(bool float32_limits = false) const;
 };
 
 CheckResult check_model(const Graph& g, const std::vector<Inputs>& samples,

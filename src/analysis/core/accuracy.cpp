@@ -131,6 +131,27 @@ Score score_outputs(const Tensors& got, const Tensors& ref,
   return s;
 }
 
+std::vector<std::vector<bool>> bad_elements(const Tensors& got, const Tensors& ref,
+                                            const std::vector<std::vector<double>>& tol) {
+  std::vector<std::vector<bool>> bad(ref.size());
+  for (std::size_t o = 0; o < ref.size() && o < got.size(); ++o) {
+    if (!ref[o].defined() || !got[o].defined() || got[o].shape() != ref[o].shape() ||
+        got[o].dtype() != ref[o].dtype())
+      continue;
+    auto g = got[o].to_f64(), r = ref[o].to_f64();
+    const std::vector<double>* t = o < tol.size() && tol[o].size() == r.size() ? &tol[o] : nullptr;
+    bool floating = is_floating(ref[o].dtype());
+    bad[o].resize(r.size());
+    Score scratch;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      std::optional<double> key =
+          score_element(g[i], r[i], t ? (*t)[i] : 0, ref[o].dtype(), floating, scratch);
+      bad[o][i] = key && *key > 1;
+    }
+  }
+  return bad;
+}
+
 LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inputs,
                        const Tensors& got, const AccumulationBound& bound) {
   const MetaOp* op = OpRegistry::instance().find(node.op_type);
@@ -138,7 +159,8 @@ LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inpu
   KernelContext ctx{node, opset};
   LocalCheck c;
   c.reference = op->reference(ctx, inputs);
-  c.score = score_outputs(got, c.reference, tolerances(*op, ctx, inputs, c.reference, bound));
+  c.tol = tolerances(*op, ctx, inputs, c.reference, bound);
+  c.score = score_outputs(got, c.reference, c.tol);
   return c;
 }
 

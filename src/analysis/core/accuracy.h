@@ -35,6 +35,11 @@ FindingKind score_kind(const Score& s);
 Score score_outputs(const Tensors& got, const Tensors& ref,
                     const std::vector<std::vector<double>>& tol);
 
+// Per output, which elements score_outputs counts against `got` (outside the tolerance, or a
+// non-finite mismatch); empty for an output missing on either side or of another shape or dtype.
+std::vector<std::vector<bool>> bad_elements(const Tensors& got, const Tensors& ref,
+                                            const std::vector<std::vector<double>>& tol);
+
 // The worst element in words, one wording for check, probe and train --check:
 // "NAME[INDEX] (note): BINDING got, reference r, error e, tolerance t; k of n elements over
 // tolerance, m non-finite mismatches; inputs there: ..." (names: the outputs'; the non-finite
@@ -54,6 +59,7 @@ std::string describe_inputs(const Node& node, const Tensors& in, const Tensor& o
 struct LocalCheck {
   Tensors reference;
   Score score;
+  std::vector<std::vector<double>> tol;  // the tolerances it was scored with
 };
 LocalCheck check_local(const Node& node, std::int64_t opset, const Tensors& inputs,
                        const Tensors& got, const AccumulationBound& bound = {});

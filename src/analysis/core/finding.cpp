@@ -22,6 +22,13 @@ constexpr std::array<std::pair<FindingKind, const char*>, 6> kKinds{{
     {FindingKind::Hazard, "hazard"},
 }};
 
+constexpr std::array<std::pair<FindingClass, const char*>, 4> kClasses{{
+    {FindingClass::Defect, "defect"},
+    {FindingClass::Float32Limit, "float32-limit"},
+    {FindingClass::Convention, "convention"},
+    {FindingClass::Untriaged, "untriaged"},
+}};
+
 template <typename E, std::size_t N>
 const char* word_of(const std::array<std::pair<E, const char*>, N>& words, E e) {
   for (const auto& [value, word] : words)
@@ -39,6 +46,17 @@ FindingKind parse_finding_kind(std::string_view word, std::string_view where) {
   for (const auto& [value, w] : kKinds)
     if (word == w) return value;
   fail("{}: kind '{}' (expected accuracy, nonfinite, crash, hang, unsupported or hazard)", where,
+       printable(word, 80));
+}
+
+const char* to_string(FindingClass c) {
+  return c == FindingClass::None ? "" : word_of(kClasses, c);
+}
+
+FindingClass parse_finding_class(std::string_view word, std::string_view where) {
+  for (const auto& [value, w] : kClasses)
+    if (word == w) return value;
+  fail("{}: class '{}' (expected defect, float32-limit, convention or untriaged)", where,
        printable(word, 80));
 }
 
@@ -73,6 +91,10 @@ nlohmann::json finding_json(const FindingCore& f) {
   nlohmann::json j = {{"op_type", f.op_type},          {"binding", f.binding},
                       {"phase", to_string(f.phase)},   {"kind", to_string(f.kind)},
                       {"score", json_number(f.score)}, {"detail", f.detail}};
+  if (f.cls != FindingClass::None) {
+    j["class"] = to_string(f.cls);
+    j["class_basis"] = f.class_basis;
+  }
   // The framework's version beside the binding (torch and torch-1.13 are two LibTorches).
   if (g_binding_version)
     if (std::string v = g_binding_version(f.binding); !v.empty()) j["binding_version"] = v;

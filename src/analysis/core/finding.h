@@ -33,6 +33,17 @@ FindingKind parse_finding_kind(std::string_view word, std::string_view where);
 void to_json(nlohmann::json& j, FindingKind k);
 void to_json(nlohmann::json& j, Phase p);
 
+// Triage (analysis/core/triage.h) of a numerical, crash or hang finding: what a maintainer would
+// make of it. `defect`: the kernel is worse than a faithful float32 evaluation of the op's
+// definition (or crashed, hung); `float32-limit`: that evaluation fails the same way (the
+// formula's, not the kernel's); `convention`: a choice the ONNX text leaves open explains it;
+// `untriaged`: the op declares no float32 evaluation (or the data is float64), so neither can be
+// said. Unsupported ops and hazards get none.
+enum class FindingClass { Defect, Float32Limit, Convention, Untriaged, None };
+// defect, float32-limit, convention, untriaged ("" for None); and the reverse (Error on others).
+const char* to_string(FindingClass c);
+FindingClass parse_finding_class(std::string_view word, std::string_view where);
+
 struct FindingCore {
   std::string op_type, binding;
   Phase phase = Phase::Forward;
@@ -42,6 +53,8 @@ struct FindingCore {
   bool verified = false;     // by replacement (check, train --check)
   std::string verification;  // how the verification went, in words
   std::string repro;         // the reproducer's folder, when written
+  FindingClass cls = FindingClass::None;
+  std::string class_basis;  // why, in words: the float32 evaluation's value, the convention
   bool defect() const { return kind != FindingKind::Unsupported; }
   bool numerical() const { return kind == FindingKind::Accuracy || kind == FindingKind::Nonfinite; }
 };
@@ -52,7 +65,7 @@ nlohmann::json json_number(double v);
 double number_from_json(const nlohmann::json& v);
 
 // The common fields as the JSON of check, probe and train --check and the probe journal have
-// them: op_type, binding, phase, kind, score and detail.
+// them: op_type, binding, phase, kind, score and detail, and class and class_basis when triaged.
 // The framework version a finding's JSON names beside its binding (torch and torch-1.13 are two
 // LibTorches): set by what knows the bindings (binding_versions.cpp, linked into every program
 // that has them); a reader built without the bindings (the fuzz targets) writes none.

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "analysis/core/triage.h"
 #include "ops/optimizer.h"
 
 namespace metaop {
@@ -16,6 +17,16 @@ namespace {
 // Adds an occurrence: one finding per (node, binding, phase, kind), keeping the worst step's
 // details and reproducer data.
 void record(TrainCheck& tc, TrainFinding f) {
+  // The forward's numerical findings are triaged where they are made; crashes and hangs are
+  // defects; the backward and the updates declare no float32 evaluation.
+  if (f.cls == FindingClass::None) {
+    triage_non_numerical(f);
+    if (f.numerical()) {
+      f.cls = FindingClass::Untriaged;
+      f.class_basis = f.phase == Phase::Backward ? "the VJPs declare no float32 evaluation"
+                                                 : "the update rules declare no float32 evaluation";
+    }
+  }
   for (auto& old : tc.findings)
     if (old.node == f.node && old.binding == f.binding && old.phase == f.phase &&
         old.kind == f.kind) {
@@ -166,6 +177,7 @@ void judge_forward(TrainCheck& tc, const AccumulationBound& bound, std::size_t n
       auto found = finding(node.name, node.op_type, rec.binding, Phase::Forward,
                            score_kind(lc.score), lc.score.score, step,
                            describe_worst(lc.score, lc.reference, node.outputs, rec.binding));
+      triage_local(node, h.opset, in, lc, out).apply_to(found);
       found.inputs = in;
       found.got = out;
       record(tc, std::move(found));

@@ -20,6 +20,7 @@
 
 #include "analysis/core/onnx_tests.h"
 #include "analysis/core/train_check.h"
+#include "analysis/core/triage.h"
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "bindings/update_kernel.h"
@@ -164,7 +165,7 @@ class Tally {
     nlohmann::json r = finding_json(candidate);
     r.erase("op_type");  // the case's line names the op
     r["result"] = "finding";
-    ProbeFinding& f = slot(candidate.op_type, binding, candidate.kind);
+    ProbeFinding& f = slot(candidate.op_type, binding, candidate.kind, candidate.cls);
     int cases = ++f.cases;
     bool worse = cases == 1 || s.score > f.score ||
                  (s.score == f.score && s.nonfinite > 0 && f.kind != FindingKind::Nonfinite);
@@ -195,8 +196,11 @@ class Tally {
     ++res_.counts[line_["op"].get<std::string>()][binding][result];
     line_["results"].push_back({{"binding", binding}, {"result", result}});
   }
-  ProbeFinding& slot(const std::string& op, const std::string& binding, FindingKind kind) {
-    auto key = std::make_tuple(op, binding, kind);
+  // One finding per (op, binding, kind, class): a defect is not hidden behind a worse case of
+  // float32 limits.
+  ProbeFinding& slot(const std::string& op, const std::string& binding, FindingKind kind,
+                     FindingClass cls) {
+    auto key = std::make_tuple(op, binding, kind, cls);
     auto it = index_.find(key);
     if (it == index_.end()) {
       it = index_.emplace(key, res_.findings.size()).first;
@@ -281,13 +285,18 @@ class Tally {
       ++res_.counts[op][binding][result];
       if (result != "finding") continue;
       FindingKind kind = parse_finding_kind(r.at("kind").get<std::string>(), where);
-      ProbeFinding& f = slot(op, binding, kind);
+      FindingClass cls = r.contains("class")
+                             ? parse_finding_class(r.at("class").get<std::string>(), where)
+                             : FindingClass::None;
+      ProbeFinding& f = slot(op, binding, kind, cls);
       int cases = ++f.cases;
       if (!r.value("worst", false)) continue;
       f = ProbeFinding();
       f.op_type = op;
       f.binding = binding;
       f.kind = kind;
+      f.cls = cls;
+      f.class_basis = r.value("class_basis", "");
       f.test = j.at("test").get<std::string>();
       f.pattern = j.at("pattern").get<std::string>();
       f.score = number_from_json(r.at("score"));
@@ -305,7 +314,7 @@ class Tally {
   int fd_ = -1;
   nlohmann::json line_;
   std::set<std::string> done_;
-  std::map<std::tuple<std::string, std::string, FindingKind>, std::size_t> index_;
+  std::map<std::tuple<std::string, std::string, FindingKind, FindingClass>, std::size_t> index_;
 };
 
 // Every combination of the pattern's values as the k inputs of an update (see probe_updates).
@@ -384,6 +393,12 @@ void probe_update_case(const ProbeOptions& o, Tally& tally, const std::string& b
   f.phase = Phase::Update;
   f.optimizer = c;
   f.step = t;
+  if (f.numerical()) {
+    f.cls = FindingClass::Untriaged;
+    f.class_basis = "the update rules declare no float32 evaluation";
+  } else {
+    triage_non_numerical(f);
+  }
   tally.finding(std::move(f), lc.score);
   tally.end();
 }
@@ -518,6 +533,11 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
   ProbeFinding f =
       probe_finding(node.op_type, b.name(), *kind, test, pattern, s.score, detail, in, ref, got);
   f.graph = t.g;
+  if (f.numerical()) {
+    triage(*t.op, KernelContext{node, t.g.opset}, in, ref, tol, got).apply_to(f);
+  } else {
+    triage_non_numerical(f);
+  }
   tally.finding(std::move(f), s);
 }
 

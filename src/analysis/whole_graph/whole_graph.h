@@ -20,9 +20,8 @@
 namespace metaop {
 
 struct WholeGraphOptions {
-  std::vector<std::string> bindings;  // those with a whole-model mode: ort, ort-wasm, opencv
+  std::vector<std::string> bindings;  // those with a whole-model mode
   std::vector<FusionFault> faults;    // planted whole-graph defects (evaluation)
-  std::string ort_level = "all";      // the level users get (--ort-opt)
   double factor = 16;                 // K of the rule
   bool reduce = true;
   std::string repro_root;               // where reduced models go ("" : not written)

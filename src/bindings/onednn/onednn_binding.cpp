@@ -10,7 +10,15 @@
 #include "bindings/onednn/onednn_forward.h"
 #include "ops/params.h"
 
+#ifndef METAOP_ONEDNN_BINDING
+#define METAOP_ONEDNN_BINDING "onednn"
+#endif
+
 namespace metaop {
+
+const char* onednn_binding_name() {
+  return METAOP_ONEDNN_BINDING;
+}
 
 namespace {
 
@@ -25,9 +33,12 @@ Tensors eltwise_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Tensor& x = c.x(0);
   Eltwise e = eltwise_ops().at(c.node().op_type).params(c);
   auto d = md(x.shape());
-  dnnl::eltwise_forward::primitive_desc hint({prop::forward_training, e.a, d, e.alpha, e.beta},
-                                             eng());
+  auto hint = eltwise_pd(prop::forward_training, e, d);
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::eltwise_backward::primitive_desc pd(eng(), e.a, d, d, d, e.alpha, e.beta, hint);
+#else
   dnnl::eltwise_backward::primitive_desc pd({e.a, d, d, e.alpha, e.beta}, eng(), hint);
+#endif
   Tensor gx(DType::Float32, x.shape());
   run(dnnl::eltwise_backward(pd), {{DNNL_ARG_SRC, mem(d, x)},
                                    {DNNL_ARG_DIFF_DST, mem(d, grads.at(0))},
@@ -42,12 +53,12 @@ Tensors softmax_bwd(const Ctx& c, const Tensors& outputs, const Tensors& grads) 
   AxisSplit v = softmax_split(c.k, x.shape());
   auto d = md({v.outer, v.n, v.inner});
   algo a = c.node().op_type == "LogSoftmax" ? algo::softmax_log : algo::softmax_accurate;
-  dnnl::softmax_v2_forward::primitive_desc hint({prop::forward_training, a, d, d, 1}, eng());
-  dnnl::softmax_v2_backward::primitive_desc pd({a, d, d, d, 1}, eng(), hint);
+  auto hint = make_pd<softmax_forward>(prop::forward_training, a, d, d, 1);
+  auto pd = make_bwd_pd<softmax_backward>(hint, a, d, d, d, 1);
   Tensor gx(DType::Float32, x.shape());
-  run(dnnl::softmax_v2_backward(pd), {{DNNL_ARG_DST, mem(d, outputs.at(0))},
-                                      {DNNL_ARG_DIFF_DST, mem(d, grads.at(0))},
-                                      {DNNL_ARG_DIFF_SRC, mem(d, gx)}});
+  run(softmax_backward(pd), {{DNNL_ARG_DST, mem(d, outputs.at(0))},
+                             {DNNL_ARG_DIFF_DST, mem(d, grads.at(0))},
+                             {DNNL_ARG_DIFF_SRC, mem(d, gx)}});
   return {gx};
 }
 
@@ -60,20 +71,25 @@ Tensors conv_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   const Shape& ys = cs.ys;
   auto xd = md(x.shape()), wd = md(ws), yd = md(ys), bd = md({M});
   const dims &st = cs.strides, &dl = cs.dilates, &pl = cs.pad_l, &pr = cs.pad_r;
-  dnnl::convolution_forward::primitive_desc hint(
-      {prop::forward_training, algo::convolution_direct, xd, wd, bd, yd, st, dl, pl, pr}, eng());
+  // The weights and their gradient in the layouts the primitives choose (any_layout).
+  auto wa = any_layout(ws);
+  auto hint = make_pd<dnnl::convolution_forward>(prop::forward_training, algo::convolution_direct,
+                                                 xd, wa, bd, yd, st, dl, pl, pr);
   Tensor gx(DType::Float32, x.shape()), gw(DType::Float32, w.shape()), gb(DType::Float32, {M});
-  dnnl::convolution_backward_data::primitive_desc pdd(
-      {algo::convolution_direct, xd, wd, yd, st, dl, pl, pr}, eng(), hint);
-  run(dnnl::convolution_backward_data(pdd), {{DNNL_ARG_DIFF_DST, mem(yd, grads.at(0))},
-                                             {DNNL_ARG_WEIGHTS, mem(wd, w)},
-                                             {DNNL_ARG_DIFF_SRC, mem(xd, gx)}});
-  dnnl::convolution_backward_weights::primitive_desc pdw(
-      {algo::convolution_direct, xd, wd, bd, yd, st, dl, pl, pr}, eng(), hint);
+  auto pdd = make_bwd_pd<dnnl::convolution_backward_data>(hint, algo::convolution_direct, xd, wa,
+                                                          yd, st, dl, pl, pr);
+  run(dnnl::convolution_backward_data(pdd),
+      {{DNNL_ARG_DIFF_DST, mem(yd, grads.at(0))},
+       {DNNL_ARG_WEIGHTS, in_layout(pdd.weights_desc(), wd, w)},
+       {DNNL_ARG_DIFF_SRC, mem(xd, gx)}});
+  auto pdw = make_bwd_pd<dnnl::convolution_backward_weights>(hint, algo::convolution_direct, xd, wa,
+                                                             bd, yd, st, dl, pl, pr);
+  OutLayout dw(pdw.diff_weights_desc(), wd, gw);
   run(dnnl::convolution_backward_weights(pdw), {{DNNL_ARG_SRC, mem(xd, x)},
                                                 {DNNL_ARG_DIFF_DST, mem(yd, grads.at(0))},
-                                                {DNNL_ARG_DIFF_WEIGHTS, mem(wd, gw)},
+                                                {DNNL_ARG_DIFF_WEIGHTS, dw.out},
                                                 {DNNL_ARG_DIFF_BIAS, mem(bd, gb)}});
+  dw.into();
   Tensors out{gx, gw};
   if (c.has(2)) out.push_back(gb);
   return out;
@@ -86,8 +102,7 @@ Tensors pool_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   auto xd = md(x.shape()), yd = md(ys);
   auto st = tail(p.g.s, p.g.nsp), k = tail(p.g.k, p.g.nsp), dl = tail(p.g.d, p.g.nsp, 1),
        pl = tail(p.g.pb, p.g.nsp);
-  dnnl::pooling_v2_forward::primitive_desc hint(
-      {prop::forward_training, p.a, xd, yd, st, k, dl, pl, p.pr}, eng());
+  auto hint = make_pd<pooling_forward>(prop::forward_training, p.a, xd, yd, st, k, dl, pl, p.pr);
   // Max pooling's backward needs the forward's workspace (where each maximum came from).
   Tensor y(DType::Float32, ys);
   dnnl::memory ws;
@@ -96,14 +111,14 @@ Tensors pool_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   if (p.a == algo::pooling_max) {
     ws = dnnl::memory(hint.workspace_desc(), eng());
     fargs[DNNL_ARG_WORKSPACE] = ws;
-    run(dnnl::pooling_v2_forward(hint), fargs);
+    run(pooling_forward(hint), fargs);
   }
-  dnnl::pooling_v2_backward::primitive_desc pd({p.a, xd, yd, st, k, dl, pl, p.pr}, eng(), hint);
+  auto pd = make_bwd_pd<pooling_backward>(hint, p.a, xd, yd, st, k, dl, pl, p.pr);
   Tensor gx(DType::Float32, x.shape());
   std::unordered_map<int, dnnl::memory> bargs{{DNNL_ARG_DIFF_DST, mem(yd, grads.at(0))},
                                               {DNNL_ARG_DIFF_SRC, mem(xd, gx)}};
   if (p.a == algo::pooling_max) bargs[DNNL_ARG_WORKSPACE] = ws;
-  run(dnnl::pooling_v2_backward(pd), bargs);
+  run(pooling_backward(pd), bargs);
   return {gx};
 }
 
@@ -119,8 +134,7 @@ Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   auto flags = training
                    ? dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift
                    : kBatchNormFlags;
-  dnnl::batch_normalization_forward::primitive_desc hint({prop::forward_training, xd, eps, flags},
-                                                         eng());
+  auto hint = batchnorm_pd(prop::forward_training, xd, eps, flags);
   Tensor mean = c.x(3), var = c.x(4);
   if (training) {
     Tensor y(DType::Float32, x.shape());
@@ -133,8 +147,13 @@ Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
                                                   {DNNL_ARG_MEAN, mem(cd, mean)},
                                                   {DNNL_ARG_VARIANCE, mem(cd, var)}});
   }
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::batch_normalization_backward::primitive_desc pd(eng(), prop::backward, xd, xd, xd, eps,
+                                                        flags, hint);
+#else
   dnnl::batch_normalization_backward::primitive_desc pd({prop::backward, xd, xd, eps, flags}, eng(),
                                                         hint);
+#endif
   Tensor gx(DType::Float32, x.shape()), gs(DType::Float32, {x.dim(1)}),
       gb(DType::Float32, {x.dim(1)});
   run(dnnl::batch_normalization_backward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
@@ -231,6 +250,10 @@ std::vector<std::string> OneDNNBinding::where(const std::string& op_type) const 
   if (it == kernels().end()) return {};
   return {fmt::format("{}: {}", it->second.backward ? "forward and backward" : "forward",
                       location(it->second.where))};
+}
+
+void OneDNNBinding::prepare() {
+  eng();
 }
 
 Tensors OneDNNBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {

@@ -1,5 +1,9 @@
 #include "bindings/onednn/onednn_forward.h"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -28,10 +32,38 @@ Shape with_rank(const Shape& s, std::size_t r) {
   return o;
 }
 
+// oneDNN built for SYCL (the onednn wheel's) runs its CPU primitives on SYCL's CPU device, which
+// is Intel's OpenCL CPU runtime: unless the user chose OpenCL drivers, the OpenCL loader gets the
+// one installed beside libdnnl (the wheel's dependencies put it there), which no system folder
+// of OpenCL drivers lists.
+void find_opencl_cpu_runtime() {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_SYCL
+  if (std::getenv("OCL_ICD_FILENAMES")) return;
+  Dl_info lib{};
+  if (::dladdr(reinterpret_cast<void*>(&dnnl_engine_create), &lib) == 0 || !lib.dli_fname) return;
+  auto runtime = std::filesystem::path(lib.dli_fname).parent_path() / "libintelocl.so";
+  if (std::filesystem::exists(runtime)) ::setenv("OCL_ICD_FILENAMES", runtime.c_str(), 0);
+#endif
+}
+
+dnnl::engine make_engine() {
+  find_opencl_cpu_runtime();
+  try {
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  } catch (const dnnl::error& e) {
+    // No engine, no kernel: a failure of the binding, not an op oneDNN declines.
+    fail("oneDNN {}.{}: no CPU engine ({}){}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, e.what(),
+         DNNL_CPU_RUNTIME == DNNL_RUNTIME_SYCL
+             ? ": this oneDNN runs on SYCL's CPU device, Intel's OpenCL CPU runtime (the "
+               "intel-opencl-rt wheel's libintelocl.so beside libdnnl, or OCL_ICD_FILENAMES)"
+             : "");
+  }
+}
+
 }  // namespace
 
 dnnl::engine& eng() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = make_engine();
   return e;
 }
 
@@ -49,6 +81,37 @@ dnnl::memory mem(const dnnl::memory::desc& d, const Tensor& t) {
 void run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
   p.execute(strm(), args);
   strm().wait();
+}
+
+namespace {
+
+void reorder(dnnl::memory from, dnnl::memory to) {
+  dnnl::reorder(from, to).execute(strm(), from, to);
+  strm().wait();
+}
+
+}  // namespace
+
+dnnl::memory::desc any_layout(const Shape& s) {
+  return dnnl::memory::desc(to_dims(s), dt::f32, dnnl::memory::format_tag::any);
+}
+
+dnnl::memory in_layout(const dnnl::memory::desc& want, const dnnl::memory::desc& given,
+                       const Tensor& t) {
+  dnnl::memory user = mem(given, t);
+  if (want == given) return user;
+  dnnl::memory m(want, eng());
+  reorder(user, m);
+  return m;
+}
+
+OutLayout::OutLayout(const dnnl::memory::desc& want, const dnnl::memory::desc& given, Tensor& t)
+    : user(mem(given, t)) {
+  out = want == given ? user : dnnl::memory(want, eng());
+}
+
+void OutLayout::into() const {
+  if (out != user) reorder(out, user);
 }
 
 // ---- element-wise (one input)
@@ -70,11 +133,14 @@ std::map<std::string, EltwiseOp> eltwise_table() {
   add("Log", fixed(algo::eltwise_log));
   add("Sqrt", fixed(algo::eltwise_sqrt));
   add("Abs", fixed(algo::eltwise_abs));
-  add("HardSwish", fixed(algo::eltwise_hardswish));
+  // oneDNN 3 takes hardswish's alpha and beta (x max(0, min(1, alpha x + beta))) and soft_relu's
+  // alpha (log(1 + exp(alpha x)) / alpha); oneDNN 2.6 has them fixed at these values and ignores
+  // the arguments.
+  add("HardSwish", fixed(algo::eltwise_hardswish, 1.f / 6, 0.5f));
+  add("Softplus", fixed(algo::eltwise_soft_relu, 1.f));
   add("Round", fixed(algo::eltwise_round));
   add("Neg", fixed(algo::eltwise_linear, -1.f, 0.f));
   add("Reciprocal", fixed(algo::eltwise_pow, 1.f, -1.f));
-  add("Softplus", fixed(algo::eltwise_soft_relu));
   add("LeakyRelu", [](const Ctx& c) {
     return Eltwise{algo::eltwise_relu, static_cast<float>(c.node().attr_f("alpha", 0.01)), 0.f};
   });
@@ -95,12 +161,20 @@ const std::map<std::string, EltwiseOp>& eltwise_ops() {
   return t;
 }
 
+dnnl::eltwise_forward::primitive_desc eltwise_pd(prop p, const Eltwise& e,
+                                                 const dnnl::memory::desc& d) {
+#if DNNL_VERSION_MAJOR >= 3
+  return {eng(), p, e.a, d, d, e.alpha, e.beta};
+#else
+  return {{p, e.a, d, e.alpha, e.beta}, eng()};
+#endif
+}
+
 Tensors eltwise_fwd(const Ctx& c) {
   const Tensor& x = c.x(0);
   Eltwise e = eltwise_ops().at(c.node().op_type).params(c);
   auto d = md(x.shape());
-  dnnl::eltwise_forward::primitive_desc pd({prop::forward_inference, e.a, d, e.alpha, e.beta},
-                                           eng());
+  auto pd = eltwise_pd(prop::forward_inference, e, d);
   Tensor y(DType::Float32, x.shape());
   run(dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, mem(d, x)}, {DNNL_ARG_DST, mem(d, y)}});
   return {y};
@@ -134,7 +208,7 @@ Tensors binary_fwd(const Ctx& c) {
                  op == "LessOrEqual";
   auto d0 = md(out), d1 = md(with_rank(b->shape(), out.size())),
        dd = md(out, compare ? dt::u8 : dt::f32);
-  dnnl::binary::primitive_desc pd({binary_ops().at(op), d0, d1, dd}, eng());
+  auto pd = make_pd<dnnl::binary>(binary_ops().at(op), d0, d1, dd);
   Tensor y(compare ? DType::Bool : DType::Float32, out);
   run(dnnl::binary(pd),
       {{DNNL_ARG_SRC_0, mem(d0, *a)}, {DNNL_ARG_SRC_1, mem(d1, *b)}, {DNNL_ARG_DST, mem(dd, y)}});
@@ -178,16 +252,18 @@ Tensors conv_fwd(const Ctx& c) {
   const Shape& ys = cs.ys;
   auto xd = md(x.shape()), wd = md(ws), yd = md(ys);
   Tensor y(DType::Float32, ys);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_WEIGHTS, mem(wd, w)}, {DNNL_ARG_DST, mem(yd, y)}};
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(xd, x)},
+                                             {DNNL_ARG_DST, mem(yd, y)}};
   dnnl::memory::desc bd;
   if (c.has(2)) {
     bd = md({M});
     args[DNNL_ARG_BIAS] = mem(bd, c.x(2));
   }
-  dnnl::convolution_forward::desc desc(prop::forward_inference, algo::convolution_direct, xd, wd,
-                                       bd, yd, cs.strides, cs.dilates, cs.pad_l, cs.pad_r);
-  run(dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(desc, eng())), args);
+  auto pd = make_pd<dnnl::convolution_forward>(prop::forward_inference, algo::convolution_direct,
+                                               xd, any_layout(ws), bd, yd, cs.strides, cs.dilates,
+                                               cs.pad_l, cs.pad_r);
+  args[DNNL_ARG_WEIGHTS] = in_layout(pd.weights_desc(), wd, w);
+  run(dnnl::convolution_forward(pd), args);
   return {y};
 }
 
@@ -219,17 +295,18 @@ Tensors deconv_fwd(const Ctx& c) {
   }
   auto xd = md(x.shape()), yd = md(ys);
   Tensor y(DType::Float32, ys);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_WEIGHTS, mem(wd, w)}, {DNNL_ARG_DST, mem(yd, y)}};
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(xd, x)},
+                                             {DNNL_ARG_DST, mem(yd, y)}};
   dnnl::memory::desc bd;
   if (c.has(2)) {
     bd = md({Mg * G});
     args[DNNL_ARG_BIAS] = mem(bd, c.x(2));
   }
-  dnnl::deconvolution_forward::desc desc(prop::forward_inference, algo::deconvolution_direct, xd,
-                                         wd, bd, yd, tail(g.s, g.nsp), tail(g.d, g.nsp, 1),
-                                         tail(g.pb, g.nsp), pr);
-  run(dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(desc, eng())), args);
+  auto pd = make_pd<dnnl::deconvolution_forward>(
+      prop::forward_inference, algo::deconvolution_direct, xd, any_layout(wdims), bd, yd,
+      tail(g.s, g.nsp), tail(g.d, g.nsp, 1), tail(g.pb, g.nsp), pr);
+  args[DNNL_ARG_WEIGHTS] = in_layout(pd.weights_desc(), wd, w);
+  run(dnnl::deconvolution_forward(pd), args);
   return {y};
 }
 
@@ -250,7 +327,7 @@ Tensors matmul_fwd(const Ctx& c) {
   ys.push_back(sb[r - 1]);
   auto ad = md(sa), bd = md(sb), yd = md(ys);
   Tensor y(DType::Float32, ys);
-  dnnl::matmul::primitive_desc pd({ad, bd, yd}, eng());
+  auto pd = make_pd<dnnl::matmul>(ad, bd, yd);
   run(dnnl::matmul(pd), {{DNNL_ARG_SRC, mem(ad, c.x(0))},
                          {DNNL_ARG_WEIGHTS, mem(bd, c.x(1))},
                          {DNNL_ARG_DST, mem(yd, y)}});
@@ -285,11 +362,23 @@ Tensors gemm_fwd(const Ctx& c) {
     args[DNNL_ARG_BIAS] = mem(cd, c.x(2));
   }
   dnnl::primitive_attr attr;
+  float scale = static_cast<float>(alpha);
   if (alpha != 1.0) {
-    if (c.has(2)) c.unsupported("alpha != 1 with C (oneDNN scales the bias too)");
-    attr.set_output_scales(0, {static_cast<float>(alpha)});
+#if DNNL_VERSION_MAJOR >= 3
+    // alpha as the scale of A, given at execution; oneDNN 3 adds the bias after scaling.
+    attr.set_scales_mask(DNNL_ARG_SRC, 0);
+    args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC] =
+        dnnl::memory(dnnl::memory::desc({1}, dt::f32, dims{1}), eng(), &scale);
+#else
+    if (c.has(2)) c.unsupported("alpha != 1 with C (oneDNN 2 scales the bias too)");
+    attr.set_output_scales(0, {scale});
+#endif
   }
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::matmul::primitive_desc pd(eng(), ad, bd, cd, yd, attr);
+#else
   dnnl::matmul::primitive_desc pd({ad, bd, cd, yd}, attr, eng());
+#endif
   run(dnnl::matmul(pd), args);
   return {y};
 }
@@ -324,11 +413,10 @@ Tensors pool_fwd(const Ctx& c) {
   Shape ys = p.g.out_shape(x.dim(0), x.dim(1));
   auto xd = md(x.shape()), yd = md(ys);
   Tensor y(DType::Float32, ys);
-  dnnl::pooling_v2_forward::desc desc(prop::forward_inference, p.a, xd, yd, tail(p.g.s, p.g.nsp),
-                                      tail(p.g.k, p.g.nsp), tail(p.g.d, p.g.nsp, 1),
-                                      tail(p.g.pb, p.g.nsp), p.pr);
-  run(dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(desc, eng())),
-      {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
+  auto pd = make_pd<pooling_forward>(prop::forward_inference, p.a, xd, yd, tail(p.g.s, p.g.nsp),
+                                     tail(p.g.k, p.g.nsp), tail(p.g.d, p.g.nsp, 1),
+                                     tail(p.g.pb, p.g.nsp), p.pr);
+  run(pooling_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
   return {y};
 }
 
@@ -342,7 +430,7 @@ Tensors reduce_with(const Ctx& c, algo a, float p, const std::vector<std::int64_
   for (auto ax : axes) kept[ax] = 1;
   auto xd = md(x.shape()), yd = md(kept);
   Tensor y(DType::Float32, kept);
-  dnnl::reduction::primitive_desc pd({a, xd, yd, p, 0.f}, eng());
+  auto pd = make_pd<dnnl::reduction>(a, xd, yd, p, 0.f);
   run(dnnl::reduction(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
   if (keepdims) return {y};
   Shape os;
@@ -383,15 +471,24 @@ const dnnl::normalization_flags kBatchNormFlags = dnnl::normalization_flags::use
                                                   dnnl::normalization_flags::use_scale |
                                                   dnnl::normalization_flags::use_shift;
 
+dnnl::batch_normalization_forward::primitive_desc batchnorm_pd(prop p, const dnnl::memory::desc& xd,
+                                                               float eps,
+                                                               dnnl::normalization_flags flags) {
+#if DNNL_VERSION_MAJOR >= 3
+  return {eng(), p, xd, xd, eps, flags};
+#else
+  return {{p, xd, eps, flags}, eng()};
+#endif
+}
+
 Tensors batchnorm_fwd(const Ctx& c) {
   const Node& n = c.node();
   if (batch_norm_training(c.k)) c.unsupported("training mode");
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
   Tensor y(DType::Float32, x.shape());
-  dnnl::batch_normalization_forward::primitive_desc pd(
-      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), kBatchNormFlags},
-      eng());
+  auto pd = batchnorm_pd(prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)),
+                         kBatchNormFlags);
   run(dnnl::batch_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                               {DNNL_ARG_SCALE, mem(cd, c.x(1))},
                                               {DNNL_ARG_SHIFT, mem(cd, c.x(2))},
@@ -416,8 +513,14 @@ Tensors layernorm_fwd(const Ctx& c) {
   auto xd = md({outer, inner}), cd = md({inner});
   Tensor y(DType::Float32, x.shape());
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::primitive_desc pd(
-      {prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)), flags}, eng());
+  float eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::layer_normalization_forward::primitive_desc pd(eng(), prop::forward_inference, xd, xd, eps,
+                                                       flags);
+#else
+  dnnl::layer_normalization_forward::primitive_desc pd({prop::forward_inference, xd, eps, flags},
+                                                       eng());
+#endif
   run(dnnl::layer_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                               {DNNL_ARG_SCALE, mem(cd, scale)},
                                               {DNNL_ARG_SHIFT, mem(cd, bias)},
@@ -432,8 +535,8 @@ Tensors softmax_fwd(const Ctx& c) {
   auto d = md({v.outer, v.n, v.inner});
   Tensor y(DType::Float32, x.shape());
   algo a = c.node().op_type == "LogSoftmax" ? algo::softmax_log : algo::softmax_accurate;
-  dnnl::softmax_v2_forward::primitive_desc pd({prop::forward_inference, a, d, d, 1}, eng());
-  run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(d, x)}, {DNNL_ARG_DST, mem(d, y)}});
+  auto pd = make_pd<softmax_forward>(prop::forward_inference, a, d, d, 1);
+  run(softmax_forward(pd), {{DNNL_ARG_SRC, mem(d, x)}, {DNNL_ARG_DST, mem(d, y)}});
   return {y};
 }
 
@@ -452,7 +555,11 @@ Tensors concat_fwd(const Ctx& c) {
   auto yd = md(os);
   Tensor y(DType::Float32, os);
   args[DNNL_ARG_DST] = mem(yd, y);
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::concat::primitive_desc pd(eng(), yd, static_cast<int>(axis), mds);
+#else
   dnnl::concat::primitive_desc pd(yd, static_cast<int>(axis), mds, eng());
+#endif
   run(dnnl::concat(pd), args);
   return {y};
 }
@@ -471,9 +578,7 @@ Tensors transpose_fwd(const Ctx& c) {
   auto xd = md(x.shape());
   dnnl::memory::desc yd(to_dims(x.shape()), dt::f32, st);
   Tensor y(DType::Float32, os);
-  auto src = mem(xd, x), dst = mem(yd, y);
-  dnnl::reorder(src, dst).execute(strm(), src, dst);
-  strm().wait();
+  reorder(mem(xd, x), mem(yd, y));
   return {y};
 }
 
@@ -484,7 +589,11 @@ Tensors prelu_fwd(const Ctx& c) {
   if (out != x.shape()) c.unsupported("slope larger than the input");
   auto xd = md(x.shape()), wd = md(with_rank(c.x(1).shape(), x.shape().size()));
   Tensor y(DType::Float32, x.shape());
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::prelu_forward::primitive_desc pd(eng(), prop::forward_inference, xd, wd, xd);
+#else
   dnnl::prelu_forward::primitive_desc pd({prop::forward_inference, xd, wd}, eng());
+#endif
   run(dnnl::prelu_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                 {DNNL_ARG_WEIGHTS, mem(wd, c.x(1))},
                                 {DNNL_ARG_DST, mem(xd, y)}});
@@ -524,7 +633,7 @@ Tensors resize_fwd(const Ctx& c) {
   }
   auto xd = md(x.shape()), yd = md(os);
   Tensor y(DType::Float32, os);
-  dnnl::resampling_forward::primitive_desc pd({prop::forward_inference, a, xd, yd}, eng());
+  auto pd = make_pd<dnnl::resampling_forward>(prop::forward_inference, a, xd, yd);
   run(dnnl::resampling_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
   return {y};
 }

@@ -1,4 +1,4 @@
-// The onednn plugin: oneDNN's primitives, forward and backward.
+// The onednn and onednn-2.6 plugins: oneDNN's primitives, forward and backward.
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl_version.h>
 
@@ -6,7 +6,7 @@
 #include "bindings/plugin.h"
 
 void metaop_plugin_register(metaop::PluginRegistrar& r) {
-  r.add({.name = "onednn",
+  r.add({.name = metaop::onednn_binding_name(),
          .framework = "oneDNN",
          .version =
              fmt::format("{}.{}.{}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH),

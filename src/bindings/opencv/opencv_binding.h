@@ -10,7 +10,7 @@ namespace metaop {
 
 class OpenCVBinding final : public Binding {
  public:
-  std::string name() const override { return "opencv"; }
+  std::string name() const override { return "opencv-4.6"; }
   Support supports(const std::string& op_type) const override;
   std::vector<std::string> where(const std::string& op_type) const override;
   Tensors forward(const Node& node, std::int64_t opset, const Tensors& inputs) override;

@@ -50,7 +50,7 @@ bool fold_identity_of_initializers(Graph& g) {
 
 class OpenCVModelRunner final : public WholeModelRunner {
  public:
-  std::string name() const override { return "opencv"; }
+  std::string name() const override { return "opencv-4.6"; }
   std::vector<std::string> levels() const override { return {"nofusion", "fusion"}; }
   std::size_t first_fusing_level() const override { return 1; }
   std::map<std::string, Tensor> run(const WholeModel& m,

@@ -1,11 +1,11 @@
-// ONNX Runtime worker for MetaOp's `ort` and `ort-wasm` bindings. Runs models through the
+// ONNX Runtime worker for MetaOp's `ort-1.30` and `ort-wasm` bindings (the npm builds). Runs models through the
 // package's own JavaScript API (onnxruntime-node: the CPU library with MLAS; onnxruntime-web:
 // the WebAssembly build) in a process of its own, so that a crash or a hang of ONNX Runtime
 // does not take MetaOp down. MetaOp starts it as `node ort_worker.js cpu|wasm` with one end of
 // a socket pair on fd 3, for requests and replies (stdout and stderr stay free for ONNX
 // Runtime's own logging).
 //
-// Frames are little-endian and length-prefixed: u32 length, then the body. Requests:
+// Frames (src/bindings/onnx_import/adapter_process.h) are little-endian and length-prefixed: u32 length, then the body. Requests:
 //   'L' u32 session, u8 level, u32 threads, bytes model      -> create and cache a session
 //   'R' u32 session, u32 n, n x tensor, u32 m, m x string    -> run; the m outputs by name
 //   'F' u32 session                                          -> forget a session

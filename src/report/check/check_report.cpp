@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
@@ -82,7 +83,7 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
   }
   std::size_t defects = 0;
   for (const auto& f : r.findings) defects += f.defect();
-  fmt::print(out, "\n{} finding(s), {} defect(s)", r.findings.size(), defects);
+  fmt::print(out, "\n{} finding(s){}", r.findings.size(), class_counts(r.findings));
   if (r.findings.empty()) fmt::print(out, ": every kernel within its error model\n");
   fmt::print(out, "\n");
   // Defects one by one; ops a binding lacks, counted per binding and op type.
@@ -94,17 +95,21 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
       continue;
     }
     if (++shown > 30) {
-      fmt::print(out, "  ... {} more defects (see --json / --report)\n", defects - 30);
+      fmt::print(out, "  ... {} more findings (see --json / --report)\n", defects - 30);
       break;
     }
     fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding,
                printable(f.node_name), printable(f.op_type, 64), fmt_score(f.score),
                f.verified ? "  verified" : "  not verified");
     fmt::print(out, "      {}\n", printable(f.detail, 4000));
+    if (f.cls != FindingClass::None)
+      fmt::print(out, "      class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
     if (!f.verification.empty() && f.numerical())
       fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
                  printable(f.verification, 4000), f.model_error_before, f.model_error_after);
     if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
+    if (!f.across_versions.empty())
+      fmt::print(out, "      across versions: {}\n", f.across_versions);
   }
   for (const auto& [b, ops] : unsupported) {
     std::vector<std::string> items;
@@ -158,9 +163,14 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
       o["model_error_before"] = json_number(f.model_error_before);
       o["model_error_after"] = json_number(f.model_error_after);
     }
+    if (!f.across_versions.empty())
+      o["across_versions"] = {{"verdict", f.across_versions_word},
+                              {"phrase", f.across_versions},
+                              {"bindings", f.versions}};
     findings.push_back(o);
   }
   j["findings"] = findings;
+  j["classes"] = class_tally(r.findings);
   json runs = json::array();
   for (const auto& run : r.runs) {
     json rn = {{"binding", run.binding},
@@ -234,14 +244,15 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
   if (r.findings.empty())
     h += "<p class='ok'>Every kernel is within its error model.</p>";
   else {
-    h += "<table><tr><th>kind</th><th>binding</th><th>node</th><th>op</th><th>score</th>"
-         "<th>verified</th><th>detail</th><th>reproducer</th></tr>";
+    h += "<table><tr><th>kind</th><th>class</th><th>binding</th><th>node</th><th>op</th>"
+         "<th>score</th><th>verified</th><th>detail</th><th>reproducer</th></tr>";
     for (const auto& f : r.findings)
       h += fmt::format(
-          "<tr><td class='{}'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-          "<td>{}<br><i>{}</i></td><td><code>{}</code></td></tr>",
-          f.defect() ? "bad" : "", f.kind, f.binding, html_escape(f.node_name), f.op_type,
-          fmt_score(f.score), f.defect() ? (f.verified ? "yes" : "no") : "-", html_escape(f.detail),
+          "<tr><td class='{}'>{}</td><td title='{}'>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td><td>{}<br><i>{}</i></td><td><code>{}</code></td></tr>",
+          f.defect() ? "bad" : "", f.kind, html_escape(f.class_basis), to_string(f.cls), f.binding,
+          html_escape(f.node_name), f.op_type, fmt_score(f.score),
+          f.defect() ? (f.verified ? "yes" : "no") : "-", html_escape(f.detail),
           html_escape(f.verification), html_escape(f.repro));
     h += "</table>";
   }

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "analysis/check/check.h"
 #include "analysis/core/train_check.h"
@@ -21,10 +23,21 @@ namespace metaop {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+extern const char* const kReproducePy;  // generated from native/reproduce.py (CMakeLists.txt)
+
 namespace {
 
+// The source model as a reproducer names it: its folder and file name only
+// ("test_maxpool_2d_pads/model.onnx"), so that no path of the machine that made it travels with
+// a bug report.
+std::string model_name(const std::string& path) {
+  fs::path p(path);
+  fs::path folder = p.parent_path().filename();
+  return (folder.empty() ? p.filename() : folder / p.filename()).string();
+}
+
 // What every repro.json says: the finding, where (`node`: a node's name, or an update's
-// weight), the model and the injected faults that applied.
+// weight), the model (model_name) and the injected faults that applied.
 json manifest_head(const FindingCore& f, const std::string& node, const std::string& model,
                    const std::vector<std::string>& inject) {
   json j = {{"schema", "metaop-repro/1"},
@@ -33,12 +46,53 @@ json manifest_head(const FindingCore& f, const std::string& node, const std::str
             {"binding", f.binding},
             {"node", node},
             {"op_type", f.op_type},
-            {"model", model},
+            {"model", model_name(model)},
             {"detail", f.detail},
             {"inject", inject}};
   // The framework's version the finding was made with (torch and torch-1.13 are two LibTorches).
   if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
+  if (f.cls != FindingClass::None) {
+    j["class"] = to_string(f.cls);
+    j["class_basis"] = f.class_basis;
+  }
   return j;
+}
+
+// The Python package a binding's framework-native script needs, and the framework's name in
+// reproduce.py; empty for the bindings that have none yet (LibTorch, oneDNN, OpenCV 4.6, the npm
+// builds of ONNX Runtime).
+struct NativeFramework {
+  const char* framework;
+  const char* package;
+};
+std::optional<NativeFramework> native_framework(const std::string& binding) {
+  if (binding == "ort") return NativeFramework{"onnxruntime", "onnxruntime"};
+  if (binding == "openvino") return NativeFramework{"openvino", "openvino"};
+  if (binding == "tvm") return NativeFramework{"tvm", "apache-tvm and onnx"};
+  if (binding == "opencv") return NativeFramework{"opencv", "opencv-python-headless"};
+  return std::nullopt;
+}
+
+// reproduce_BINDING.py (src/report/core/native/reproduce.py) in `dir`, for a binding whose
+// framework runs model.onnx from Python; returns the README's lines about it ("" without one).
+std::string write_native_script(const fs::path& dir, const std::string& binding) {
+  auto nf = native_framework(binding);
+  if (!nf) return "";
+  std::string script = kReproducePy;
+  auto at = script.find("%FRAMEWORK%");
+  if (at != std::string::npos) script.replace(at, 11, nf->framework);
+  std::string name = fmt::format("reproduce_{}.py", safe_file_name(binding));
+  write_file((dir / name).string(), script);
+  return fmt::format(
+      "\nWithout MetaOp (needs Python 3 with numpy and {}; prints {}'s values, the exact ones\n"
+      "and the error in ULPs; exit 1 while the finding reproduces):\n  python3 {}\n",
+      nf->package, nf->framework, name);
+}
+
+// "class float32-limit: BASIS" and a line break, for a README; "" without a class.
+std::string class_line(const FindingCore& f) {
+  if (f.cls == FindingClass::None) return "";
+  return fmt::format("class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
 }
 
 // "torch (2.15.0)": the binding and its framework's version, for a README's first line.
@@ -175,15 +229,33 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
   std::string input_args, input_list;
   manifest["files"]["inputs"] = save_check_inputs(dir, g, node, f.inputs, input_args, input_list);
   input_args += extra_args;
-  save_check_outputs(dir, node, f.reference_outputs, "reference");
+  json reference = save_check_outputs(dir, node, f.reference_outputs, "reference");
   manifest["files"]["got"] = save_check_outputs(dir, node, f.binding_outputs, f.binding);
+  // For a script without MetaOp: model.onnx's graph inputs in order with their files, and its
+  // outputs with the reference's and the binding's files.
+  manifest["feeds"] = json::array();
+  std::set<std::string> fed;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const json& file = manifest["files"]["inputs"][i];
+    if (!file.is_null() && fed.insert(node.inputs[i]).second)
+      manifest["feeds"].push_back({node.inputs[i], file});
+  }
+  manifest["outputs"] = json::array();
+  const json got = manifest["files"]["got"];
+  auto file_at = [](const json& list, std::size_t i) { return i < list.size() ? list[i] : json(); };
+  for (std::size_t i = 0; i < node.outputs.size(); ++i)
+    if (!node.outputs[i].empty())
+      manifest["outputs"].push_back({{"name", node.outputs[i]},
+                                     {"reference", file_at(reference, i)},
+                                     {"got", file_at(got, i)}});
   write_file((dir / "repro.json").string(), dump_json(manifest));
+  std::string native = write_native_script(dir, f.binding);
   std::string b = shell_quote(f.binding);
   // Names and details are data: escaped, one line each; every command is one line.
   write_file(
       (dir / "README.txt").string(),
       fmt::format(
-          "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}\n\n"
+          "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}{}\n\n"
           "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
           "files (in the order the commands pass them):\n{}reference_*.npy are the float64\n"
           "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n\n"
@@ -191,10 +263,11 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
           "  metaop repro .\n"
           "  metaop check model.onnx{} --bind {}\n"
           "  metaop run model.onnx{} --bind {} --out out-{}\n"
-          "  metaop run model.onnx{} --bind reference --out out-reference\n",
+          "  metaop run model.onnx{} --bind reference --out out-reference\n{}",
           f.kind, binding_with_version(f.binding), printable(node.name), printable(node.op_type),
-          printable(g.path), printable(f.detail, 4000), printable(f.verification, 4000), input_list,
-          f.binding, input_args, b, input_args, b, safe_file_name(f.binding), input_args));
+          printable(model_name(g.path)), printable(f.detail, 4000), class_line(f),
+          printable(f.verification, 4000), input_list, f.binding, input_args, b, input_args, b,
+          safe_file_name(f.binding), input_args, native));
   return dir.string();
 }
 
@@ -215,12 +288,13 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
   write_file(
       (dir / "README.txt").string(),
       fmt::format(
-          "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}\n\nThis folder holds {}.\n\n"
+          "metaop train finding: {} {} under {}{} in {}\n\n{}\n{}{}\n\nThis folder holds {}.\n\n"
           "Judge it again against the float64 reference and the error model (exit 1 when the "
           "defect reproduces):\n  metaop repro .\nor under another binding:\n  metaop repro . "
           "--bind reference\n",
-          f.phase, f.kind, binding_with_version(f.binding), inject_text, printable(model),
-          printable(f.detail, 4000), printable(f.verification, 4000), printable(what, 4000)));
+          f.phase, f.kind, binding_with_version(f.binding), inject_text,
+          printable(model_name(model)), printable(f.detail, 4000), class_line(f),
+          printable(f.verification, 4000), printable(what, 4000)));
   return dir.string();
 }
 

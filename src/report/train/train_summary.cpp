@@ -51,7 +51,11 @@ void print_train_summary(std::FILE* out, const TrainSetup& s, const TrainSession
     fmt::print(out,
                "  {:<9} {:<9} {:<9} {} ({})  score {}  step {} ({} checked steps)\n      {}\n{}{}",
                f.phase, f.kind, f.binding, f.node, f.op_type, fmt_score(f.score), f.step, f.steps,
-               f.detail, f.verification.empty() ? "" : "      " + f.verification + "\n",
+               f.detail,
+               (f.cls == FindingClass::None
+                    ? ""
+                    : fmt::format("      class {}: {}\n", to_string(f.cls), f.class_basis)) +
+                   (f.verification.empty() ? "" : "      " + f.verification + "\n"),
                f.repro.empty() ? "" : "      reproducer: " + f.repro + "\n");
 }
 

@@ -1,4 +1,4 @@
-#include "bindings/ort/ort_process.h"
+#include "bindings/onnx_import/adapter_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,38 +19,13 @@
 
 extern char** environ;
 
-#ifndef METAOP_ORT_WORKER_JS
-#define METAOP_ORT_WORKER_JS "src/bindings/ort/ort_worker.js"
-#endif
-#ifndef METAOP_NODE_MODULES
-#define METAOP_NODE_MODULES "third_party/node/node_modules"
-#endif
-
 namespace metaop {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string env_or(const char* name, const char* dflt) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : dflt;
-}
-
-std::string worker_script() {
-  return env_or("METAOP_ORT_WORKER", METAOP_ORT_WORKER_JS);
-}
-std::string node_modules() {
-  return env_or("METAOP_NODE_MODULES", METAOP_NODE_MODULES);
-}
-std::string node_program() {
-  return env_or("METAOP_NODE", "node");
-}
-std::string package_of(const std::string& flavor) {
-  return flavor == "wasm" ? "onnxruntime-web" : "onnxruntime-node";
-}
-
-bool on_path(const std::string& program) {
+bool on_path_impl(const std::string& program) {
   if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");
   if (!path) return false;
@@ -88,7 +63,7 @@ class ReplyReader {
   ReplyReader(int fd, std::size_t length, Clock::time_point deadline)
       : fd_(fd), left_(length), deadline_(deadline) {}
   void read(void* p, std::size_t n) {
-    if (n > left_) throw Error("ONNX Runtime worker: malformed reply (past its length)");
+    if (n > left_) throw Error("adapter worker: malformed reply (past its length)");
     Io io = recv_all(fd_, p, n, deadline_);
     if (io != Io::Ok) throw io == Io::Timeout ? 1 : 2;
     left_ -= n;
@@ -137,7 +112,7 @@ Tensor read_output(ReplyReader& r, const std::string& what) {
   }
   Tensor t = Tensor::empty(*dt, s);
   if (t.nbytes() != nbytes)
-    fail("{}: ONNX Runtime's output '{}' has {} bytes for shape {}", what, name, nbytes,
+    fail("{}: the worker's output '{}' has {} bytes for shape {}", what, name, nbytes,
          shape_str(s));
   if (nbytes) r.read(t.raw(), nbytes);
   return t;
@@ -145,37 +120,33 @@ Tensor read_output(ReplyReader& r, const std::string& what) {
 
 }  // namespace
 
-std::string ort_installation_problem(const std::string& flavor) {
-  std::string node = node_program();
-  if (!on_path(node))
-    return fmt::format(
-        "Node.js ('{}') is not installed: run scripts/install-deps.sh (Debian's nodejs and npm, "
-        "then the npm packages), or set METAOP_NODE",
-        node);
-  std::string pkg = fs::path(node_modules()) / package_of(flavor) / "package.json";
-  if (!fs::exists(pkg))
-    return fmt::format(
-        "the npm package {} is not installed ({} not found): run scripts/install-deps.sh, or set "
-        "METAOP_NODE_MODULES",
-        package_of(flavor), pkg);
-  if (!fs::exists(worker_script()))
-    return fmt::format("the ONNX Runtime worker script {} is missing (set METAOP_ORT_WORKER)",
-                       worker_script());
+bool program_found(const std::string& program) {
+  return on_path_impl(program);
+}
+
+std::string AdapterProcess::installation_problem() const {
+  const std::string& program = command_.argv.at(0);
+  if (!on_path_impl(program))
+    return fmt::format("'{}' is not installed: {}", program, command_.install_hint);
+  if (!command_.missing.empty())
+    return fmt::format("{}: {}", command_.missing, command_.install_hint);
+  for (const auto& f : command_.need_files)
+    if (!fs::exists(f)) return fmt::format("{} not found: {}", f, command_.install_hint);
   return "";
 }
 
-OrtProcess::OrtProcess(std::string flavor) : flavor_(std::move(flavor)) {}
+AdapterProcess::AdapterProcess(AdapterCommand command) : command_(std::move(command)) {}
 
-OrtProcess::~OrtProcess() {
+AdapterProcess::~AdapterProcess() {
   stop();
 }
 
-void OrtProcess::start() {
-  if (std::string p = ort_installation_problem(flavor_); !p.empty())
-    fail("ONNX Runtime ({}): {}", package_of(flavor_), p);
+void AdapterProcess::start() {
+  const std::string& fw = command_.framework;
+  if (std::string p = installation_problem(); !p.empty()) fail("{}: {}", fw, p);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    fail("ONNX Runtime worker: socketpair failed: {}", std::strerror(errno));
+    fail("{} worker: socketpair failed: {}", fw, std::strerror(errno));
   for (int s : sv) {
     int size = 4 << 20;
     ::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
@@ -184,7 +155,7 @@ void OrtProcess::start() {
   // The child's end must not be fd 3 already (dup2 onto itself would keep close-on-exec).
   int child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
   ::close(sv[1]);
-  char log_name[] = "/tmp/metaop-ort-XXXXXX";
+  char log_name[] = "/tmp/metaop-adapter-XXXXXX";
   log_fd_ = ::mkostemp(log_name, O_CLOEXEC);
   if (log_fd_ >= 0) ::unlink(log_name);
 
@@ -197,27 +168,35 @@ void OrtProcess::start() {
   }
   posix_spawn_file_actions_adddup2(&fa, child, 3);
 
-  std::string node = node_program(), script = worker_script();
+  // The worker's environment: MetaOp's, with the command's entries in place of any of the same
+  // name.
   std::vector<std::string> env_store;
+  auto overridden = [&](const char* e) {
+    for (const auto& c : command_.env) {
+      auto eq = c.find('=');
+      if (std::strncmp(e, c.data(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "NODE_PATH=", 10) != 0) env_store.emplace_back(*e);
-  env_store.push_back("NODE_PATH=" + node_modules());
+    if (!overridden(*e)) env_store.emplace_back(*e);
+  env_store.insert(env_store.end(), command_.env.begin(), command_.env.end());
   std::vector<char*> envp;
   envp.reserve(env_store.size() + 1);
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args_store = {node, script, flavor_};
+  std::vector<std::string> args_store = command_.argv;
   std::vector<char*> argv;
   argv.reserve(args_store.size() + 1);
   for (auto& a : args_store) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, node.c_str(), &fa, nullptr, argv.data(), envp.data());
+  int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(child);
   if (rc != 0) {
     ::close(sv[0]);
-    fail("ONNX Runtime worker: cannot start '{}': {}", node, std::strerror(rc));
+    fail("{} worker: cannot start '{}': {}", fw, args_store[0], std::strerror(rc));
   }
   pid_ = pid;
   sock_ = sv[0];
@@ -225,7 +204,7 @@ void OrtProcess::start() {
   next_id_ = 1;
 }
 
-void OrtProcess::stop() {
+void AdapterProcess::stop() {
   if (sock_ >= 0) ::close(sock_);  // the worker sees end of input and exits
   sock_ = -1;
   ++generation_;  // its sessions are gone with it
@@ -249,7 +228,7 @@ void OrtProcess::stop() {
   log_fd_ = -1;
 }
 
-void OrtProcess::died(const std::string& what, const std::string& during) {
+void AdapterProcess::died(const std::string& what, const std::string& during) {
   // The worker closed its end: it crashed (a signal) or exited. Its own last words, if any,
   // are in its log.
   std::string how = "exited";
@@ -269,12 +248,12 @@ void OrtProcess::died(const std::string& what, const std::string& during) {
     }
   }
   stop();
-  throw Crash(fmt::format("{}: ONNX Runtime's worker {} during {}{}", what, how, during,
+  throw Crash(fmt::format("{}: {}'s worker {} during {}{}", what, command_.framework, how, during,
                           tail.empty() ? "" : "; its last output: " + tail));
 }
 
-std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::size_t>>& parts,
-                                 const std::string& what, Tensors* outputs) {
+std::string AdapterProcess::exchange(const std::vector<std::pair<const void*, std::size_t>>& parts,
+                                     const std::string& what, Tensors* outputs) {
   if (sock_ < 0) start();
   auto deadline = worker_deadline();
   std::size_t total = 0;
@@ -286,9 +265,9 @@ std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::s
   auto hang = [&] {
     stop();
     throw Hang(
-        fmt::format("{}: ONNX Runtime did not answer within {:g} s (--kernel-timeout) "
+        fmt::format("{}: {} did not answer within {:g} s (--kernel-timeout) "
                     "during {}; its worker was killed",
-                    what, kernel_timeout(), during));
+                    what, command_.framework, kernel_timeout(), during));
   };
   Io io = send_all(sock_, &len, sizeof len, deadline);
   for (std::size_t i = 0; io == Io::Ok && i < parts.size(); ++i)
@@ -304,8 +283,9 @@ std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::s
     char kind = r.get<char>();
     if (kind != 'O') {
       std::string msg = r.str();
-      if (kind == 'U') throw Unsupported(fmt::format("{}: ONNX Runtime refuses it: {}", what, msg));
-      throw Error(fmt::format("{}: ONNX Runtime failed: {}", what, msg));
+      if (kind == 'U')
+        throw Unsupported(fmt::format("{}: {} refuses it: {}", what, command_.framework, msg));
+      throw Error(fmt::format("{}: {} failed: {}", what, command_.framework, msg));
     }
     std::string rest;
     if (outputs) {
@@ -322,8 +302,8 @@ std::string OrtProcess::exchange(const std::vector<std::pair<const void*, std::s
   }
 }
 
-std::uint32_t OrtProcess::load(const std::string& model, int level, int threads,
-                               const std::string& what) {
+std::uint32_t AdapterProcess::load(const std::string& model, int level, int threads,
+                                   const std::string& what) {
   if (sock_ < 0) start();
   std::uint32_t id = next_id_++;
   std::string head(1, 'L');
@@ -334,22 +314,22 @@ std::uint32_t OrtProcess::load(const std::string& model, int level, int threads,
   return id;
 }
 
-void OrtProcess::forget(std::uint32_t session) {
+void AdapterProcess::forget(std::uint32_t session) {
   if (sock_ < 0) return;
   std::string head(1, 'F');
   put(head, session);
-  exchange({{head.data(), head.size()}}, "ONNX Runtime worker", nullptr);
+  exchange({{head.data(), head.size()}}, command_.framework + " worker", nullptr);
 }
 
-std::string OrtProcess::versions() {
+std::string AdapterProcess::versions() {
   std::string head(1, 'V');
-  std::string r = exchange({{head.data(), head.size()}}, "ONNX Runtime worker", nullptr);
+  std::string r = exchange({{head.data(), head.size()}}, command_.framework + " worker", nullptr);
   return r.size() >= 4 ? r.substr(4) : r;
 }
 
-Tensors OrtProcess::run(std::uint32_t session,
-                        const std::vector<std::pair<std::string, Tensor>>& inputs,
-                        const std::vector<std::string>& outputs, const std::string& what) {
+Tensors AdapterProcess::run(std::uint32_t session,
+                            const std::vector<std::pair<std::string, Tensor>>& inputs,
+                            const std::vector<std::string>& outputs, const std::string& what) {
   // Header pieces live in `heads` (reserved, so the pointers stay valid); each tensor's data
   // is sent from its own storage, 8-aligned from the start of the body.
   std::vector<std::string> heads;
@@ -385,7 +365,8 @@ Tensors OrtProcess::run(std::uint32_t session,
   Tensors got;
   exchange(parts, what, &got);
   if (got.size() != outputs.size())
-    fail("{}: ONNX Runtime returned {} outputs for {} requested", what, got.size(), outputs.size());
+    fail("{}: {} returned {} outputs for {} requested", what, command_.framework, got.size(),
+         outputs.size());
   return got;
 }
 

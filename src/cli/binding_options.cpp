@@ -1,0 +1,25 @@
+#include "cli/binding_options.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "bindings/onnx_import/import_binding.h"
+
+namespace metaop::cli {
+
+void add_binding_options(CLI::App* cmd, BindingOptions& o) {
+  std::set<std::string> added;
+  for (const auto& spec : import_binding_specs()) {
+    if (spec.level_option.empty() || !added.insert(spec.level_option).second) continue;
+    std::string& value = o.levels[spec.level_option];
+    value = spec.default_level;
+    cmd->add_option(spec.level_option, value, spec.level_help)->capture_default_str();
+  }
+}
+
+void apply_binding_options(const BindingOptions& o) {
+  for (const auto& [option, level] : o.levels) set_import_level(option, level);
+}
+
+}  // namespace metaop::cli

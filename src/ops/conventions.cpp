@@ -1,0 +1,121 @@
+#include "ops/conventions.h"
+
+#include <cmath>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+bool has_nan(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return false;
+  for (double v : t.to_f64())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
+// Element `flat` of `s` as a multi-index.
+std::vector<std::int64_t> unflatten(const Shape& s, std::int64_t flat) {
+  std::vector<std::int64_t> idx(s.size());
+  for (std::size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] ? flat % s[d] : 0;
+    flat = s[d] ? flat / s[d] : 0;
+  }
+  return idx;
+}
+
+// Whether the slice of x through multi-index `idx` along `axis` (and, with `to_end`, every
+// dimension after it) holds a NaN.
+bool slice_has_nan(const Tensor& x, const std::vector<double>& xv,
+                   const std::vector<std::int64_t>& idx, std::int64_t axis, bool to_end) {
+  std::int64_t rank = x.rank();
+  IndexIter it(x.shape());
+  for (std::int64_t f = 0; f < x.numel(); ++f, it.next()) {
+    bool in_slice = true;
+    for (std::int64_t d = 0; d < rank && in_slice; ++d)
+      in_slice = d == axis || (to_end && d > axis) || it.idx()[d] == idx[d];
+    if (in_slice && std::isnan(xv[static_cast<std::size_t>(f)])) return true;
+  }
+  return false;
+}
+
+// Whether floating tensor t broadcasts (numpy rules) to `out`.
+bool broadcasts_to(const Tensor& t, const Shape& out) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.shape().size() > out.size()) return false;
+  std::size_t off = out.size() - t.shape().size();
+  for (std::size_t d = 0; d < t.shape().size(); ++d)
+    if (t.shape()[d] != 1 && t.shape()[d] != out[d + off]) return false;
+  return true;
+}
+
+}  // namespace
+
+Convention nan_propagation() {
+  return {"nan-propagation",
+          "the ONNX text defines the op by comparisons, maxima or minima, which NaN fails, and "
+          "does not say whether NaN takes that branch or propagates",
+          [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            bool any_nan = false;
+            for (const auto& t : in) any_nan = any_nan || has_nan(t);
+            if (!any_nan) return false;
+            // An element-wise op's element sees its own inputs only: there the choice explains
+            // an element whose inputs (broadcast) hold a NaN. A reduction, pool or softmax row
+            // sees many: there it explains an element that is NaN on one side only.
+            const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
+            bool elementwise = op && op->family == Family::elementwise;
+            for (std::size_t o = 0; o < bad.size(); ++o) {
+              if (bad[o].empty()) continue;
+              auto r = ref[o].to_f64(), g = got[o].to_f64();
+              std::vector<std::pair<std::vector<double>, std::vector<std::int64_t>>> operands;
+              if (elementwise)
+                for (const auto& t : in)
+                  if (broadcasts_to(t, ref[o].shape()))
+                    operands.emplace_back(t.to_f64(), broadcast_map(t.shape(), ref[o].shape()));
+              for (std::size_t i = 0; i < bad[o].size(); ++i) {
+                if (!bad[o][i]) continue;
+                bool explained = !elementwise && std::isnan(r[i]) != std::isnan(g[i]);
+                for (const auto& [x, map] : operands)
+                  explained = explained || std::isnan(x[map[i]]);
+                if (!explained) return false;
+              }
+            }
+            return true;
+          }};
+}
+
+Convention nan_selection() {
+  return {"nan-selection",
+          "the ONNX text orders the values without saying where NaN goes, so which index is "
+          "selected when NaN takes part is left open",
+          [](const KernelContext& c, const Tensors& in, const Tensors&, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (in.empty() || !has_nan(in[0])) return false;
+            const Tensor& x = in[0];
+            std::int64_t rank = x.rank();
+            std::int64_t dflt = c.node.op_type == "ArgMax" || c.node.op_type == "ArgMin" ? 0
+                                : c.node.op_type == "Hardmax" && c.opset < 13            ? 1
+                                                                                         : -1;
+            std::int64_t axis = c.node.attr_i("axis", dflt);
+            if (axis < 0) axis += rank;
+            if (axis < 0 || axis >= rank) return false;
+            // Hardmax before opset 13 selects over the dimensions from `axis` on, flattened.
+            bool to_end = c.node.op_type == "Hardmax" && c.opset < 13;
+            auto xv = x.to_f64();
+            for (std::size_t o = 0; o < bad.size() && o < got.size(); ++o) {
+              for (std::size_t i = 0; i < bad[o].size(); ++i) {
+                if (!bad[o][i]) continue;
+                auto idx = unflatten(got[o].shape(), static_cast<std::int64_t>(i));
+                if (static_cast<std::int64_t>(idx.size()) == rank - 1)
+                  idx.insert(idx.begin() + axis, 0);
+                if (static_cast<std::int64_t>(idx.size()) != rank ||
+                    !slice_has_nan(x, xv, idx, axis, to_end))
+                  return false;
+              }
+            }
+            return true;
+          }};
+}
+
+}  // namespace metaop

@@ -1,0 +1,242 @@
+// Triage (analysis/core/triage.h): every op says how its definition is evaluated in float32, the
+// float32 evaluations agree with the reference where float32 has room (the ONNX node tests'
+// own inputs), and a planted kernel that computes the definition as written is a float32 limit
+// where one that is worse is a defect; conventions explain only the cases they name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "analysis/core/accuracy.h"
+#include "analysis/core/onnx_tests.h"
+#include "analysis/core/triage.h"
+#include "graph/onnx_io.h"
+#include "tensor/error.h"
+#include "unit_util.h"
+
+using namespace metaop;
+using metaop::unit::make_node;
+
+#ifndef METAOP_ONNX_NODE_TESTS
+#define METAOP_ONNX_NODE_TESTS "/usr/share/libonnx-testdata/data/node"
+#endif
+
+namespace {
+
+Tensor f32(const std::vector<double>& v, Shape s = {}) {
+  if (s.empty()) s = {static_cast<std::int64_t>(v.size())};
+  return Tensor::from_f64(v, std::move(s), DType::Float32);
+}
+
+// The triage of `got` as node's outputs on `in`.
+Triage judge(const Node& node, const Tensors& in, const Tensors& got, std::int64_t opset = 13) {
+  LocalCheck lc = check_local(node, opset, in, got);
+  EXPECT_TRUE(lc.score.bad()) << node.op_type << ": the planted kernel must be a finding";
+  return triage_local(node, opset, in, lc, got);
+}
+
+Tensors twin(const Node& node, const Tensors& in, std::int64_t opset = 13) {
+  return OpRegistry::instance()
+      .find(node.op_type)
+      ->float32.evaluate(KernelContext{node, opset}, in, SumOrder::written);
+}
+
+}  // namespace
+
+// Every op declares its float32 evaluation (a twin, or "rounded once"), but the three whose
+// definitions MetaOp does not evaluate in float32 yet: their findings stay untriaged.
+TEST(Triage, EveryOpDeclaresItsFloat32Evaluation) {
+  const std::set<std::string> untriaged = {"Einsum", "Resize", "Upsample"};
+  const auto& reg = OpRegistry::instance();
+  for (const auto& type : reg.types()) {
+    bool declared = reg.find(type)->float32.how != Float32Definition::How::undeclared;
+    EXPECT_EQ(declared, !untriaged.count(type)) << type;
+    if (reg.find(type)->float32.how == Float32Definition::How::twin) {
+      EXPECT_FALSE(reg.find(type)->float32.formula.empty()) << type;
+      EXPECT_FALSE(reg.find(type)->float32.better.empty()) << type;
+    }
+  }
+}
+
+// On the ONNX node tests' own float32 inputs (ordinary values) each twin is within the op's
+// error model: a twin that computed something else would class real defects as float32 limits.
+// The definitions of Elu, Selu and Celu (alpha (exp(x) - 1) ...) cancel for small |x| on
+// ordinary inputs too, which is their float32 limit: their twins are held to 16 times the model
+// (a twin that computed another function would be off by far more).
+TEST(Triage, TwinsAreWithinTheErrorModelOnTheNodeTests) {
+  if (!std::filesystem::is_directory(METAOP_ONNX_NODE_TESTS)) GTEST_SKIP() << "no node tests";
+  const auto& reg = OpRegistry::instance();
+  std::set<std::string> judged;
+  for (const auto& dir : find_conformance_tests({METAOP_ONNX_NODE_TESTS})) {
+    Graph g;
+    std::map<std::string, Tensor> values;
+    try {
+      g = load_onnx((std::filesystem::path(dir) / "model.onnx").string());
+      if (g.nodes.size() != 1) continue;
+      values = load_test_inputs(g, dir);
+    } catch (const std::exception&) {
+      continue;
+    }
+    const Node& node = g.nodes[0];
+    const MetaOp* op = reg.find(node.op_type);
+    if (!op || op->float32.how != Float32Definition::How::twin) continue;
+    Tensors in;
+    bool narrow = true;
+    for (const auto& name : node.inputs) {
+      Tensor t;
+      if (auto it = values.find(name); it != values.end())
+        t = it->second;
+      else if (auto init = g.initializers.find(name); init != g.initializers.end())
+        t = init->second;
+      narrow = narrow && !(t.defined() && t.dtype() == DType::Float64);
+      in.push_back(t);
+    }
+    if (!narrow) continue;
+    KernelContext ctx{node, g.opset};
+    Tensors ref;
+    try {
+      ref = op->reference(ctx, in);
+    } catch (const std::exception&) {
+      continue;  // inputs the reference refuses
+    }
+    Tensors y;
+    try {
+      y = op->float32.evaluate(ctx, in, SumOrder::written);
+    } catch (const Error& e) {
+      // Only the scatters' reductions are declared without an evaluation.
+      EXPECT_NE(std::string(e.what()).find("reduction"), std::string::npos) << dir << e.what();
+      continue;
+    }
+    auto tol = tolerances(*op, ctx, in, ref, {});
+    if (node.op_type == "Elu" || node.op_type == "Selu" || node.op_type == "Celu")
+      for (auto& t : tol)
+        for (auto& e : t) e *= 16;
+    Score s = score_outputs(y, ref, tol);
+    EXPECT_FALSE(s.bad()) << std::filesystem::path(dir).filename().string() << ": "
+                          << describe_worst(node, s, in, ref, "float32 twin");
+    judged.insert(node.op_type);
+  }
+  // The twins the node tests reach (all but the training-mode statistics of BatchNormalization
+  // and the ops whose tests are float64 or multi-node).
+  EXPECT_GE(judged.size(), 30u);
+}
+
+// Softplus as written, log(exp(x) + 1), overflows above 88.72 although the exact result is x:
+// a kernel computing it so is a float32 limit; one that gives inf at x = 50 is a defect.
+TEST(Triage, NaiveSoftplusIsAFloat32LimitAndAWorseKernelADefect) {
+  Node n = make_node("Softplus", {"x"}, {"y"});
+  Tensors in{f32({1, 50, 100})};
+  Tensors naive = twin(n, in);
+  EXPECT_TRUE(std::isinf(naive[0].to_f64()[2]));
+  Triage t = judge(n, in, naive);
+  EXPECT_EQ(t.cls, FindingClass::Float32Limit) << t.basis;
+  EXPECT_NE(t.basis.find("log(exp(x) + 1)"), std::string::npos) << t.basis;
+  EXPECT_NE(t.basis.find("log1p"), std::string::npos) << t.basis;
+
+  Tensors worse{f32({std::log1p(std::exp(1.0)), INFINITY, INFINITY})};
+  t = judge(n, in, worse);
+  EXPECT_EQ(t.cls, FindingClass::Defect) << t.basis;
+  EXPECT_NE(t.basis.find("y[1]"), std::string::npos) << t.basis;
+}
+
+// ReduceL2 of values near 1e20: the float32 sum of squares overflows, the exact norm does not.
+// The naive kernel is a float32 limit; a kernel 10x off on ordinary values is a defect.
+TEST(Triage, ReduceL2OverflowIsAFloat32Limit) {
+  Node n = make_node("ReduceL2", {"x"}, {"y"});
+  n.attrs["keepdims"] = Attribute::of_int(0);
+  Tensors in{f32({3e20, -4e20, 1e19, 2e19}, {1, 4})};
+  Tensors naive = twin(n, in);
+  EXPECT_TRUE(std::isinf(naive[0].to_f64()[0]));
+  EXPECT_EQ(judge(n, in, naive).cls, FindingClass::Float32Limit);
+
+  Tensors small{f32({3, -4, 0, 0}, {1, 4})};
+  EXPECT_EQ(judge(n, small, {f32({50}, {1})}).cls, FindingClass::Defect);
+}
+
+// Elu's alpha (exp(x) - 1) cancels for tiny x (0 where the exact result is -8.4e-17): the
+// definition's own float32 limit, which expm1 avoids.
+TEST(Triage, EluCancellationIsAFloat32Limit) {
+  Node n = make_node("Elu", {"x"}, {"y"});
+  Tensors in{f32({-8.4e-17, -1, 2})};
+  Tensors naive = twin(n, in);
+  EXPECT_EQ(naive[0].to_f64()[0], 0.0);
+  Triage t = judge(n, in, naive);
+  EXPECT_EQ(t.cls, FindingClass::Float32Limit) << t.basis;
+  EXPECT_NE(t.basis.find("expm1"), std::string::npos) << t.basis;
+}
+
+// A one-operation op has no float32 limit: any finding of it is a defect.
+TEST(Triage, RoundedOpsAreDefects) {
+  Node n = make_node("Add", {"a", "b"}, {"y"});
+  Tensors in{f32({1, 2}), f32({3, 4})};
+  Triage t = judge(n, in, {f32({4, 6.5})});
+  EXPECT_EQ(t.cls, FindingClass::Defect) << t.basis;
+}
+
+// NaN through Max: a kernel that drops NaN follows a convention; the same kernel wrong on a
+// finite element is a defect.
+TEST(Triage, NanThroughMaxIsAConventionOnlyWhereNanIs) {
+  Node n = make_node("Max", {"a", "b"}, {"y"});
+  Tensors in{f32({NAN, 1, 2}), f32({0, 5, 1})};
+  EXPECT_EQ(judge(n, in, {f32({0, 5, 2})}).cls, FindingClass::Convention);
+  EXPECT_EQ(judge(n, in, {f32({0, 4, 2})}).cls, FindingClass::Defect);
+}
+
+// ArgMax where NaN takes part: which index is a convention; in a row without NaN, a defect.
+TEST(Triage, ArgMaxWithNanIsAConventionInItsRowOnly) {
+  Node n = make_node("ArgMax", {"x"}, {"y"});
+  n.attrs["axis"] = Attribute::of_int(1);
+  n.attrs["keepdims"] = Attribute::of_int(0);
+  Tensors in{f32({1, NAN, 0, 3, 2, 1}, {2, 3})};
+  auto idx = [](const std::vector<double>& v) { return Tensor::from_f64(v, {2}, DType::Int64); };
+  Tensors ref = unit::run_ref(n, in);
+  ASSERT_EQ(ref[0].to_f64(), (std::vector<double>{1, 0}));
+  EXPECT_EQ(judge(n, in, {idx({0, 0})}).cls, FindingClass::Convention);
+  EXPECT_EQ(judge(n, in, {idx({1, 1})}).cls, FindingClass::Defect);
+}
+
+// A kernel that reads subnormal inputs as zero (denormals-are-zero) follows a convention.
+TEST(Triage, SubnormalInputsReadAsZeroAreAConvention) {
+  Node n = make_node("Hardmax", {"x"}, {"y"});
+  Tensors in{f32({1.4e-45, 0, -1})};
+  Tensors ref = unit::run_ref(n, in);
+  ASSERT_EQ(ref[0].to_f64(), (std::vector<double>{1, 0, 0}));
+  // Read as zero, the first two tie and both are the first maximum: the same answer. Pick a
+  // tie the other way round.
+  Tensors in2{f32({0, 1.4e-45, -1})};
+  Tensors ref2 = unit::run_ref(n, in2);
+  ASSERT_EQ(ref2[0].to_f64(), (std::vector<double>{0, 1, 0}));
+  Triage t = judge(n, in2, {f32({1, 0, 0})});
+  EXPECT_EQ(t.cls, FindingClass::Convention) << t.basis;
+  EXPECT_NE(t.basis.find("subnormal"), std::string::npos) << t.basis;
+}
+
+// Clip without min or max: ONNX names the dtype's extremes, so -inf clips to float32's lowest.
+TEST(Triage, ClipWithoutBoundsClampsToTheDtypesExtremes) {
+  Node n = make_node("Clip", {"x"}, {"y"});
+  Tensors out = unit::run_ref(n, {f32({-INFINITY, 1, INFINITY})});
+  EXPECT_EQ(out[0].to_f64(),
+            (std::vector<double>{-3.4028234663852886e38, 1, 3.4028234663852886e38}));
+}
+
+// An op without a float32 evaluation leaves its findings untriaged, and they fail the run.
+TEST(Triage, UndeclaredOpsAreUntriagedAndFailTheRun) {
+  Node n = make_node("Einsum", {"a", "b"}, {"y"});
+  Attribute eq;
+  eq.kind = Attribute::Kind::String;
+  eq.s = "i,i->";
+  n.attrs["equation"] = eq;
+  Tensors in{f32({1, 2}), f32({3, 4})};
+  Triage t = judge(n, in, {Tensor::scalar(12, DType::Float32)});
+  EXPECT_EQ(t.cls, FindingClass::Untriaged) << t.basis;
+  FindingCore f;
+  f.kind = FindingKind::Accuracy;
+  f.cls = t.cls;
+  EXPECT_TRUE(fails_run(f, false));
+  f.cls = FindingClass::Float32Limit;
+  EXPECT_FALSE(fails_run(f, false));
+  EXPECT_TRUE(fails_run(f, true));
+  f.cls = FindingClass::Convention;
+  EXPECT_FALSE(fails_run(f, true));
+}
