@@ -39,7 +39,7 @@ test-fast: build
 # make test (about 10 minutes to build, 2 to test on two cores).
 test-sanitize: deps
 	cmake --preset sanitize
-	cmake --build --preset sanitize --target metaop metaop_unit_tests
+	cmake --build --preset sanitize --target metaop metaop_unit_tests metaop_plugin_manifests
 	ctest --preset sanitize
 
 # clang-tidy (.clang-tidy) on every .cpp of src, tests and bench in compile_commands.json but
