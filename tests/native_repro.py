@@ -10,6 +10,7 @@ Usage: native_repro.py METAOP VENV_PYTHON WORK_DIR   (Debian's python3; the scri
 VENV_PYTHON, the project's virtual environment)
 """
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -27,10 +28,23 @@ os.makedirs(WORK)
 # docs/findings.md (the probe of one op takes seconds; TVM compiles each case).
 CASES = [("ort", "Sigmoid", "onnxruntime"), ("openvino", "Erf", "openvino"),
          ("tvm", "Tanh", "tvm"), ("opencv", "Tanh", "opencv")]
+# Minimized too (probe --minimize), but for TVM, which compiles each candidate for seconds.
+MINIMIZE = {"ort", "openvino", "opencv"}
+# Only the framework: a clean environment, run from elsewhere, MetaOp's tree out of reach.
+ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+
+
+def reproduces(script, framework):
+    r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=ENV, cwd=WORK)
+    ok = (r.returncode == 1 and f"{framework} " in r.stdout and "ULPs" in r.stdout and
+          "reproduced" in r.stdout)
+    return ok, r.stdout + r.stderr
 
 for binding, op, framework in CASES:
     out = os.path.join(WORK, binding)
-    p = subprocess.run([METAOP, "probe", "--op", op, "--bind", binding, "--out", out],
+    json_file = os.path.join(WORK, binding + ".json")
+    p = subprocess.run([METAOP, "probe", "--op", op, "--bind", binding, "--out", out, "--json",
+                        json_file] + (["--minimize"] if binding in MINIMIZE else []),
                        capture_output=True, text=True)
     folders = sorted(glob.glob(os.path.join(out, f"{binding}_accuracy_{op}_*")))
     check(p.returncode == 1 and folders, f"probe --op {op} --bind {binding}: an accuracy finding",
@@ -42,18 +56,35 @@ for binding, op, framework in CASES:
     check(os.path.exists(script), f"{binding}: reproduce_{binding}.py written")
     readme = open(os.path.join(folder, "README.txt")).read()
     check(f"python3 reproduce_{binding}.py" in readme, f"{binding}: the README says how to run it")
-    # Only the framework: a clean environment, run from elsewhere, MetaOp's tree out of reach.
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
-    r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=env, cwd=WORK)
-    check(r.returncode == 1 and f"{framework} " in r.stdout and "ULPs" in r.stdout and
-          "reproduced" in r.stdout, f"{binding}: the script reproduces it (exit 1)",
-          r.stdout + r.stderr)
+    ok, text = reproduces(script, framework)
+    check(ok, f"{binding}: the script reproduces it (exit 1)", text)
+    if binding in MINIMIZE:
+        # The minimized folder: a few input elements, the same class, and its own script, which
+        # reproduces it with the framework alone.
+        doc = json.load(open(json_file))
+        small = [f.get("minimized") for f in doc["findings"] if f.get("repro") == folder]
+        small = small[0] if small and small[0] else None
+        check(small and os.path.isdir(small), f"{binding}: probe --minimize wrote a folder",
+              p.stdout[-2000:] + p.stderr[-2000:])
+        if small:
+            m = json.load(open(os.path.join(small, "repro.json")))
+            xs = [np.load(os.path.join(small, f)) for _, f in m["feeds"]]
+            size = sum(x.size for x in xs)
+            nonzero = sum(int(np.count_nonzero(x)) for x in xs)
+            big = json.load(open(os.path.join(folder, "repro.json")))
+            # One value carries each of these findings; a kernel whose wrong path is its vector
+            # body needs a whole vector around it (OpenCV's Tanh: 8 floats, 7 of them 0).
+            check(nonzero <= 1 and size <= 16 and m.get("class") == big.get("class"),
+                  f"{binding}: minimized to {size} element(s), {nonzero} not 0, class "
+                  f"{m.get('class')} kept", json.dumps(m)[:2000])
+            ok, text = reproduces(os.path.join(small, f"reproduce_{binding}.py"), framework)
+            check(ok, f"{binding}: the minimized folder's script reproduces it (exit 1)", text)
     # The same folder with the recorded output replaced by the exact one: not reproduced, exit 0.
     got = glob.glob(os.path.join(folder, f"{binding}_0_*.npy"))
     ref = glob.glob(os.path.join(folder, "reference_0_*.npy"))
     if got and ref:
         np.save(got[0], np.load(ref[0]))
-        r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=env,
+        r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=ENV,
                            cwd=WORK)
         check(r.returncode == 0 and "not reproduced" in r.stdout,
               f"{binding}: a recorded value the framework no longer gives: exit 0",

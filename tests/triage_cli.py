@@ -6,6 +6,7 @@ that does not fail the run (unless --fail-on-float32-limit); a kernel worse than
 
 Usage: triage_cli.py METAOP WORK_DIR   (Debian's python3: onnx 1.12 and numpy)
 """
+import glob
 import json
 from collections import Counter
 import os
@@ -22,10 +23,10 @@ METAOP, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
 os.makedirs(WORK, exist_ok=True)
 
 
-def one_node(op, name, attrs=None, out_shape=None):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+def one_node(op, name, attrs=None, out_shape=None, in_shape=(1, 4)):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                      [1, 4] if out_shape is None else out_shape)
+                                      list(in_shape) if out_shape is None else out_shape)
     node = helper.make_node(op, ["x"], ["y"], name=name, **(attrs or {}))
     model = helper.make_model(helper.make_graph([node], name, [x], [y]),
                               opset_imports=[helper.make_opsetid("", 13)])
@@ -89,5 +90,51 @@ cat = {f["fault"]: f for f in json.loads(p.stdout)}
 ops = set(cat.get("naive_f32", {}).get("ops") or [])
 check({"ReduceL2", "Softplus", "LayerNormalization", "MatMul"} <= ops and "Add" not in ops,
       "ops --faults: naive_f32 applies to the ops with a float32 twin", str(sorted(ops)))
+
+# 5. Minimized inputs (metaop repro --minimize): Softplus naive in float32 over a [4, 8] input
+#    whose one value 97.3 carries the float32 limit shrinks to that one element (made 100), still a
+#    float32-limit (the planted fault applies again, from repro.json's inject); under the
+#    reference it is not reproduced and nothing is written.
+values = np.linspace(-2, 2, 32).reshape(4, 8).astype(np.float32)
+values[2, 5] = 97.3
+big = os.path.join(WORK, "sp_big.npy")
+np.save(big, values)
+sp48 = one_node("Softplus", "softplus48", in_shape=(4, 8))
+repro_root = os.path.join(WORK, "sp_repro")
+sp_json = os.path.join(WORK, "sp_big.json")
+p = subprocess.run([METAOP, "check", sp48, "--bind", "torch", "--input", big, "--inject",
+                    "Softplus:naive_f32@torch", "--json", sp_json, "--repro", repro_root],
+                   capture_output=True, text=True)
+out = p.stdout + p.stderr
+fs = json.load(open(sp_json))["findings"] if os.path.exists(sp_json) else []
+folder = fs[0].get("repro") if len(fs) == 1 else None
+check(folder and os.path.isdir(folder), "Softplus naive over [4, 8]: one finding, a reproducer",
+      out)
+if folder:
+    small_root = os.path.join(WORK, "sp_min")
+    p = subprocess.run([METAOP, "repro", folder, "--minimize", small_root], capture_output=True,
+                       text=True)
+    small = glob.glob(os.path.join(small_root, "*", "repro.json"))
+    check(p.returncode == 1 and len(small) == 1, "repro --minimize: exit 1, one folder written",
+          p.stdout + p.stderr)
+    if small:
+        d = os.path.dirname(small[0])
+        m = json.load(open(small[0]))
+        x = np.load(os.path.join(d, m["files"]["inputs"][0]))
+        # 97.3 with one significant digit, 1e2, is still above log(FLT_MAX) = 88.72.
+        check(x.size == 1 and float(x.ravel()[0]) == 100,
+              f"minimized to one element, 100 (got {x.ravel().tolist()})", p.stdout)
+        check(m.get("class") == "float32-limit" and m.get("kind") == "nonfinite",
+              "the minimized finding keeps its kind and class", json.dumps(m)[:2000])
+        check("32 input element(s) to 1" in p.stdout, "the console says how much went", p.stdout)
+        r = subprocess.run([METAOP, "repro", d], capture_output=True, text=True)
+        check(r.returncode == 1, "metaop repro on the minimized folder: reproduced (exit 1)",
+              r.stdout + r.stderr)
+    none_root = os.path.join(WORK, "sp_none")
+    p = subprocess.run([METAOP, "repro", folder, "--minimize", none_root, "--bind", "reference"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and "not reproduced" in p.stdout and not os.path.exists(none_root),
+          "repro --minimize under the reference: not reproduced, exit 0, nothing written",
+          p.stdout + p.stderr)
 
 finish()

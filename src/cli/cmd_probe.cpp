@@ -2,7 +2,9 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/core/triage.h"
@@ -11,6 +13,7 @@
 #include "cli/binding_options.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
+#include "cli/repro_minimize.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
 #include "report/core/repro.h"
@@ -36,6 +39,8 @@ struct ProbeArgs {
   std::string journal;  // default OUT/journal.jsonl
   bool resume = false;
   bool fail_on_float32_limit = false;
+  bool minimize = false;  // --minimize: each forward finding's reproducer minimized too
+  int minimize_budget = 400;
   std::string bind_note;  // default_bindings' note, printed once the options are checked
 };
 
@@ -78,21 +83,51 @@ ProbeOptions probe_options(const ProbeArgs& a) {
   return opt;
 }
 
+// --minimize: each numerical forward finding's reproducer minimized into REPRO/minimized
+// (repro_minimize.h); returns reproducer -> minimized folder. A reproducer that cannot be
+// minimized is said so on stderr, and the probe goes on.
+std::map<std::string, std::string> minimize_findings(const ProbeResult& r, int budget) {
+  std::map<std::string, std::string> out;
+  std::vector<const ProbeFinding*> todo;
+  for (const auto& f : r.findings)
+    if (!f.repro.empty() && f.phase == Phase::Forward && f.numerical()) todo.push_back(&f);
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const std::string& repro = todo[k]->repro;
+    fmt::print(stderr, "probe: minimizing {} of {}: {}\n", k + 1, todo.size(), repro);
+    try {
+      MinimizedRepro m =
+          minimize_reproducer(repro, (std::filesystem::path(repro) / "minimized").string(), budget);
+      if (m.reproduced)
+        out[repro] = m.folder;
+      else
+        fmt::print(stderr, "probe: {}: {}\n", repro, m.summary);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "probe: minimizing {} failed: {}\n", repro, e.what());
+    }
+  }
+  return out;
+}
+
 // Prints each finding and returns them as JSON.
-nlohmann::json print_findings(const ProbeResult& r) {
+nlohmann::json print_findings(const ProbeResult& r,
+                              const std::map<std::string, std::string>& minimized) {
   nlohmann::json fs = nlohmann::json::array();
   for (const auto& f : r.findings) {
     const std::string& repro = f.repro;
+    auto small = minimized.find(repro);
     fmt::print("  {:<22} {:<7} {:<10} {:<13} {:>4} case(s)  worst: {} / {} score {}\n      {}\n",
                f.op_type, f.binding, f.kind, to_string(f.cls), f.cases, printable(f.test),
                f.pattern, fmt_score(f.score), printable(f.detail, 4000));
     if (!f.class_basis.empty()) fmt::print("      why {}: {}\n", to_string(f.cls), f.class_basis);
     fmt::print("      {}\n", printable(repro, 4000));
+    if (small != minimized.end())
+      fmt::print("      minimized: {}\n", printable(small->second, 4000));
     nlohmann::json o = finding_json(f);
     o["cases"] = f.cases;
     o["test"] = f.test;
     o["pattern"] = f.pattern;
     o["repro"] = repro;  // "" when none was written
+    if (small != minimized.end()) o["minimized"] = small->second;
     fs.push_back(o);
   }
   return fs;
@@ -104,6 +139,8 @@ int run(const ProbeArgs& a) {
   if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
   ProbeResult r = probe(opt);
   if (opt.progress) fmt::print(stderr, "\r\033[K");
+  std::map<std::string, std::string> minimized;
+  if (a.minimize) minimized = minimize_findings(r, a.minimize_budget);
 
   fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
              r.counts.size(), fmt::join(opt.bindings, ", "));
@@ -111,7 +148,7 @@ int run(const ProbeArgs& a) {
   j["schema"] = "metaop-probe/1";
   j["cases"] = r.cases;
   j["counts"] = r.counts;
-  j["findings"] = print_findings(r);
+  j["findings"] = print_findings(r, minimized);
   j["classes"] = class_tally(r.findings);
   bool fails = false;
   for (const auto& f : r.findings) fails = fails || fails_run(f, a.fail_on_float32_limit);
@@ -151,6 +188,13 @@ void add_probe_command(CLI::App& app, Action& action) {
                 "their counts and findings are read back");
   cmd->add_flag("--fail-on-float32-limit", a->fail_on_float32_limit,
                 "Exit 1 on float32-limit findings too (default: on defect and untriaged ones)");
+  cmd->add_flag("--minimize", a->minimize,
+                "Minimize each forward finding's reproducer (delta debugging over its inputs' "
+                "shapes and values, as metaop repro --minimize) into REPRO/minimized");
+  cmd->add_option("--minimize-budget", a->minimize_budget,
+                  "Runs of the binding --minimize may make per finding")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   add_binding_options(cmd, a->binding_opts);
   cmd->callback([a, bind, &action] {
     if (!bind->count()) a->bind = default_bindings(a->bind, a->bind_note);

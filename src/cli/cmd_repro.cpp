@@ -8,11 +8,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/check/check.h"
+#include "analysis/core/minimize.h"
 #include "analysis/core/train_check.h"
+#include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
 #include "cli/commands.h"
+#include "cli/repro_minimize.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "ops/kernel_util.h"
@@ -28,6 +32,8 @@ namespace {
 
 struct ReproArgs {
   std::string dir, bind;
+  std::string minimize;  // where to write the minimized reproducer ("": not asked)
+  int budget = 400;      // --minimize-budget: runs of the binding at most
 };
 
 // What replaying the finding gave: the local check, the names of its outputs, a description of
@@ -118,18 +124,26 @@ Replay replay_update(const ReproArgs& a, const ReproManifest& m, const std::stri
   return out;
 }
 
-// The node's forward or backward under the binding, against the float64 reference.
-Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string& manifest,
-                   const std::string& binding, const std::vector<FaultSpec>& faults,
-                   Tensors inputs) {
-  Replay out;
-  Graph g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
+// A node's reproducer loaded: the one-node model, its inputs (files, then initializers) and
+// which of them came from files.
+struct NodeCase {
+  Graph g;
+  Tensors inputs;
+  std::vector<bool> from_file;
+};
+
+NodeCase load_node_case(const ReproArgs& a, const ReproManifest& m, const std::string& manifest,
+                        Tensors inputs) {
+  NodeCase c;
+  Graph& g = c.g;
+  g = load_onnx(confined_path(a.dir, "model.onnx", manifest));
   if (g.nodes.size() != 1) fail("{}/model.onnx: expected one node", a.dir);
   const Node& node = g.nodes[0];
   // Inputs without a file are the model's initializers (or omitted).
   if (inputs.size() > node.inputs.size())
     fail("{}: {} input files for a node of {} inputs", manifest, inputs.size(), node.inputs.size());
   inputs.resize(node.inputs.size());
+  c.from_file.assign(node.inputs.size(), false);
   std::map<std::string, Tensor> given;
   std::map<std::string, std::string> sources;
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
@@ -138,6 +152,7 @@ Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string
         inputs[i] = it->second;
     } else if (!g.initializers.count(node.inputs[i])) {
       given[node.inputs[i]] = inputs[i];
+      c.from_file[i] = true;
       // A defined input was read from its file (role_files).
       const auto& file = m.files.at("inputs")[i];
       sources[node.inputs[i]] = file ? file->path : "";
@@ -145,8 +160,26 @@ Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string
   }
   // The files must be what model.onnx declares (a kernel fed other shapes may crash).
   validate_inputs(g, given, sources);
+  c.inputs = std::move(inputs);
+  return c;
+}
+
+std::unique_ptr<Binding> replay_kernels(const std::string& binding,
+                                        const std::vector<FaultSpec>& faults) {
   std::unique_ptr<Binding> b = make_binding(binding);
   if (!faults.empty()) b = std::make_unique<FaultyBinding>(std::move(b), faults);
+  return b;
+}
+
+// The node's forward or backward under the binding, against the float64 reference.
+Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string& manifest,
+                   const std::string& binding, const std::vector<FaultSpec>& faults, Tensors in) {
+  Replay out;
+  NodeCase c = load_node_case(a, m, manifest, std::move(in));
+  const Graph& g = c.g;
+  const Node& node = g.nodes[0];
+  const Tensors& inputs = c.inputs;
+  std::unique_ptr<Binding> b = replay_kernels(binding, faults);
   out.what = fmt::format("the {} of node '{}' ({})", m.phase, node.name, node.op_type);
   if (m.phase == Phase::Forward) {
     out.names = node.outputs;
@@ -165,18 +198,139 @@ Replay replay_node(const ReproArgs& a, const ReproManifest& m, const std::string
   return out;
 }
 
-int run(const ReproArgs& a) {
+// A folder's own name ("relu_1" for "out/relu_1/" or for "." inside it): what a reproducer may
+// say of another without naming the machine's paths.
+std::string folder_name(const std::string& dir) {
   namespace fs = std::filesystem;
-  fs::path dir(a.dir);
-  std::string manifest = (dir / "repro.json").string();
-  ReproManifest m = read_repro_manifest(a.dir);
-  std::string binding = replay_binding(a, m, manifest);
-  std::vector<FaultSpec> faults;
-  for (const auto& s : m.inject) {
-    FaultSpec f = parse_fault(s);
-    if (f.binding.empty() || f.binding == binding) faults.push_back(f);
+  fs::path p = fs::absolute(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+// A node's forward judged on candidate inputs: outside the error model or not, of which kind
+// and class.
+struct Judged {
+  bool bad = false;
+  FindingKind kind = FindingKind::Accuracy;
+  Triage triage;
+  LocalCheck lc;
+  Tensors got;
+};
+
+// The forward finding's inputs minimized (repro_minimize.h): `a.minimize` is where to write.
+MinimizedRepro minimize_node(const ReproArgs& a, const ReproManifest& m,
+                             const std::string& manifest, const std::string& binding,
+                             const std::vector<FaultSpec>& faults, Tensors in) {
+  if (m.phase != Phase::Forward)
+    fail("--minimize: {} holds a {} finding; only forward findings are minimized", manifest,
+         m.phase);
+  NodeCase c = load_node_case(a, m, manifest, std::move(in));
+  const Node& node = c.g.nodes[0];
+  const std::int64_t opset = c.g.opset;
+  std::unique_ptr<Binding> b = replay_kernels(binding, faults);
+  auto judge = [&](const Tensors& x) {
+    Judged j;
+    j.got = b->forward(node, opset, x);
+    j.lc = check_local(node, opset, x, j.got);
+    j.bad = j.lc.score.bad();
+    if (j.bad) {
+      j.kind = score_kind(j.lc.score);
+      j.triage = triage_local(node, opset, x, j.lc, j.got);
+    }
+    return j;
+  };
+  Judged first;
+  std::string crash;
+  guarded(crash, [&] { first = judge(c.inputs); });
+  if (!crash.empty())
+    fail("--minimize: node '{}' ({}) under {} crashed: {}; only numerical findings are minimized",
+         printable(node.name), node.op_type, binding, printable(crash, 4000));
+  MinimizedRepro out;
+  if (!first.bad) {
+    out.summary = fmt::format(
+        "not reproduced: the {} of node '{}' ({}) under {} is within the error model; nothing "
+        "to minimize",
+        m.phase, printable(node.name), node.op_type, binding);
+    return out;
   }
+  MinimizeOptions opt;
+  opt.free = c.from_file;
+  opt.budget = a.budget;
+  auto shows = [&](const Tensors& x) {
+    try {
+      Judged j = judge(x);
+      return j.bad && j.kind == first.kind && j.triage.cls == first.triage.cls;
+    } catch (const std::exception&) {  // shapes the op refuses, or a crash: not this finding
+      return false;
+    }
+  };
+  MinimizeResult r = minimize_inputs(c.inputs, opt, shows);
+  Judged last = judge(r.inputs);
+  std::int64_t before = 0, after = 0;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.from_file[i]) before += c.inputs[i].numel(), after += r.inputs[i].numel();
+  Finding f;
+  f.op_type = node.op_type;
+  f.binding = binding;
+  f.kind = last.kind;
+  f.score = last.lc.score.score;
+  f.detail = describe_worst(node, last.lc.score, r.inputs, last.lc.reference, binding);
+  std::move(last.triage).apply_to(f);
+  f.node_name = node.name;
+  f.verification = fmt::format(
+      "minimized by metaop repro --minimize from the inputs of {}/{} ({} element(s) to {}; {} "
+      "run(s) of the binding{}): {}",
+      folder_name(a.dir), "repro.json", before, after, r.calls,
+      r.exhausted ? ", its budget spent" : "",
+      r.steps.empty() ? "nothing could go" : fmt::format("{}", fmt::join(r.steps, "; ")));
+  f.inputs = r.inputs;
+  f.reference_outputs = last.lc.reference;
+  f.binding_outputs = last.got;
+  out.reproduced = true;
+  out.folder = write_check_reproducer(c.g, f, a.minimize, m.inject);
+  out.summary = fmt::format(
+      "minimized: the {} of node '{}' ({}) under {}, {} {}: {} input element(s) to {} in {} "
+      "run(s){}\n  {}\n  {}",
+      m.phase, printable(node.name), node.op_type, binding, f.kind, to_string(f.cls), before, after,
+      r.calls, r.exhausted ? " (budget spent)" : "",
+      r.steps.empty() ? "nothing could go" : fmt::format("{}", fmt::join(r.steps, "; ")),
+      printable(f.detail, 4000));
+  return out;
+}
+
+// A reproducer folder read: its manifest, the binding to judge and the faults that apply to it.
+struct ReproFolder {
+  std::string manifest;
+  ReproManifest m;
+  std::string binding;
+  std::vector<FaultSpec> faults;
+};
+
+ReproFolder read_folder(const ReproArgs& a) {
+  ReproFolder r;
+  r.manifest = (std::filesystem::path(a.dir) / "repro.json").string();
+  r.m = read_repro_manifest(a.dir);
+  r.binding = replay_binding(a, r.m, r.manifest);
+  for (const auto& s : r.m.inject) {
+    FaultSpec f = parse_fault(s);
+    if (f.binding.empty() || f.binding == r.binding) r.faults.push_back(f);
+  }
+  return r;
+}
+
+int run(const ReproArgs& a) {
+  ReproFolder rf = read_folder(a);
+  const ReproManifest& m = rf.m;
+  const std::string& binding = rf.binding;
+  const std::vector<FaultSpec>& faults = rf.faults;
+  const std::string& manifest = rf.manifest;
   Tensors inputs = role_files(m, "inputs");
+  if (!a.minimize.empty()) {
+    MinimizedRepro r = minimize_node(a, m, manifest, binding, faults, inputs);
+    fmt::print("{}\n", r.summary);
+    if (r.reproduced) fmt::print("wrote {}\n", r.folder);
+    return r.reproduced ? 1 : 0;
+  }
   Replay r = m.phase == Phase::Update ? replay_update(a, m, manifest, binding, faults, inputs)
                                       : replay_node(a, m, manifest, binding, faults, inputs);
   if (!r.crash.empty()) {
@@ -195,6 +349,17 @@ int run(const ReproArgs& a) {
 
 }  // namespace
 
+MinimizedRepro minimize_reproducer(const std::string& dir, const std::string& out_root, int budget,
+                                   const std::string& bind) {
+  ReproArgs a;
+  a.dir = dir;
+  a.bind = bind;
+  a.minimize = out_root;
+  a.budget = budget;
+  ReproFolder rf = read_folder(a);
+  return minimize_node(a, rf.m, rf.manifest, rf.binding, rf.faults, role_files(rf.m, "inputs"));
+}
+
 void add_repro_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<ReproArgs>();
   auto* cmd = app.add_subcommand(
@@ -203,6 +368,13 @@ void add_repro_command(CLI::App& app, Action& action) {
       "defect reproduces, 0 when the binding is within the error model)");
   cmd->add_option("dir", a->dir, "Reproducer folder (holds repro.json)")->required();
   cmd->add_option("--bind", a->bind, "Judge this binding instead of the finding's");
+  cmd->add_option("--minimize", a->minimize,
+                  "Shrink a forward finding's inputs (delta debugging over shapes, then values) "
+                  "while it shows with the same kind and class; write the smallest as a "
+                  "reproducer folder under this folder");
+  cmd->add_option("--minimize-budget", a->budget, "Runs of the binding --minimize may make")
+      ->default_val(400)
+      ->check(CLI::Range(1, 1000000));
   cmd->callback([a, &action] { action = [a] { return run(*a); }; });
 }
 
