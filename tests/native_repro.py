@@ -58,6 +58,15 @@ for binding, op, framework in CASES:
     check(f"python3 reproduce_{binding}.py" in readme, f"{binding}: the README says how to run it")
     ok, text = reproduces(script, framework)
     check(ok, f"{binding}: the script reproduces it (exit 1)", text)
+    # report.md, for the framework's tracker: the framework's values against the exact ones,
+    # the class, and no path of this machine.
+    report = open(os.path.join(folder, "report.md")).read()
+    title = report.splitlines()[0]
+    check(title.startswith(f"# {framework} ") and "exact" in title and "ULPs" in report and
+          "**Class: defect.**" in report and f"python3 reproduce_{binding}.py" in report and
+          "```\nopset " in report, f"{binding}: report.md: {title}", report[:3000])
+    check(WORK not in report and os.path.dirname(METAOP) not in report,
+          f"{binding}: report.md names no path of this machine", report[:3000])
     if binding in MINIMIZE:
         # The minimized folder: a few input elements, the same class, and its own script, which
         # reproduces it with the framework alone.

@@ -14,6 +14,7 @@
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
 #include "report/core/format.h"
+#include "report/core/tracker_report.h"
 #include "tensor/error.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"
@@ -250,6 +251,26 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
                                      {"got", file_at(got, i)}});
   write_file((dir / "repro.json").string(), dump_json(manifest));
   std::string native = write_native_script(dir, f.binding);
+  TrackerCase tc;
+  tc.node = &node;
+  tc.opset = g.opset;
+  tc.inputs = f.inputs;
+  tc.inputs.resize(node.inputs.size());
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const json& file = manifest["files"]["inputs"][i];
+    tc.fed.push_back(!file.is_null());
+    tc.input_files.push_back(file.is_null() ? "" : file.get<std::string>());
+    if (!tc.inputs[i].defined())
+      if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+        tc.inputs[i] = it->second;
+  }
+  tc.reference = f.reference_outputs;
+  tc.got = f.binding_outputs;
+  if (auto nf = native_framework(f.binding)) {
+    tc.framework = nf->framework;
+    tc.script = fmt::format("reproduce_{}.py", safe_file_name(f.binding));
+  }
+  write_file((dir / "report.md").string(), tracker_report(f, tc));
   std::string b = shell_quote(f.binding);
   // Names and details are data: escaped, one line each; every command is one line.
   write_file(
@@ -258,7 +279,8 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
           "metaop check finding: {} under {} at node '{}' ({}) of {}\n\n{}\n{}{}\n\n"
           "model.onnx is the node alone; initializers are embedded, the other inputs are the .npy\n"
           "files (in the order the commands pass them):\n{}reference_*.npy are the float64\n"
-          "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n\n"
+          "reference's outputs on these inputs (rounded once), {}_*.npy the binding's.\n"
+          "report.md has it all written for the framework's issue tracker.\n\n"
           "Show it:\n"
           "  metaop repro .\n"
           "  metaop check model.onnx{} --bind {}\n"

@@ -1,0 +1,271 @@
+#include "report/core/tracker_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "analysis/core/accuracy.h"
+#include "bindings/factory.h"
+#include "ops/registry.h"
+#include "tensor/text.h"
+
+namespace metaop {
+
+namespace {
+
+std::string num(double v) {
+  return fmt::format("{:.9g}", v);
+}
+
+// "1, -2.5, 3e-35"
+std::string numbers(const std::vector<double>& v) {
+  std::string out;
+  for (double e : v) out += (out.empty() ? "" : ", ") + num(e);
+  return out;
+}
+
+// One unit in the last place of `x` in `dtype` (subnormal spacing below the smallest normal).
+double ulp(double x, DType dtype) {
+  int digits = 24, emin = -126;
+  switch (dtype) {
+    case DType::Float64:
+      digits = 53, emin = -1022;
+      break;
+    case DType::Float16:
+      digits = 11, emin = -14;
+      break;
+    case DType::BFloat16:
+      digits = 8, emin = -126;
+      break;
+    default:
+      break;
+  }
+  int e = x == 0 ? emin : std::max(std::ilogb(x), emin);
+  return std::ldexp(1.0, e - (digits - 1));
+}
+
+struct Worst {
+  std::size_t output = 0;
+  std::int64_t index = -1;
+  double ref = 0, got = 0, ulps = 0;
+  std::int64_t over4 = 0, nonfinite = 0, elements = 0;
+};
+
+// The element of the floating outputs with the largest error in ULPs of the output's dtype (a
+// value non-finite on one side only counts as infinitely many).
+Worst worst_element(const Tensors& ref, const Tensors& got) {
+  Worst w;
+  for (std::size_t k = 0; k < ref.size() && k < got.size(); ++k) {
+    if (!ref[k].defined() || !got[k].defined() || !is_floating(ref[k].dtype()) ||
+        ref[k].shape() != got[k].shape())
+      continue;
+    auto r = ref[k].to_f64(), g = got[k].to_f64();
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      ++w.elements;
+      double e = 0;
+      bool same = r[i] == g[i] || (std::isnan(r[i]) && std::isnan(g[i]));
+      if (!same && std::isfinite(r[i]) && std::isfinite(g[i]))
+        e = std::abs(g[i] - r[i]) / ulp(std::abs(r[i]), ref[k].dtype());
+      else if (!same)
+        e = INFINITY, ++w.nonfinite;
+      if (e > 4) ++w.over4;
+      if (w.index < 0 || e > w.ulps)
+        w = {k, static_cast<std::int64_t>(i), r[i], g[i], e, w.over4, w.nonfinite, w.elements};
+    }
+  }
+  return w;
+}
+
+std::string ulps_text(double u) {
+  return std::isinf(u) ? "non-finite on one side only" : fmt::format("{:.3g} ULPs", u);
+}
+
+// The exact value at the worst element: the reference run on the inputs widened to float64
+// (the definition in float64), when the op takes them; nullopt otherwise.
+std::optional<double> float64_value(const TrackerCase& c, const Worst& w) {
+  const MetaOp* op = OpRegistry::instance().find(c.node->op_type);
+  if (!op || w.index < 0) return std::nullopt;
+  Tensors wide = c.inputs;
+  for (auto& t : wide)
+    if (t.defined() && is_floating(t.dtype())) t = t.to(DType::Float64);
+  try {
+    Tensors out = op->reference(KernelContext{*c.node, c.opset}, wide);
+    if (w.output >= out.size() || !out[w.output].defined() || out[w.output].numel() <= w.index ||
+        out[w.output].dtype() != DType::Float64)
+      return std::nullopt;
+    return out[w.output].f64_at(w.index);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string attribute_text(const Attribute& a) {
+  using K = Attribute::Kind;
+  switch (a.kind) {
+    case K::Int:
+      return std::to_string(a.i);
+    case K::Float:
+      return num(a.f);
+    case K::String:
+      return fmt::format("\"{}\"", printable(a.s, 200));
+    case K::Ints:
+      return fmt::format("[{}]", fmt::join(a.ints, ", "));
+    case K::Floats:
+      return fmt::format("[{}]", numbers(a.floats));
+    case K::Strings:
+      return fmt::format("[{} strings]", a.strings.size());
+    case K::Tensor:
+      return fmt::format("tensor {}{}", dtype_name(a.t.dtype()), shape_str(a.t.shape()));
+    default:
+      return a.unsupported_type;
+  }
+}
+
+// "x = [-9]" or "x: float32[3, 4, 5] in [-20, 20]".
+std::string value_text(const std::string& name, const Tensor& t, std::int64_t full_up_to) {
+  if (!t.defined()) return fmt::format("{}: omitted", printable(name, 200));
+  std::string type = fmt::format("{}{}", dtype_name(t.dtype()), shape_str(t.shape()));
+  auto v = t.to_f64();
+  if (t.numel() <= full_up_to)
+    return fmt::format("{} = [{}]  ({})", printable(name, 200), numbers(v), type);
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fmt::format("{}: {} in [{}, {}]", printable(name, 200), type, num(*lo), num(*hi));
+}
+
+std::string graph_text(const TrackerCase& c) {
+  const Node& n = *c.node;
+  std::string out = fmt::format("opset {}\n", c.opset);
+  for (std::size_t i = 0; i < n.inputs.size() && i < c.inputs.size(); ++i)
+    if (!n.inputs[i].empty() && c.inputs[i].defined())
+      out += fmt::format("{} {}: {}{}\n", c.fed[i] ? "input" : "initializer",
+                         printable(n.inputs[i], 200), dtype_name(c.inputs[i].dtype()),
+                         shape_str(c.inputs[i].shape()));
+  std::vector<std::string> attrs;
+  attrs.reserve(n.attrs.size());
+  for (const auto& [k, a] : n.attrs) attrs.push_back(fmt::format("{}={}", k, attribute_text(a)));
+  std::vector<std::string> ins, outs;
+  ins.reserve(n.inputs.size());
+  outs.reserve(n.outputs.size());
+  for (const auto& i : n.inputs) ins.push_back(i.empty() ? "<omitted>" : printable(i, 200));
+  for (const auto& o : n.outputs) outs.push_back(printable(o, 200));
+  out += fmt::format("{} = {}({}){}\n", fmt::join(outs, ", "), n.op_type, fmt::join(ins, ", "),
+                     attrs.empty() ? "" : fmt::format(" {{{}}}", fmt::join(attrs, ", ")));
+  for (std::size_t k = 0; k < n.outputs.size() && k < c.reference.size(); ++k)
+    if (c.reference[k].defined())
+      out += fmt::format("output {}: {}{}\n", printable(n.outputs[k], 200),
+                         dtype_name(c.reference[k].dtype()), shape_str(c.reference[k].shape()));
+  return out;
+}
+
+}  // namespace
+
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model.empty()) model = value;
+    if (key == "flags" && flags.empty()) flags = value;
+  }
+  if (model.empty()) return "unknown CPU";
+  std::set<std::string> have;
+  std::istringstream fs(flags);
+  for (std::string f; fs >> f;) have.insert(f);
+  std::vector<std::string> isa;
+  for (const char* f : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                        "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"})
+    if (have.count(f)) isa.push_back(f);
+  return fmt::format(
+      "{}; instruction sets: {}", printable(model, 200),
+      isa.empty() ? "none of SSE4.2 and later" : fmt::format("{}", fmt::join(isa, " ")));
+}
+
+std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
+  const Node& n = *c.node;
+  Worst w = worst_element(c.reference, c.got);
+  std::string version = binding_version(f.binding);
+  std::string who = c.framework.empty() ? f.binding : c.framework;
+  std::string where = w.index >= 0 && w.output < n.outputs.size()
+                          ? fmt::format("{}{}", printable(n.outputs[w.output], 200),
+                                        index_str(c.reference[w.output].shape(), w.index))
+                          : "";
+  // The inputs in the title: their values when there are a few, else their shapes.
+  std::int64_t fed_elements = 0;
+  std::vector<std::string> short_inputs, shapes;
+  for (std::size_t i = 0; i < c.inputs.size() && i < n.inputs.size(); ++i)
+    if (c.fed[i] && c.inputs[i].defined()) {
+      fed_elements += c.inputs[i].numel();
+      shapes.push_back(shape_str(c.inputs[i].shape()));
+      std::string values = numbers(c.inputs[i].to_f64());
+      short_inputs.push_back(
+          fmt::format("{} = {}", printable(n.inputs[i], 60),
+                      c.inputs[i].numel() == 1 ? values : fmt::format("[{}]", values)));
+    }
+  std::string on = fed_elements <= 4 ? fmt::format("for {}", fmt::join(short_inputs, ", "))
+                   : w.index >= 0
+                       ? fmt::format("at {} ({})", where,
+                                     describe_inputs(n, c.inputs, c.reference[w.output], w.index))
+                       : fmt::format("on inputs of shapes {}", fmt::join(shapes, ", "));
+  // The version alone in the title ("1.31.1"); the build's words go under Versions.
+  std::string short_version = version.substr(0, version.find(" ("));
+  std::string title = w.index >= 0
+                          ? fmt::format("{} {}: {} gives {} {}, exact {} ({})", who, short_version,
+                                        n.op_type, num(w.got), on, num(w.ref), ulps_text(w.ulps))
+                          : fmt::format("{} {}: {} {}: {}", who, short_version, n.op_type,
+                                        to_string(f.kind), printable(f.detail, 300));
+  std::string md = fmt::format("# {}\n\n", title);
+  if (f.cls != FindingClass::None)
+    md += fmt::format("**Class: {}.** {}\n\n", to_string(f.cls), printable(f.class_basis, 4000));
+  md += fmt::format("## Versions\n\n- {} {} (MetaOp binding `{}`)\n- CPU: {}\n- ONNX opset {}\n\n",
+                    who, version.empty() ? "(version unknown)" : version, f.binding,
+                    cpu_description(), c.opset);
+  md += fmt::format("## The graph (model.onnx in this folder)\n\n```\n{}```\n\n", graph_text(c));
+  md += "## Input\n\n";
+  for (std::size_t i = 0; i < c.inputs.size() && i < n.inputs.size(); ++i)
+    if (c.fed[i])
+      md += fmt::format("- {}{}\n", value_text(n.inputs[i], c.inputs[i], 64),
+                        i < c.input_files.size() && !c.input_files[i].empty()
+                            ? fmt::format(", file `{}`", c.input_files[i])
+                            : "");
+  md += "\n## Observed and exact\n\n";
+  if (w.index >= 0) {
+    std::optional<double> exact = float64_value(c, w);
+    const Float32Definition* def = nullptr;
+    if (const MetaOp* op = OpRegistry::instance().find(n.op_type)) def = &op->float32;
+    md += fmt::format(
+        "| element | {} | exact, rounded to {} | exact in float64 | error "
+        "|\n|---|---|---|---|---|\n"
+        "| `{}` | {} | {} | {} | {} |\n\n",
+        who, dtype_name(c.reference[w.output].dtype()), where, num(w.got), num(w.ref),
+        exact ? fmt::format("{:.17g}", *exact) : "-", ulps_text(w.ulps));
+    md += fmt::format(
+        "{} of {} output elements are off by more than 4 ULPs, {} non-finite on one side only. "
+        "The exact value is the ONNX definition of {} evaluated in float64 on these inputs (the "
+        "reference of MetaOp){}.\n\n",
+        w.over4, w.elements, w.nonfinite, n.op_type,
+        def && !def->formula.empty()
+            ? fmt::format("; the class above compares the kernel with `{}` evaluated in float32",
+                          printable(def->formula, 300))
+            : "");
+  } else {
+    md += fmt::format("{}\n\n", printable(f.detail, 4000));
+  }
+  md += "## Reproduce\n\n";
+  if (!c.script.empty())
+    md += fmt::format(
+        "With {} and numpy alone, in this folder (exit 1 while it reproduces):\n\n```\npython3 "
+        "{}\n```\n\n",
+        who, c.script);
+  md += fmt::format("With MetaOp: `metaop repro .` (exit 1 while it reproduces).\n");
+  return md;
+}
+
+}  // namespace metaop
