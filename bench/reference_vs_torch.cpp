@@ -7,7 +7,6 @@
 //   MODELS_DIR as written by tests/models/export_torchvision.py (ARCH/opset17.onnx,
 //   ARCH/torchscript.pt, ARCH/input_0.npy). Defaults: resnet50, 1 thread, 5 repeats.
 #include <ATen/Parallel.h>
-#include <cblas.h>
 #include <fmt/core.h>
 #include <torch/script.h>
 
@@ -19,6 +18,7 @@
 #include "bench_util.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
+#include "ops/linear_util.h"
 #include "tensor/heap.h"
 #include "tensor/npy.h"
 
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   try {
     std::string base = dir + "/" + arch;
     at::set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    set_reference_threads(threads);
     Graph g = load_onnx(base + "/opset17.onnx");
     Tensor x = read_npy(base + "/input_0.npy");
     Plan plan, torch_plan;

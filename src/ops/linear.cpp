@@ -1,5 +1,6 @@
 // Linear algebra meta operators: MatMul, Gemm, Einsum. Float64 GEMM through OpenBLAS.
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <map>
 
@@ -10,8 +11,37 @@
 
 namespace metaop {
 
+namespace {
+
+// OpenBLAS, loaded privately (RTLD_LOCAL) the first time the reference needs it. Linked as a
+// dependency of MetaOp, its sgemm_, dgemm_ and the rest would be the process's: a framework
+// loaded later whose own BLAS symbols resolve through the global scope (LibTorch's wheel
+// exports and calls MKL's sgemm_) would get OpenBLAS's instead, in MetaOp only, and its
+// matrix products would not be the ones its users get.
+struct OpenBlas {
+  decltype(&cblas_dgemm) dgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+};
+
+const OpenBlas& openblas() {
+  static const OpenBlas blas = [] {
+    void* h = ::dlopen(METAOP_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) fail("cannot load OpenBLAS ({}): {}", METAOP_OPENBLAS_SONAME, ::dlerror());
+    OpenBlas b;
+    b.dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(::dlsym(h, "cblas_dgemm"));
+    b.set_num_threads = reinterpret_cast<decltype(&openblas_set_num_threads)>(
+        ::dlsym(h, "openblas_set_num_threads"));
+    if (!b.dgemm || !b.set_num_threads)
+      fail("OpenBLAS ({}) lacks cblas_dgemm or openblas_set_num_threads", METAOP_OPENBLAS_SONAME);
+    return b;
+  }();
+  return blas;
+}
+
+}  // namespace
+
 void set_reference_threads(int n) {
-  openblas_set_num_threads(n);
+  openblas().set_num_threads(n);
 }
 
 void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
@@ -21,10 +51,10 @@ void gemm_f64(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, 
     for (std::int64_t i = 0; i < m * n; ++i) c[i] *= beta;
     return;
   }
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
-              static_cast<int>(n));
+  openblas().dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                   static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+                   static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
+                   static_cast<int>(n));
 }
 
 namespace {
