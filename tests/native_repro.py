@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Framework-native reproducers (docs/check.md, "Reproducers without MetaOp"): for each binding
-whose framework runs model.onnx from Python, `metaop probe` on an op where that framework has a
-known defect writes reproduce_BINDING.py beside the reproducer; the script, run by a Python that
+whose framework runs model.onnx from Python (and PyTorch eager), `metaop probe` on an op where
+that framework has a known defect writes reproduce_BINDING.py and report.md beside the
+reproducer, and a minimized reproducer (probe --minimize); the script, run by a Python that
 has only numpy and the framework (the project's environment, with no MetaOp variable, path or
 module), prints the framework's value, the exact one and the error in ULPs, and exits 1 because
 the finding reproduces. A folder whose recorded value no longer matches exits 0.
@@ -27,9 +28,10 @@ os.makedirs(WORK)
 # One probed op per binding with a defect listed in tests/known_probe_findings.txt or
 # docs/findings.md (the probe of one op takes seconds; TVM compiles each case).
 CASES = [("ort", "Sigmoid", "onnxruntime"), ("openvino", "Erf", "openvino"),
-         ("tvm", "Tanh", "tvm"), ("opencv", "Tanh", "opencv")]
+         ("tvm", "Tanh", "tvm"), ("opencv", "Tanh", "opencv"),
+         ("torch", "TopK", "torch")]  # PyTorch eager: the order of equal values (+0 and -0)
 # Minimized too (probe --minimize), but for TVM, which compiles each candidate for seconds.
-MINIMIZE = {"ort", "openvino", "opencv"}
+MINIMIZE = {"ort", "openvino", "opencv", "torch"}
 # Only the framework: a clean environment, run from elsewhere, MetaOp's tree out of reach.
 ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
 
@@ -77,7 +79,8 @@ for binding, op, framework in CASES:
               p.stdout[-2000:] + p.stderr[-2000:])
         if small:
             m = json.load(open(os.path.join(small, "repro.json")))
-            xs = [np.load(os.path.join(small, f)) for _, f in m["feeds"]]
+            xs = [x for x in (np.load(os.path.join(small, f)) for _, f in m["feeds"])
+                  if np.issubdtype(x.dtype, np.floating)]
             size = sum(x.size for x in xs)
             nonzero = sum(int(np.count_nonzero(x)) for x in xs)
             big = json.load(open(os.path.join(folder, "repro.json")))
@@ -88,11 +91,12 @@ for binding, op, framework in CASES:
                   f"{m.get('class')} kept", json.dumps(m)[:2000])
             ok, text = reproduces(os.path.join(small, f"reproduce_{binding}.py"), framework)
             check(ok, f"{binding}: the minimized folder's script reproduces it (exit 1)", text)
-    # The same folder with the recorded output replaced by the exact one: not reproduced, exit 0.
-    got = glob.glob(os.path.join(folder, f"{binding}_0_*.npy"))
-    ref = glob.glob(os.path.join(folder, "reference_0_*.npy"))
-    if got and ref:
-        np.save(got[0], np.load(ref[0]))
+    # The folder with the recorded outputs replaced by the exact ones: not reproduced, exit 0.
+    got = sorted(glob.glob(os.path.join(folder, f"{binding}_[0-9]_*.npy")))
+    ref = sorted(glob.glob(os.path.join(folder, "reference_[0-9]_*.npy")))
+    if got and len(got) == len(ref):
+        for g, r in zip(got, ref):
+            np.save(g, np.load(r))
         r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=ENV,
                            cwd=WORK)
         check(r.returncode == 0 and "not reproduced" in r.stdout,

@@ -71,7 +71,55 @@ std::optional<NativeFramework> native_framework(const std::string& binding) {
   if (binding == "openvino") return NativeFramework{"openvino", "openvino"};
   if (binding == "tvm") return NativeFramework{"tvm", "apache-tvm and onnx"};
   if (binding == "opencv") return NativeFramework{"opencv", "opencv-python-headless"};
+  // PyTorch eager, from repro.json's `node` (the ops reproduce.py maps to the ATen calls of the
+  // torch binding; any torch release, 1.13 for torch-1.13).
+  if (binding == "torch" || binding == "torch-1.13") return NativeFramework{"torch", "torch"};
   return std::nullopt;
+}
+
+// The node for a script that does not read model.onnx (PyTorch eager): its op, opset, every
+// attribute (the schema's defaults filled in) and each input's file, the initializers written as
+// initializer_K_NAME.npy.
+json node_json(const fs::path& dir, const Graph& g, const Node& node, const json& input_files,
+               const Tensors& in) {
+  Node full = node;
+  fill_schema_defaults(full, g.opset);
+  json attrs = json::object();
+  for (const auto& [name, a] : full.attrs) {
+    using K = Attribute::Kind;
+    switch (a.kind) {
+      case K::Int:
+        attrs[name] = a.i;
+        break;
+      case K::Float:
+        attrs[name] = json_number(a.f);
+        break;
+      case K::String:
+        attrs[name] = a.s;
+        break;
+      case K::Ints:
+        attrs[name] = a.ints;
+        break;
+      case K::Floats:
+        attrs[name] = a.floats;
+        break;
+      case K::Strings:
+        attrs[name] = a.strings;
+        break;
+      default:
+        break;  // tensors and graphs: no eager op here reads them
+    }
+  }
+  json inputs = json::array();
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    json file = i < input_files.size() ? input_files[i] : json();
+    if (file.is_null() && i < in.size() && in[i].defined() && in[i].dtype() != DType::BFloat16) {
+      file = fmt::format("initializer_{}_{}.npy", i, safe_file_name(node.inputs[i]));
+      write_npy((dir / file.get<std::string>()).string(), in[i]);
+    }
+    inputs.push_back(file);
+  }
+  return {{"op_type", node.op_type}, {"opset", g.opset}, {"attributes", attrs}, {"inputs", inputs}};
 }
 
 // reproduce_BINDING.py (src/report/core/native/reproduce.py) in `dir`, for a binding whose
@@ -211,13 +259,15 @@ std::string save_node(json& j, const fs::path& dir, const Graph& h, const TrainF
 }  // namespace
 
 std::string write_check_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                                   const std::vector<std::string>& inject) {
+                                   const std::vector<std::string>& inject,
+                                   const std::string& name) {
   std::string extra_args;
   for (const auto& s : inject) extra_args += " --inject " + shell_quote(s);
   const Node& node = g.nodes[f.node];
   json manifest = manifest_head(f, node.name, g.path, inject);
   fs::path dir =
-      fs::path(root) / safe_file_name(fmt::format("{}_{}_{}", f.binding, f.kind, node.name));
+      fs::path(root) /
+      safe_file_name(!name.empty() ? name : fmt::format("{}_{}_{}", f.binding, f.kind, node.name));
   fs::create_directories(dir);
   SubgraphSpec spec;
   spec.nodes = {f.node};
@@ -249,6 +299,15 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
       manifest["outputs"].push_back({{"name", node.outputs[i]},
                                      {"reference", file_at(reference, i)},
                                      {"got", file_at(got, i)}});
+  if (auto nf = native_framework(f.binding); nf && std::string(nf->framework) == "torch") {
+    Tensors all = f.inputs;
+    all.resize(node.inputs.size());
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      if (!all[i].defined())
+        if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+          all[i] = it->second;
+    manifest["onnx_node"] = node_json(dir, g, node, manifest["files"]["inputs"], all);
+  }
   write_file((dir / "repro.json").string(), dump_json(manifest));
   std::string native = write_native_script(dir, f.binding);
   TrackerCase tc;
@@ -339,7 +398,9 @@ std::string write_probe_reproducer(const ProbeFinding& f, const std::string& roo
   fin.inputs = f.inputs;
   fin.reference_outputs = f.reference_outputs;
   fin.binding_outputs = f.binding_outputs;
-  return write_check_reproducer(f.graph, fin, root);
+  std::string name = fmt::format("{}_{}_{}", f.binding, f.kind, fin.node_name);
+  if (f.cls != FindingClass::None) name += fmt::format("_{}", to_string(f.cls));
+  return write_check_reproducer(f.graph, fin, root, {}, name);
 }
 
 nlohmann::json optimizer_to_json(const OptimizerConfig& c) {

@@ -23,9 +23,11 @@ struct OptimizerConfig;
 
 // A check finding's folder under `root`: the one-node model, its inputs, the reference's and the
 // binding's outputs, repro.json and a README; returns it. `inject`: the --inject specs of an
-// evaluation run, passed on to each command.
+// evaluation run, passed on to each command. `name`: the folder's name (default
+// BINDING_KIND_NODE).
 std::string write_check_reproducer(const Graph& g, const Finding& f, const std::string& root,
-                                   const std::vector<std::string>& inject = {});
+                                   const std::vector<std::string>& inject = {},
+                                   const std::string& name = "");
 
 // A training finding's folder under `root`: repro.json (what, where, the binding, the injected
 // faults that applied, the optimizer and step for an update), the .npy files the judgement
@@ -38,7 +40,9 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
                                    const std::vector<std::string>& inject, const std::string& model,
                                    const std::string& root);
 
-// A probe finding's folder under `root`: an op's as check writes it, an update's as train does.
+// A probe finding's folder under `root`: an op's as check writes it (named
+// BINDING_KIND_NODE_CLASS: one op's findings of one kind may differ in class), an update's as
+// train does.
 std::string write_probe_reproducer(const ProbeFinding& f, const std::string& root);
 
 // The optimizer's settings as repro.json (and diagnose's JSON) has them, and back (throws on a

@@ -53,36 +53,39 @@ struct Worst {
   std::size_t output = 0;
   std::int64_t index = -1;
   double ref = 0, got = 0, ulps = 0;
+  bool integer = false;  // an output of integers (indices, booleans): a value that differs
   std::int64_t over4 = 0, nonfinite = 0, elements = 0;
 };
 
-// The element of the floating outputs with the largest error in ULPs of the output's dtype (a
-// value non-finite on one side only counts as infinitely many).
+// The element of the outputs with the largest error in ULPs of the output's dtype (a value
+// non-finite on one side only, or an integer that differs, counts as infinitely many).
 Worst worst_element(const Tensors& ref, const Tensors& got) {
   Worst w;
   for (std::size_t k = 0; k < ref.size() && k < got.size(); ++k) {
-    if (!ref[k].defined() || !got[k].defined() || !is_floating(ref[k].dtype()) ||
-        ref[k].shape() != got[k].shape())
-      continue;
+    if (!ref[k].defined() || !got[k].defined() || ref[k].shape() != got[k].shape()) continue;
+    const bool floating = is_floating(ref[k].dtype());
     auto r = ref[k].to_f64(), g = got[k].to_f64();
     for (std::size_t i = 0; i < r.size(); ++i) {
       ++w.elements;
       double e = 0;
       bool same = r[i] == g[i] || (std::isnan(r[i]) && std::isnan(g[i]));
-      if (!same && std::isfinite(r[i]) && std::isfinite(g[i]))
+      if (!same && floating && std::isfinite(r[i]) && std::isfinite(g[i]))
         e = std::abs(g[i] - r[i]) / ulp(std::abs(r[i]), ref[k].dtype());
       else if (!same)
-        e = INFINITY, ++w.nonfinite;
+        e = INFINITY, w.nonfinite += floating ? 1 : 0;
       if (e > 4) ++w.over4;
-      if (w.index < 0 || e > w.ulps)
-        w = {k, static_cast<std::int64_t>(i), r[i], g[i], e, w.over4, w.nonfinite, w.elements};
+      if (w.index < 0 || e > w.ulps) {
+        w.output = k, w.index = static_cast<std::int64_t>(i), w.ref = r[i], w.got = g[i];
+        w.ulps = e, w.integer = !floating;
+      }
     }
   }
   return w;
 }
 
-std::string ulps_text(double u) {
-  return std::isinf(u) ? "non-finite on one side only" : fmt::format("{:.3g} ULPs", u);
+std::string ulps_text(const Worst& w) {
+  if (w.integer) return w.ulps > 0 ? "a different value" : "the same value";
+  return std::isinf(w.ulps) ? "non-finite on one side only" : fmt::format("{:.3g} ULPs", w.ulps);
 }
 
 // The exact value at the worst element: the reference run on the inputs widened to float64
@@ -218,7 +221,7 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
   std::string short_version = version.substr(0, version.find(" ("));
   std::string title = w.index >= 0
                           ? fmt::format("{} {}: {} gives {} {}, exact {} ({})", who, short_version,
-                                        n.op_type, num(w.got), on, num(w.ref), ulps_text(w.ulps))
+                                        n.op_type, num(w.got), on, num(w.ref), ulps_text(w))
                           : fmt::format("{} {}: {} {}: {}", who, short_version, n.op_type,
                                         to_string(f.kind), printable(f.detail, 300));
   std::string md = fmt::format("# {}\n\n", title);
@@ -245,9 +248,10 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
         "|\n|---|---|---|---|---|\n"
         "| `{}` | {} | {} | {} | {} |\n\n",
         who, dtype_name(c.reference[w.output].dtype()), where, num(w.got), num(w.ref),
-        exact ? fmt::format("{:.17g}", *exact) : "-", ulps_text(w.ulps));
+        exact ? fmt::format("{:.17g}", *exact) : "-", ulps_text(w));
     md += fmt::format(
-        "{} of {} output elements are off by more than 4 ULPs, {} non-finite on one side only. "
+        "{} of {} output elements are off by more than 4 ULPs or differ, {} non-finite on one "
+        "side only. "
         "The exact value is the ONNX definition of {} evaluated in float64 on these inputs (the "
         "reference of MetaOp){}.\n\n",
         w.over4, w.elements, w.nonfinite, n.op_type,

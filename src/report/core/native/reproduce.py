@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """FRAMEWORK alone on this reproducer folder (no MetaOp): runs model.onnx on the folder's inputs
+(PyTorch: the node in repro.json, `onnx_node`, as the eager calls MetaOp's torch binding makes)
 and prints, per output, the framework's value, the exact value (MetaOp's float64 reference,
 rounded once to the output's dtype) and the error in ULPs at the worst element, with how many
 elements are off by more than 4 ULPs or non-finite on one side only. Exit 1 when the framework
@@ -15,7 +16,7 @@ import sys
 
 import numpy as np
 
-FRAMEWORK = "%FRAMEWORK%"  # written by MetaOp: onnxruntime, openvino, tvm or opencv
+FRAMEWORK = "%FRAMEWORK%"  # written by MetaOp: onnxruntime, openvino, tvm, opencv or torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -54,6 +55,166 @@ def run_opencv(path, feeds, names):
     return f"opencv {cv2.__version__} (new engine)", list(net.forward(names))
 
 
+def torch_ops():
+    """PyTorch eager calls for the ONNX ops, as MetaOp's torch binding makes them through ATen
+    (src/bindings/torch): op -> f(attributes, inputs as tensors or None, opset) -> outputs."""
+    import torch
+    F = torch.nn.functional
+
+    def unary(f):
+        return lambda a, x, opset: [f(x[0])]
+
+    def binary(f):
+        return lambda a, x, opset: [f(x[0], x[1])]
+
+    def variadic(f, mean=False):
+        def run(a, x, opset):
+            acc = x[0]
+            for y in x[1:]:
+                acc = f(acc, y)
+            return [acc / len(x) if mean else acc.clone() if len(x) == 1 else acc]
+        return run
+
+    def axis(v, rank):
+        return v + rank if v < 0 else v
+
+    def reduction(f):
+        def run(a, x, opset):
+            t = x[0]
+            from_input = a.get("_op") == "ReduceSum" and opset >= 13
+            axes = (x[1].tolist() if len(x) > 1 and x[1] is not None else []) if from_input \
+                else list(a.get("axes", []))
+            keep = bool(a.get("keepdims", 1))
+            if not axes and a.get("noop_with_empty_axes", 0):
+                return [t]
+            axes = [axis(v, t.dim()) for v in axes] or list(range(t.dim()))
+            return [f(t, axes, keep)]
+        return run
+
+    def prod(t, axes, keep):
+        for d in sorted(axes, reverse=True):
+            t = torch.prod(t, d, keep)
+        return t
+
+    def softmax_like(kind):
+        def run(a, x, opset):
+            t = x[0]
+            coerce = opset < 13
+            ax = axis(a.get("axis", 1 if coerce else -1), t.dim())
+            outer = int(torch.tensor(t.shape[:ax]).prod()) if ax else 1
+            n = int(torch.tensor(t.shape[ax:] if coerce else t.shape[ax:ax + 1]).prod())
+            t3 = t.reshape(outer, n, -1)
+            y = torch.softmax(t3, 1) if kind == 0 else torch.log_softmax(t3, 1)
+            return [y.reshape(t.shape)]
+        return run
+
+    def clip(a, x, opset):
+        t = x[0]
+        big = torch.finfo(t.dtype).max if t.dtype.is_floating_point else float("inf")
+        lo, hi = -big, big
+        if opset < 11:
+            lo, hi = a.get("min", lo), a.get("max", hi)
+        else:
+            lo = float(x[1]) if len(x) > 1 and x[1] is not None else lo
+            hi = float(x[2]) if len(x) > 2 and x[2] is not None else hi
+        lo = None if lo == float("-inf") else lo
+        hi = None if hi == float("inf") else hi
+        return [t.clone() if lo is None and hi is None else torch.clamp(t, lo, hi).to(t.dtype)]
+
+    def gemm(a, x, opset):
+        A = x[0].t() if a.get("transA", 0) else x[0]
+        B = x[1].t() if a.get("transB", 0) else x[1]
+        y = torch.matmul(A, B)
+        alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
+        if alpha != 1.0:
+            y = y * alpha
+        if len(x) > 2 and x[2] is not None:
+            y = y + x[2] * beta if beta != 1.0 else y + x[2]
+        return [y]
+
+    def topk(a, x, opset):
+        k = int(x[1].reshape(-1)[0]) if opset >= 10 else a["k"]
+        v, i = torch.topk(x[0], k, axis(a.get("axis", -1), x[0].dim()), bool(a.get("largest", 1)),
+                          True)
+        return [v, i]
+
+    def layer_norm(a, x, opset):
+        t = x[0]
+        ax = axis(a.get("axis", -1), t.dim())
+        shape = list(t.shape[ax:])
+        w = x[1].expand(shape).contiguous()
+        b = x[2].expand(shape).contiguous() if len(x) > 2 and x[2] is not None else None
+        y, mean, rstd = torch.ops.aten.native_layer_norm(t, shape, w, b, a.get("epsilon", 1e-5))
+        stat = list(t.shape[:ax]) + [1] * (t.dim() - ax)
+        return [y, mean.reshape(stat), rstd.reshape(stat)]
+
+    def selu(a, x, opset):
+        alpha, gamma = 1.67326319217681884765625, 1.05070102214813232421875  # ATen's selu
+        al, g = a.get("alpha", alpha), a.get("gamma", gamma)
+        if al == alpha and g == gamma:
+            return [torch.selu(x[0])]
+        return [torch.ops.aten.elu(x[0], al, g)]
+
+    ops = {name: unary(getattr(torch, name.lower())) for name in [
+        "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Tan",
+        "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round",
+        "Relu", "Sigmoid", "Tanh"]}
+    ops.update({
+        "HardSwish": unary(F.hardswish),
+        "Softplus": unary(lambda t: F.softplus(t, 1, 20)),
+        "Softsign": unary(lambda t: t / (torch.abs(t) + 1)),
+        "LeakyRelu": lambda a, x, o: [F.leaky_relu(x[0], a.get("alpha", 0.01))],
+        "Elu": lambda a, x, o: [F.elu(x[0], a.get("alpha", 1.0))],
+        "Selu": selu,
+        "Celu": lambda a, x, o: [F.celu(x[0], a.get("alpha", 1.0))],
+        "HardSigmoid": lambda a, x, o: [torch.clamp(x[0] * a.get("alpha", 0.2) +
+                                                    a.get("beta", 0.5), 0, 1)],
+        "ThresholdedRelu": lambda a, x, o: [F.threshold(x[0], a.get("alpha", 1.0), 0)],
+        "Add": binary(torch.add), "Sub": binary(torch.sub), "Mul": binary(torch.mul),
+        "Div": binary(lambda p, q: torch.div(p, q) if p.dtype.is_floating_point
+                      else torch.div(p, q, rounding_mode="trunc")),
+        "Pow": binary(lambda p, q: torch.pow(p, q).to(p.dtype)),
+        "Equal": binary(torch.eq), "Less": binary(torch.lt), "LessOrEqual": binary(torch.le),
+        "Greater": binary(torch.gt), "GreaterOrEqual": binary(torch.ge),
+        "Max": variadic(torch.maximum), "Min": variadic(torch.minimum),
+        "Sum": variadic(torch.add), "Mean": variadic(torch.add, mean=True),
+        "Where": lambda a, x, o: [torch.where(x[0], x[1], x[2])],
+        "Clip": clip, "MatMul": binary(torch.matmul), "Gemm": gemm,
+        "ReduceSum": reduction(lambda t, d, k: torch.sum(t, d, k)),
+        "ReduceMean": reduction(lambda t, d, k: torch.mean(t, d, k)),
+        "ReduceMax": reduction(lambda t, d, k: torch.amax(t, d, k)),
+        "ReduceMin": reduction(lambda t, d, k: torch.amin(t, d, k)),
+        "ReduceProd": reduction(prod),
+        "ReduceL1": reduction(lambda t, d, k: torch.linalg.vector_norm(t, 1, d, k)),
+        "ReduceL2": reduction(lambda t, d, k: torch.linalg.vector_norm(t, 2, d, k)),
+        "ReduceSumSquare": reduction(lambda t, d, k: torch.sum(t * t, d, k)),
+        "ReduceLogSum": reduction(lambda t, d, k: torch.log(torch.sum(t, d, k))),
+        "ReduceLogSumExp": reduction(lambda t, d, k: torch.logsumexp(t, d, k)),
+        "TopK": topk, "Softmax": softmax_like(0), "LogSoftmax": softmax_like(1),
+        "LayerNormalization": layer_norm,
+    })
+    return ops
+
+
+def run_torch(path, feeds, names):
+    """PyTorch eager on repro.json's node (its attributes and input files; model.onnx unused)."""
+    import torch
+    node = json.load(open(os.path.join(HERE, "repro.json")))["onnx_node"]
+    ops = torch_ops()
+    if node["op_type"] not in ops:
+        raise NotImplementedError(f"this script has no eager call for {node['op_type']}; "
+                                  f"metaop repro . replays it through LibTorch")
+    attrs = dict(node["attributes"], _op=node["op_type"])
+    xs = [None if f is None else torch.from_numpy(np.load(os.path.join(HERE, f)))
+          for f in node["inputs"]]
+    # One intra-op thread, as MetaOp's torch binding runs by default (--threads 1): sums split
+    # over more threads round differently.
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        out = ops[node["op_type"]](attrs, xs, node["opset"])
+    return f"torch {torch.__version__} (eager)", [t.numpy() for t in out[:len(names)]]
+
+
 def num(v):
     return f"{float(v):.9g}"
 
@@ -62,8 +223,12 @@ def ulp_errors(got, exact):
     """Per element: the error in ULPs of the exact value's dtype; inf for a non-finite value on
     one side only (0 where both are the same non-finite value)."""
     g, e = got.astype(np.float64).ravel(), exact.astype(np.float64).ravel()
-    spacing = np.spacing(np.abs(exact).astype(exact.dtype)).astype(np.float64).ravel()
-    err = np.abs(g - e) / np.where(spacing > 0, spacing, np.finfo(np.float64).tiny)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # The spacing at the dtype's largest value is its last step below (np.spacing says inf).
+        a = np.abs(exact).astype(exact.dtype)
+        spacing = np.where(np.isfinite(np.spacing(a)), np.spacing(a),
+                           a - np.nextafter(a, np.zeros_like(a))).astype(np.float64).ravel()
+        err = np.abs(g - e) / np.where(spacing > 0, spacing, np.finfo(np.float64).tiny)
     same = (np.isnan(g) & np.isnan(e)) | (g == e)
     err[same] = 0
     err[~same & ~(np.isfinite(g) & np.isfinite(e))] = np.inf
@@ -95,7 +260,14 @@ def main():
         if not np.issubdtype(exact.dtype, np.floating):
             wrong = np.flatnonzero(value.ravel() != exact.ravel())
             print(f"{o['name']}: {len(wrong)} of {exact.size} elements differ")
-            reproduces = reproduces or len(wrong) > 0
+            if o.get("got"):
+                # Reproduced: the framework gives again the first wrong value the finding recorded.
+                recorded = np.load(os.path.join(HERE, o["got"])).ravel()
+                off = np.flatnonzero(recorded != exact.ravel())
+                same = len(off) > 0 and value.ravel()[off[0]] == recorded[off[0]]
+                reproduces = reproduces or bool(same)
+            else:
+                reproduces = reproduces or len(wrong) > 0
             continue
         err = ulp_errors(value, exact)
         i = int(np.argmax(err))
