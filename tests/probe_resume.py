@@ -2,7 +2,8 @@
 """Kill-and-resume: `metaop probe` writes each case's outcome to its journal as it goes; killed
 midway (SIGKILL, no chance to clean up) and run again with --resume, it must end with exactly
 the result of an uninterrupted run -- the same case count, counts per op and binding, and
-findings (each with its case count, worst case and a reproducer that exists) -- with no case
+findings (each with its case count, worst case, what the other binding gave there and a
+reproducer that exists) -- with no case
 run twice and none lost.
 
 Usage: probe_resume.py METAOP WORK_DIR
@@ -40,7 +41,7 @@ def lines(path):
 def summary(path):
     doc = json.load(open(path))
     fs = sorted((f["op_type"], f["binding"], f["kind"], f["cases"], f["test"], f["pattern"],
-                 str(f["score"])) for f in doc["findings"])
+                 str(f["score"]), f.get("agreement", "")) for f in doc["findings"])
     return doc["cases"], doc["counts"], fs, doc["findings"]
 
 
@@ -48,6 +49,10 @@ def summary(path):
 p = subprocess.run(probe("whole"), capture_output=True, text=True)
 check(p.returncode in (0, 1), f"uninterrupted probe: exit {p.returncode}", p.stderr[-2000:])
 whole = summary(os.path.join(WORK, "whole.json"))
+# What the other binding gave at the worst element, where it ran the case.
+agreeing = [f for f in whole[3] if f.get("agreement", "").startswith("at ")]
+check(len(agreeing) > len(whole[3]) // 2,
+      f"findings say what the other binding gave ({len(agreeing)} of {len(whole[3])})")
 total = lines(os.path.join(WORK, "whole", "journal.jsonl")) - 1  # the start line
 
 # Killed once a third of the cases are journaled.

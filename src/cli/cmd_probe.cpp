@@ -119,6 +119,7 @@ nlohmann::json print_findings(const ProbeResult& r,
                f.op_type, f.binding, f.kind, to_string(f.cls), f.cases, printable(f.test),
                f.pattern, fmt_score(f.score), printable(f.detail, 4000));
     if (!f.class_basis.empty()) fmt::print("      why {}: {}\n", to_string(f.cls), f.class_basis);
+    if (!f.agreement.empty()) fmt::print("      others {}\n", printable(f.agreement, 4000));
     fmt::print("      {}\n", printable(repro, 4000));
     if (small != minimized.end())
       fmt::print("      minimized: {}\n", printable(small->second, 4000));

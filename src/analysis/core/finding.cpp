@@ -95,6 +95,7 @@ nlohmann::json finding_json(const FindingCore& f) {
     j["class"] = to_string(f.cls);
     j["class_basis"] = f.class_basis;
   }
+  if (!f.agreement.empty()) j["agreement"] = f.agreement;
   // The framework's version beside the binding (torch and torch-1.13 are two LibTorches).
   if (g_binding_version)
     if (std::string v = g_binding_version(f.binding); !v.empty()) j["binding_version"] = v;

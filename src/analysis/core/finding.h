@@ -55,6 +55,9 @@ struct FindingCore {
   std::string repro;         // the reproducer's folder, when written
   FindingClass cls = FindingClass::None;
   std::string class_basis;  // why, in words: the float32 evaluation's value, the convention
+  // What the other frameworks of the run give at the worst element on the same inputs, in words
+  // ("at y[1, 0, 3]: ort-1.30 0 (the same), openvino 2.1e-09 (exact)"); "" when none ran it.
+  std::string agreement;
   bool defect() const { return kind != FindingKind::Unsupported; }
   bool numerical() const { return kind == FindingKind::Accuracy || kind == FindingKind::Nonfinite; }
 };

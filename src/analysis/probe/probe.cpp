@@ -157,7 +157,11 @@ class Tally {
              const std::string& pattern) {
     line_ = {{"type", "case"}, {"key", key}, {"op", op}, {"test", test}, {"pattern", pattern}};
     line_["results"] = nlohmann::json::array();
+    outputs_.clear();
+    worst_.clear();
   }
+  // A binding's outputs on the case (for what the others gave at a finding's worst element).
+  void outputs(const std::string& binding, const Tensors& got) { outputs_[binding] = got; }
   void ok(const std::string& binding) { outcome(binding, "ok"); }
   void unsupported(const std::string& binding) { outcome(binding, "unsupported"); }
   void finding(ProbeFinding candidate, const Score& s) {
@@ -174,16 +178,29 @@ class Tally {
       std::string old = f.repro;
       f = std::move(candidate);
       f.cases = cases;
-      if (o_.reproducer) {
-        f.repro = o_.reproducer(f);
-        if (!old.empty() && old != f.repro) remove_reproducer(old);
-      }
+      f.repro = old;  // replaced at the case's end, when its reproducer is written
       r["worst"] = true;
-      r["repro"] = f.repro;
+      worst_.emplace_back(static_cast<std::size_t>(&f - res_.findings.data()),
+                          line_["results"].size());
     }
     line_["results"].push_back(r);
   }
   void end() {
+    // The findings this case made the worst of their kind: what the other bindings gave, then
+    // their reproducers.
+    for (auto [fi, ri] : worst_) {
+      ProbeFinding& f = res_.findings[fi];
+      f.agreement = agreement(f);
+      nlohmann::json& r = line_["results"][ri];
+      if (!f.agreement.empty()) r["agreement"] = f.agreement;
+      if (o_.reproducer) {
+        std::string old = f.repro;
+        f.repro = o_.reproducer(f);
+        if (!old.empty() && old != f.repro) remove_reproducer(old);
+      }
+      r["repro"] = f.repro;
+    }
+    worst_.clear();
     ++res_.cases;
     if (fd_ >= 0) {
       done_.insert(line_["key"].get<std::string>());
@@ -303,16 +320,49 @@ class Tally {
       f.detail = r.value("detail", "");
       f.phase = parse_phase(r.value("phase", "forward"), where);
       f.repro = r.value("repro", "");
+      f.agreement = r.value("agreement", "");
       f.cases = cases;
     }
     ++res_.cases;
     done_.insert(j.at("key").get<std::string>());
   }
 
+  // "at y[1, 0, 3]: ort-1.30 0 (the same), openvino 2.1e-09 (exact)": each other binding's value
+  // at f's worst element on this case's inputs, against f's and the reference's.
+  std::string agreement(const ProbeFinding& f) const {
+    const std::size_t k = f.worst_output;
+    const std::int64_t i = f.worst_index;
+    if (i < 0 || k >= f.binding_outputs.size() || k >= f.reference_outputs.size() ||
+        !f.binding_outputs[k].defined() || !f.reference_outputs[k].defined() ||
+        i >= f.binding_outputs[k].numel() || f.graph.nodes.empty())
+      return "";
+    const double mine = f.binding_outputs[k].f64_at(i), exact = f.reference_outputs[k].f64_at(i);
+    auto same = [](double a, double b) {
+      return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+    };
+    std::string out;
+    for (const auto& [binding, got] : outputs_) {
+      if (binding == f.binding || k >= got.size() || !got[k].defined() ||
+          got[k].shape() != f.reference_outputs[k].shape())
+        continue;
+      double v = got[k].f64_at(i);
+      out += fmt::format("{}{} {:.9g}{}", out.empty() ? "" : ", ", binding, v,
+                         same(v, mine)    ? " (the same)"
+                         : same(v, exact) ? " (exact)"
+                                          : "");
+    }
+    if (out.empty()) return "";
+    const Node& node = f.graph.nodes[0];
+    return fmt::format("at {}{}: {}", k < node.outputs.size() ? node.outputs[k] : "output",
+                       index_str(f.reference_outputs[k].shape(), i), out);
+  }
+
   const ProbeOptions& o_;
   ProbeResult& res_;
   int fd_ = -1;
   nlohmann::json line_;
+  std::map<std::string, Tensors> outputs_;                  // this case's, per binding
+  std::vector<std::pair<std::size_t, std::size_t>> worst_;  // (finding, its result in line_)
   std::set<std::string> done_;
   std::map<std::tuple<std::string, std::string, FindingKind, FindingClass>, std::size_t> index_;
 };
@@ -525,6 +575,7 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
     detail = fmt::format("threw: {}", e.what());
     s.score = INFINITY;
   }
+  if (!got.empty()) tally.outputs(b.name(), got);
   if (!kind) {
     tally.ok(b.name());
     return;
@@ -533,6 +584,7 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
   ProbeFinding f =
       probe_finding(node.op_type, b.name(), *kind, test, pattern, s.score, detail, in, ref, got);
   f.graph = t.g;
+  if (s.worst_index >= 0) f.worst_output = s.worst_output, f.worst_index = s.worst_index;
   if (f.numerical()) {
     triage(*t.op, KernelContext{node, t.g.opset}, in, ref, tol, got).apply_to(f);
   } else {

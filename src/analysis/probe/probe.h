@@ -33,7 +33,8 @@ struct ProbeOptions {
   // equals an uninterrupted run's. Empty: no journal.
   std::string journal;
   bool resume = false;
-  // Writes the reproducer of a finding as soon as it is the worst of its (op, binding, kind);
+  // Writes the reproducer of a finding as soon as it is the worst of its (op, binding, kind)
+  // (once every binding has run that case, so that it says what the others gave);
   // returns its folder (kept in ProbeFinding::repro).
   std::function<std::string(const ProbeFinding&)> reproducer;
 };
@@ -45,6 +46,8 @@ struct ProbeFinding : FindingCore {  // phase: forward, or update (op_type updat
   // inputs weight, gradient and state, outputs the new weight and state).
   Graph graph;
   Tensors inputs, reference_outputs, binding_outputs;
+  std::size_t worst_output = 0;  // the worst element (Score's), -1: none (crashes, hangs)
+  std::int64_t worst_index = -1;
   OptimizerConfig optimizer;
   long step = 0;
 };

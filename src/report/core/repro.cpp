@@ -138,10 +138,15 @@ std::string write_native_script(const fs::path& dir, const std::string& binding)
       nf->package, nf->framework, name);
 }
 
-// "class float32-limit: BASIS" and a line break, for a README; "" without a class.
+// "class float32-limit: BASIS" and a line break, for a README (with what the other frameworks
+// gave, when known); "" without a class.
 std::string class_line(const FindingCore& f) {
   if (f.cls == FindingClass::None) return "";
-  return fmt::format("class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
+  std::string line =
+      fmt::format("class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
+  if (!f.agreement.empty())
+    line += fmt::format("other frameworks on these inputs, {}\n", printable(f.agreement, 4000));
+  return line;
 }
 
 // "torch (2.15.0)": the binding and its framework's version, for a README's first line.

@@ -262,6 +262,8 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
   } else {
     md += fmt::format("{}\n\n", printable(f.detail, 4000));
   }
+  if (!f.agreement.empty())
+    md += fmt::format("Other frameworks on the same inputs, {}.\n\n", printable(f.agreement, 4000));
   md += "## Reproduce\n\n";
   if (!c.script.empty())
     md += fmt::format(
