@@ -4,7 +4,8 @@ and loads none for a reference run or a rejected file; plugins' manifests are wr
 again when a plugin changes; METAOP_PLUGIN_PATH puts a plugin in front of the bundled one; a
 file that is no plugin is named in the error of the binding it does not provide; a planted
 framework library loaded into MetaOp's process for a reference run would be caught; two
-LibTorches (torch, torch-1.13) in one run, each in its own worker, and refused in one process.
+LibTorches (torch, torch-1.13) in one run, each in its own worker, and refused in one process;
+--onednn-isa chooses oneDNN's kernels, and reproducers carry it.
 
 Usage: plugins_cli.py METAOP PLUGIN_DIR DATA_DIR WORK_DIR
 """
@@ -155,5 +156,47 @@ check(len(r.stderr.strip().splitlines()) == 1, "that error is one line", r.stder
 r = run(["run", f"{DATA}/tiny_cnn.onnx", "--bind", "torch", "--random-inputs"],
         env={"METAOP_PLUGIN_PATH": str(bad)})
 check(r.returncode == 0, "the bundled plugins still work beside a broken one", r.stderr)
+
+# --onednn-isa (bindings/dispatch.h): oneDNN's kernels chosen by ONEDNN_MAX_CPU_ISA. LogSoftmax of
+# tiny_cnn.onnx is within the error model on the CPU's own kernels and a defect on the SSE4.1
+# ones (19 ulp; the same bits in oneDNN 2.6 and 3.13); the reproducer records the variable,
+# `metaop repro` sets it again, and without it the finding is not reproduced.
+def check_json(name, *extra):
+    out = WORK / f"{name}.json"
+    r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", ONEDNN, "--samples", "2", "--json",
+             str(out), "--repro", str(WORK / name), *extra])
+    doc = json.loads(out.read_text()) if out.exists() else {"findings": []}
+    return r, [f for f in doc["findings"] if f["op_type"] == "LogSoftmax"]
+
+
+r, fs = check_json("isa_default")
+check(r.returncode == 0 and not fs, f"{ONEDNN}'s own kernels: no LogSoftmax finding",
+      r.stdout + r.stderr)
+r, fs = check_json("isa_sse41", "--onednn-isa", "sse41")
+check(r.returncode == 1 and len(fs) == 1 and fs[0].get("class") == "defect",
+      "--onednn-isa sse41: LogSoftmax is a defect", r.stdout + r.stderr)
+if fs and fs[0].get("repro"):
+    folder = pathlib.Path(fs[0]["repro"])
+    manifest = json.loads((folder / "repro.json").read_text())
+    check(manifest.get("environment") == {"ONEDNN_MAX_CPU_ISA": "SSE41"},
+          "repro.json records ONEDNN_MAX_CPU_ISA=SSE41", json.dumps(manifest)[:1500])
+    check("--onednn-isa sse41" in (folder / "README.txt").read_text(),
+          "the README's commands carry --onednn-isa sse41")
+    r = run(["repro", str(folder)])
+    check(r.returncode == 1 and r.stdout.startswith("reproduced"),
+          "metaop repro sets it again: reproduced", r.stdout + r.stderr)
+    del manifest["environment"]
+    (folder / "repro.json").write_text(json.dumps(manifest))
+    r = run(["repro", str(folder)])
+    check(r.returncode == 0 and r.stdout.startswith("not reproduced"),
+          "without it: not reproduced", r.stdout + r.stderr)
+    manifest["environment"] = {"LD_PRELOAD": "x.so"}
+    (folder / "repro.json").write_text(json.dumps(manifest))
+    r = run(["repro", str(folder)])
+    check(r.returncode == 2 and "LD_PRELOAD" in r.stderr, "another variable is refused: exit 2",
+          r.stdout + r.stderr)
+r = run(["check", f"{DATA}/tiny_cnn.onnx", "--bind", ONEDNN, "--onednn-isa", "sse3"])
+check(r.returncode == 2 and "--onednn-isa" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+      "--onednn-isa sse3: one line, exit 2", r.stderr)
 
 finish()

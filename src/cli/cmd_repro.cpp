@@ -12,6 +12,7 @@
 #include "analysis/core/minimize.h"
 #include "analysis/core/train_check.h"
 #include "analysis/core/triage.h"
+#include "bindings/dispatch.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "bindings/update_kernel.h"
@@ -311,6 +312,9 @@ ReproFolder read_folder(const ReproArgs& a) {
   r.manifest = (std::filesystem::path(a.dir) / "repro.json").string();
   r.m = read_repro_manifest(a.dir);
   r.binding = replay_binding(a, r.m, r.manifest);
+  // The kernels the finding was made on (--onednn-isa, --torch-isa), set before the worker
+  // starts.
+  apply_dispatch_environment(r.m.environment, r.manifest);
   for (const auto& s : r.m.inject) {
     FaultSpec f = parse_fault(s);
     if (f.binding.empty() || f.binding == r.binding) r.faults.push_back(f);

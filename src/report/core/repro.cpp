@@ -10,6 +10,7 @@
 #include "analysis/check/check.h"
 #include "analysis/core/train_check.h"
 #include "analysis/probe/probe.h"
+#include "bindings/dispatch.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
@@ -52,6 +53,8 @@ json manifest_head(const FindingCore& f, const std::string& node, const std::str
             {"inject", inject}};
   // The framework's version the finding was made with (torch and torch-1.13 are two LibTorches).
   if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
+  // The kernels it dispatched to, where a variable chose them (--onednn-isa, --torch-isa).
+  if (auto env = dispatch_environment(f.binding); !env.empty()) j["environment"] = env;
   if (f.cls != FindingClass::None) {
     j["class"] = to_string(f.cls);
     j["class_basis"] = f.class_basis;
@@ -75,6 +78,16 @@ std::optional<NativeFramework> native_framework(const std::string& binding) {
   // torch binding; any torch release, 1.13 for torch-1.13).
   if (binding == "torch" || binding == "torch-1.13") return NativeFramework{"torch", "torch"};
   return std::nullopt;
+}
+
+// The node's inputs, one per node input: `in` where defined, else the model's initializer.
+Tensors with_initializers(const Graph& g, const Node& node, Tensors in) {
+  in.resize(node.inputs.size());
+  for (std::size_t i = 0; i < node.inputs.size(); ++i)
+    if (!in[i].defined())
+      if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
+        in[i] = it->second;
+  return in;
 }
 
 // The node for a script that does not read model.onnx (PyTorch eager): its op, opset, every
@@ -136,6 +149,19 @@ std::string write_native_script(const fs::path& dir, const std::string& binding)
       "\nWithout MetaOp (needs Python 3 with numpy and {}; prints {}'s values, the exact ones\n"
       "and the error in ULPs; exit 1 while the finding reproduces):\n  python3 {}\n",
       nf->package, nf->framework, name);
+}
+
+// " --onednn-isa sse41": the options that set the dispatch variables `binding` runs under.
+std::string dispatch_args(const std::string& binding) {
+  std::string out;
+  auto env = dispatch_environment(binding);
+  for (const auto& v : dispatch_variables()) {
+    auto it = env.find(v.env);
+    if (it == env.end()) continue;
+    for (const auto& [name, value] : v.values)
+      if (value == it->second) out += fmt::format(" {} {}", v.option, name);
+  }
+  return out;
 }
 
 // "class float32-limit: BASIS" and a line break, for a README (with what the other frameworks
@@ -261,6 +287,53 @@ std::string save_node(json& j, const fs::path& dir, const Graph& h, const TrainF
       f.node, f.op_type, f.step, f.binding);
 }
 
+// What a script without MetaOp reads from repro.json: model.onnx's graph inputs in order with
+// their files (`feeds`), its outputs with the reference's and the binding's files (`outputs`),
+// and for PyTorch eager the node itself (`onnx_node`).
+void add_script_fields(json& manifest, const fs::path& dir, const Graph& g, const Finding& f,
+                       const json& reference) {
+  const Node& node = g.nodes[f.node];
+  manifest["feeds"] = json::array();
+  std::set<std::string> fed;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const json& file = manifest["files"]["inputs"][i];
+    if (!file.is_null() && fed.insert(node.inputs[i]).second)
+      manifest["feeds"].push_back({node.inputs[i], file});
+  }
+  manifest["outputs"] = json::array();
+  const json got = manifest["files"]["got"];
+  auto file_at = [](const json& list, std::size_t i) { return i < list.size() ? list[i] : json(); };
+  for (std::size_t i = 0; i < node.outputs.size(); ++i)
+    if (!node.outputs[i].empty())
+      manifest["outputs"].push_back({{"name", node.outputs[i]},
+                                     {"reference", file_at(reference, i)},
+                                     {"got", file_at(got, i)}});
+  if (auto nf = native_framework(f.binding); nf && std::string(nf->framework) == "torch")
+    manifest["onnx_node"] =
+        node_json(dir, g, node, manifest["files"]["inputs"], with_initializers(g, node, f.inputs));
+}
+
+// report.md's case: the node, its inputs (initializers included) and which came from files.
+TrackerCase tracker_case(const Graph& g, const Finding& f, const json& manifest) {
+  const Node& node = g.nodes[f.node];
+  TrackerCase tc;
+  tc.node = &node;
+  tc.opset = g.opset;
+  tc.inputs = with_initializers(g, node, f.inputs);
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const json& file = manifest["files"]["inputs"][i];
+    tc.fed.push_back(!file.is_null());
+    tc.input_files.push_back(file.is_null() ? "" : file.get<std::string>());
+  }
+  tc.reference = f.reference_outputs;
+  tc.got = f.binding_outputs;
+  if (auto nf = native_framework(f.binding)) {
+    tc.framework = nf->framework;
+    tc.script = fmt::format("reproduce_{}.py", safe_file_name(f.binding));
+  }
+  return tc;
+}
+
 }  // namespace
 
 std::string write_check_reproducer(const Graph& g, const Finding& f, const std::string& root,
@@ -268,6 +341,7 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
                                    const std::string& name) {
   std::string extra_args;
   for (const auto& s : inject) extra_args += " --inject " + shell_quote(s);
+  extra_args += dispatch_args(f.binding);
   const Node& node = g.nodes[f.node];
   json manifest = manifest_head(f, node.name, g.path, inject);
   fs::path dir =
@@ -287,54 +361,10 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
   input_args += extra_args;
   json reference = save_check_outputs(dir, node, f.reference_outputs, "reference");
   manifest["files"]["got"] = save_check_outputs(dir, node, f.binding_outputs, f.binding);
-  // For a script without MetaOp: model.onnx's graph inputs in order with their files, and its
-  // outputs with the reference's and the binding's files.
-  manifest["feeds"] = json::array();
-  std::set<std::string> fed;
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-    const json& file = manifest["files"]["inputs"][i];
-    if (!file.is_null() && fed.insert(node.inputs[i]).second)
-      manifest["feeds"].push_back({node.inputs[i], file});
-  }
-  manifest["outputs"] = json::array();
-  const json got = manifest["files"]["got"];
-  auto file_at = [](const json& list, std::size_t i) { return i < list.size() ? list[i] : json(); };
-  for (std::size_t i = 0; i < node.outputs.size(); ++i)
-    if (!node.outputs[i].empty())
-      manifest["outputs"].push_back({{"name", node.outputs[i]},
-                                     {"reference", file_at(reference, i)},
-                                     {"got", file_at(got, i)}});
-  if (auto nf = native_framework(f.binding); nf && std::string(nf->framework) == "torch") {
-    Tensors all = f.inputs;
-    all.resize(node.inputs.size());
-    for (std::size_t i = 0; i < node.inputs.size(); ++i)
-      if (!all[i].defined())
-        if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
-          all[i] = it->second;
-    manifest["onnx_node"] = node_json(dir, g, node, manifest["files"]["inputs"], all);
-  }
+  add_script_fields(manifest, dir, g, f, reference);
   write_file((dir / "repro.json").string(), dump_json(manifest));
   std::string native = write_native_script(dir, f.binding);
-  TrackerCase tc;
-  tc.node = &node;
-  tc.opset = g.opset;
-  tc.inputs = f.inputs;
-  tc.inputs.resize(node.inputs.size());
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-    const json& file = manifest["files"]["inputs"][i];
-    tc.fed.push_back(!file.is_null());
-    tc.input_files.push_back(file.is_null() ? "" : file.get<std::string>());
-    if (!tc.inputs[i].defined())
-      if (auto it = g.initializers.find(node.inputs[i]); it != g.initializers.end())
-        tc.inputs[i] = it->second;
-  }
-  tc.reference = f.reference_outputs;
-  tc.got = f.binding_outputs;
-  if (auto nf = native_framework(f.binding)) {
-    tc.framework = nf->framework;
-    tc.script = fmt::format("reproduce_{}.py", safe_file_name(f.binding));
-  }
-  write_file((dir / "report.md").string(), tracker_report(f, tc));
+  write_file((dir / "report.md").string(), tracker_report(f, tracker_case(g, f, manifest)));
   std::string b = shell_quote(f.binding);
   // Names and details are data: escaped, one line each; every command is one line.
   write_file(

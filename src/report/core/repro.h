@@ -59,6 +59,9 @@ struct ReproManifest {
   long step = 0;                      // update: the optimizer step
   nlohmann::json optimizer;           // update: the optimizer's settings (optimizer_from_json)
   std::vector<std::string> bfloat16;  // files (as named) stored as float32 for bfloat16 tensors
+  // The framework's dispatch variables the finding was made under (bindings/dispatch.h), as
+  // written: checked and set by `metaop repro`.
+  std::map<std::string, std::string> environment;
   // Role ("inputs", "outputs", "output_grads", "got") -> files in order: the name as written
   // and its path resolved inside the folder; nullopt for an omitted tensor.
   struct File {

@@ -86,6 +86,16 @@ ReproManifest parse_repro_manifest(const std::string& text, const std::string& d
   m.op_type = get_string(j, "op_type", label, false);
   m.inject = get_strings(j, "inject", label);
   m.bfloat16 = get_strings(j, "bfloat16", label);
+  if (auto env = j.find("environment"); env != j.end() && !env->is_null()) {
+    if (!env->is_object())
+      fail("{}: 'environment' is {}, expected an object", label, type_of(*env));
+    for (const auto& [name, value] : env->items()) {
+      if (!value.is_string())
+        fail("{}: 'environment.{}' is {}, expected a string", label, printable(name, 80),
+             type_of(value));
+      m.environment[name] = value.get<std::string>();
+    }
+  }
   if (m.phase == Phase::Update) {
     auto step = j.find("step");
     if (step == j.end() || !step->is_number_integer())

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/core/accuracy.h"
+#include "bindings/dispatch.h"
 #include "bindings/factory.h"
 #include "ops/registry.h"
 #include "tensor/text.h"
@@ -191,16 +192,21 @@ std::string cpu_description() {
       isa.empty() ? "none of SSE4.2 and later" : fmt::format("{}", fmt::join(isa, " ")));
 }
 
-std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
+namespace {
+
+// The output element the report is about, in words ("y[1, 0, 3]"); "" without one.
+std::string where_text(const TrackerCase& c, const Worst& w) {
   const Node& n = *c.node;
-  Worst w = worst_element(c.reference, c.got);
-  std::string version = binding_version(f.binding);
-  std::string who = c.framework.empty() ? f.binding : c.framework;
-  std::string where = w.index >= 0 && w.output < n.outputs.size()
-                          ? fmt::format("{}{}", printable(n.outputs[w.output], 200),
-                                        index_str(c.reference[w.output].shape(), w.index))
-                          : "";
-  // The inputs in the title: their values when there are a few, else their shapes.
+  if (w.index < 0 || w.output >= n.outputs.size()) return "";
+  return fmt::format("{}{}", printable(n.outputs[w.output], 200),
+                     index_str(c.reference[w.output].shape(), w.index));
+}
+
+// The title: the framework and version, the op, the value it gives against the exact one, and
+// the inputs (their values when there are a few, else those at the element).
+std::string title_text(const FindingCore& f, const TrackerCase& c, const Worst& w,
+                       const std::string& who) {
+  const Node& n = *c.node;
   std::int64_t fed_elements = 0;
   std::vector<std::string> short_inputs, shapes;
   for (std::size_t i = 0; i < c.inputs.size() && i < n.inputs.size(); ++i)
@@ -214,22 +220,65 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
     }
   std::string on = fed_elements <= 4 ? fmt::format("for {}", fmt::join(short_inputs, ", "))
                    : w.index >= 0
-                       ? fmt::format("at {} ({})", where,
+                       ? fmt::format("at {} ({})", where_text(c, w),
                                      describe_inputs(n, c.inputs, c.reference[w.output], w.index))
                        : fmt::format("on inputs of shapes {}", fmt::join(shapes, ", "));
-  // The version alone in the title ("1.31.1"); the build's words go under Versions.
-  std::string short_version = version.substr(0, version.find(" ("));
-  std::string title = w.index >= 0
-                          ? fmt::format("{} {}: {} gives {} {}, exact {} ({})", who, short_version,
-                                        n.op_type, num(w.got), on, num(w.ref), ulps_text(w))
-                          : fmt::format("{} {}: {} {}: {}", who, short_version, n.op_type,
-                                        to_string(f.kind), printable(f.detail, 300));
-  std::string md = fmt::format("# {}\n\n", title);
+  // The version alone ("1.31.1"); the build's words go under Versions.
+  std::string version = binding_version(f.binding);
+  version = version.substr(0, version.find(" ("));
+  if (w.index < 0)
+    return fmt::format("{} {}: {} {}: {}", who, version, n.op_type, to_string(f.kind),
+                       printable(f.detail, 300));
+  return fmt::format("{} {}: {} gives {} {}, exact {} ({})", who, version, n.op_type, num(w.got),
+                     on, num(w.ref), ulps_text(w));
+}
+
+std::string versions_section(const FindingCore& f, const TrackerCase& c, const std::string& who) {
+  std::string version = binding_version(f.binding);
+  std::string kernels;
+  for (const auto& [name, value] : dispatch_environment(f.binding))
+    kernels += fmt::format("- Kernels chosen by `{}={}`\n", name, value);
+  return fmt::format(
+      "## Versions\n\n- {} {} (MetaOp binding `{}`)\n- CPU: {}\n{}- ONNX opset {}\n\n", who,
+      version.empty() ? "(version unknown)" : version, f.binding, cpu_description(), kernels,
+      c.opset);
+}
+
+std::string observed_section(const FindingCore& f, const TrackerCase& c, const Worst& w,
+                             const std::string& who) {
+  const Node& n = *c.node;
+  std::string md = "## Observed and exact\n\n";
+  if (w.index < 0) return fmt::format("{}{}\n\n", md, printable(f.detail, 4000));
+  std::optional<double> exact = float64_value(c, w);
+  const Float32Definition* def = nullptr;
+  if (const MetaOp* op = OpRegistry::instance().find(n.op_type)) def = &op->float32;
+  md += fmt::format(
+      "| element | {} | exact, rounded to {} | exact in float64 | error |\n|---|---|---|---|---|\n"
+      "| `{}` | {} | {} | {} | {} |\n\n",
+      who, dtype_name(c.reference[w.output].dtype()), where_text(c, w), num(w.got), num(w.ref),
+      exact ? fmt::format("{:.17g}", *exact) : "-", ulps_text(w));
+  md += fmt::format(
+      "{} of {} output elements are off by more than 4 ULPs or differ, {} non-finite on one "
+      "side only. The exact value is the ONNX definition of {} evaluated in float64 on these "
+      "inputs (the reference of MetaOp){}.\n\n",
+      w.over4, w.elements, w.nonfinite, n.op_type,
+      def && !def->formula.empty()
+          ? fmt::format("; the class above compares the kernel with `{}` evaluated in float32",
+                        printable(def->formula, 300))
+          : "");
+  return md;
+}
+
+}  // namespace
+
+std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
+  const Node& n = *c.node;
+  Worst w = worst_element(c.reference, c.got);
+  std::string who = c.framework.empty() ? f.binding : c.framework;
+  std::string md = fmt::format("# {}\n\n", title_text(f, c, w, who));
   if (f.cls != FindingClass::None)
     md += fmt::format("**Class: {}.** {}\n\n", to_string(f.cls), printable(f.class_basis, 4000));
-  md += fmt::format("## Versions\n\n- {} {} (MetaOp binding `{}`)\n- CPU: {}\n- ONNX opset {}\n\n",
-                    who, version.empty() ? "(version unknown)" : version, f.binding,
-                    cpu_description(), c.opset);
+  md += versions_section(f, c, who);
   md += fmt::format("## The graph (model.onnx in this folder)\n\n```\n{}```\n\n", graph_text(c));
   md += "## Input\n\n";
   for (std::size_t i = 0; i < c.inputs.size() && i < n.inputs.size(); ++i)
@@ -238,30 +287,8 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
                         i < c.input_files.size() && !c.input_files[i].empty()
                             ? fmt::format(", file `{}`", c.input_files[i])
                             : "");
-  md += "\n## Observed and exact\n\n";
-  if (w.index >= 0) {
-    std::optional<double> exact = float64_value(c, w);
-    const Float32Definition* def = nullptr;
-    if (const MetaOp* op = OpRegistry::instance().find(n.op_type)) def = &op->float32;
-    md += fmt::format(
-        "| element | {} | exact, rounded to {} | exact in float64 | error "
-        "|\n|---|---|---|---|---|\n"
-        "| `{}` | {} | {} | {} | {} |\n\n",
-        who, dtype_name(c.reference[w.output].dtype()), where, num(w.got), num(w.ref),
-        exact ? fmt::format("{:.17g}", *exact) : "-", ulps_text(w));
-    md += fmt::format(
-        "{} of {} output elements are off by more than 4 ULPs or differ, {} non-finite on one "
-        "side only. "
-        "The exact value is the ONNX definition of {} evaluated in float64 on these inputs (the "
-        "reference of MetaOp){}.\n\n",
-        w.over4, w.elements, w.nonfinite, n.op_type,
-        def && !def->formula.empty()
-            ? fmt::format("; the class above compares the kernel with `{}` evaluated in float32",
-                          printable(def->formula, 300))
-            : "");
-  } else {
-    md += fmt::format("{}\n\n", printable(f.detail, 4000));
-  }
+  md += '\n';
+  md += observed_section(f, c, w, who);
   if (!f.agreement.empty())
     md += fmt::format("Other frameworks on the same inputs, {}.\n\n", printable(f.agreement, 4000));
   md += "## Reproduce\n\n";
@@ -270,7 +297,7 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
         "With {} and numpy alone, in this folder (exit 1 while it reproduces):\n\n```\npython3 "
         "{}\n```\n\n",
         who, c.script);
-  md += fmt::format("With MetaOp: `metaop repro .` (exit 1 while it reproduces).\n");
+  md += "With MetaOp: `metaop repro .` (exit 1 while it reproduces).\n";
   return md;
 }
 

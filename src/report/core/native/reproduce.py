@@ -237,6 +237,9 @@ def ulp_errors(got, exact):
 
 def main():
     manifest = json.load(open(os.path.join(HERE, "repro.json")))
+    # The variables that chose the framework's CPU kernels when the finding was made
+    # (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY), set before the framework is imported.
+    os.environ.update(manifest.get("environment", {}))
     feeds = {name: np.load(os.path.join(HERE, f)) for name, f in manifest["feeds"]}
     outputs = manifest["outputs"]
     try:
