@@ -103,13 +103,21 @@ sp48 = one_node("Softplus", "softplus48", in_shape=(4, 8))
 repro_root = os.path.join(WORK, "sp_repro")
 sp_json = os.path.join(WORK, "sp_big.json")
 p = subprocess.run([METAOP, "check", sp48, "--bind", "torch", "--input", big, "--inject",
-                    "Softplus:naive_f32@torch", "--json", sp_json, "--repro", repro_root],
+                    "Softplus:naive_f32@torch", "--json", sp_json, "--repro", repro_root,
+                    "--minimize"],
                    capture_output=True, text=True)
 out = p.stdout + p.stderr
 fs = json.load(open(sp_json))["findings"] if os.path.exists(sp_json) else []
 folder = fs[0].get("repro") if len(fs) == 1 else None
 check(folder and os.path.isdir(folder), "Softplus naive over [4, 8]: one finding, a reproducer",
       out)
+small = fs[0].get("minimized") if len(fs) == 1 else None
+check(small and os.path.isdir(small) and "minimized: " in out,
+      "check --minimize: the finding's minimized reproducer, in the JSON and on the console", out)
+if small:
+    m = json.load(open(os.path.join(small, "repro.json")))
+    check(np.load(os.path.join(small, m["files"]["inputs"][0])).size == 1,
+          "check --minimize: one input element", json.dumps(m)[:1000])
 if folder:
     small_root = os.path.join(WORK, "sp_min")
     p = subprocess.run([METAOP, "repro", folder, "--minimize", small_root], capture_output=True,

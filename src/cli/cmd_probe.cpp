@@ -84,51 +84,35 @@ ProbeOptions probe_options(const ProbeArgs& a) {
 }
 
 // --minimize: each numerical forward finding's reproducer minimized into REPRO/minimized
-// (repro_minimize.h); returns reproducer -> minimized folder. A reproducer that cannot be
-// minimized is said so on stderr, and the probe goes on.
-std::map<std::string, std::string> minimize_findings(const ProbeResult& r, int budget) {
-  std::map<std::string, std::string> out;
-  std::vector<const ProbeFinding*> todo;
-  for (const auto& f : r.findings)
+// (repro_minimize.h).
+void minimize_findings(ProbeResult& r, int budget) {
+  std::vector<ProbeFinding*> todo;
+  for (auto& f : r.findings)
     if (!f.repro.empty() && f.phase == Phase::Forward && f.numerical()) todo.push_back(&f);
   for (std::size_t k = 0; k < todo.size(); ++k) {
-    const std::string& repro = todo[k]->repro;
-    fmt::print(stderr, "probe: minimizing {} of {}: {}\n", k + 1, todo.size(), repro);
-    try {
-      MinimizedRepro m =
-          minimize_reproducer(repro, (std::filesystem::path(repro) / "minimized").string(), budget);
-      if (m.reproduced)
-        out[repro] = m.folder;
-      else
-        fmt::print(stderr, "probe: {}: {}\n", repro, m.summary);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "probe: minimizing {} failed: {}\n", repro, e.what());
-    }
+    fmt::print(stderr, "probe: minimizing {} of {}: {}\n", k + 1, todo.size(), todo[k]->repro);
+    todo[k]->minimized = minimize_in_place(todo[k]->repro, budget, "probe");
   }
-  return out;
 }
 
 // Prints each finding and returns them as JSON.
-nlohmann::json print_findings(const ProbeResult& r,
-                              const std::map<std::string, std::string>& minimized) {
+nlohmann::json print_findings(const ProbeResult& r) {
   nlohmann::json fs = nlohmann::json::array();
   for (const auto& f : r.findings) {
     const std::string& repro = f.repro;
-    auto small = minimized.find(repro);
     fmt::print("  {:<22} {:<7} {:<10} {:<13} {:>4} case(s)  worst: {} / {} score {}\n      {}\n",
                f.op_type, f.binding, f.kind, to_string(f.cls), f.cases, printable(f.test),
                f.pattern, fmt_score(f.score), printable(f.detail, 4000));
     if (!f.class_basis.empty()) fmt::print("      why {}: {}\n", to_string(f.cls), f.class_basis);
     if (!f.agreement.empty()) fmt::print("      others {}\n", printable(f.agreement, 4000));
     fmt::print("      {}\n", printable(repro, 4000));
-    if (small != minimized.end())
-      fmt::print("      minimized: {}\n", printable(small->second, 4000));
+    if (!f.minimized.empty()) fmt::print("      minimized: {}\n", printable(f.minimized, 4000));
     nlohmann::json o = finding_json(f);
     o["cases"] = f.cases;
     o["test"] = f.test;
     o["pattern"] = f.pattern;
     o["repro"] = repro;  // "" when none was written
-    if (small != minimized.end()) o["minimized"] = small->second;
+    if (!f.minimized.empty()) o["minimized"] = f.minimized;
     fs.push_back(o);
   }
   return fs;
@@ -140,8 +124,7 @@ int run(const ProbeArgs& a) {
   if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
   ProbeResult r = probe(opt);
   if (opt.progress) fmt::print(stderr, "\r\033[K");
-  std::map<std::string, std::string> minimized;
-  if (a.minimize) minimized = minimize_findings(r, a.minimize_budget);
+  if (a.minimize) minimize_findings(r, a.minimize_budget);
 
   fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
              r.counts.size(), fmt::join(opt.bindings, ", "));
@@ -149,7 +132,7 @@ int run(const ProbeArgs& a) {
   j["schema"] = "metaop-probe/1";
   j["cases"] = r.cases;
   j["counts"] = r.counts;
-  j["findings"] = print_findings(r, minimized);
+  j["findings"] = print_findings(r);
   j["classes"] = class_tally(r.findings);
   bool fails = false;
   for (const auto& f : r.findings) fails = fails || fails_run(f, a.fail_on_float32_limit);

@@ -364,6 +364,18 @@ MinimizedRepro minimize_reproducer(const std::string& dir, const std::string& ou
   return minimize_node(a, rf.m, rf.manifest, rf.binding, rf.faults, role_files(rf.m, "inputs"));
 }
 
+std::string minimize_in_place(const std::string& repro, int budget, const std::string& what) {
+  try {
+    MinimizedRepro m =
+        minimize_reproducer(repro, (std::filesystem::path(repro) / "minimized").string(), budget);
+    if (m.reproduced) return m.folder;
+    fmt::print(stderr, "{}: {}: {}\n", what, repro, m.summary);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: minimizing {} failed: {}\n", what, repro, e.what());
+  }
+  return "";
+}
+
 void add_repro_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<ReproArgs>();
   auto* cmd = app.add_subcommand(

@@ -19,4 +19,9 @@ struct MinimizedRepro {
 MinimizedRepro minimize_reproducer(const std::string& dir, const std::string& out_root, int budget,
                                    const std::string& bind = "");
 
+// --minimize of check and probe: `repro` minimized into REPRO/minimized; returns that folder,
+// "" when the finding did not show again or could not be minimized (said on stderr, with
+// `what` naming the command: the run goes on).
+std::string minimize_in_place(const std::string& repro, int budget, const std::string& what);
+
 }  // namespace metaop::cli

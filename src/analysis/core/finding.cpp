@@ -107,6 +107,7 @@ nlohmann::json verified_finding_json(const FindingCore& f) {
   j["verified"] = f.verified;
   j["verification"] = f.verification;
   j["repro"] = f.repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.repro);
+  if (!f.minimized.empty()) j["minimized"] = f.minimized;
   return j;
 }
 

@@ -53,6 +53,7 @@ struct FindingCore {
   bool verified = false;     // by replacement (check, train --check)
   std::string verification;  // how the verification went, in words
   std::string repro;         // the reproducer's folder, when written
+  std::string minimized;     // its minimized copy's folder (--minimize), when written
   FindingClass cls = FindingClass::None;
   std::string class_basis;  // why, in words: the float32 evaluation's value, the convention
   // What the other frameworks of the run give at the worst element on the same inputs, in words

@@ -108,6 +108,8 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
       fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
                  printable(f.verification, 4000), f.model_error_before, f.model_error_after);
     if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
+    if (!f.minimized.empty())
+      fmt::print(out, "      minimized: {}\n", printable(f.minimized, 4000));
     if (!f.across_versions.empty())
       fmt::print(out, "      across versions: {}\n", f.across_versions);
   }
