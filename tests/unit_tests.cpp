@@ -13,6 +13,7 @@
 #include "analysis/core/across_versions.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_static.h"
+#include "analysis/whole_graph/whole_graph.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
@@ -358,4 +359,23 @@ TEST(AcrossVersions, OneChangeAlongTheVersionsIsFixedOrNew) {
   EXPECT_EQ(across_versions_word({S::Present, S::Absent, S::Present}), "mixed");
   // A version that did not run the node says nothing either way.
   EXPECT_EQ(across_versions_word({S::NotRun, S::Present}), "mixed");
+}
+
+// Whole-graph verdicts count non-finite values in absolute terms beside the mismatches: of 4
+// elements, the whole run has 3 non-finite (2 where the reference is finite), node by node 1,
+// the reference 1.
+TEST(WholeGraph, NonFiniteValuesAreCountedInAbsoluteTerms) {
+  auto t = [](const std::vector<double>& v) {
+    return Tensor::from_f64(v, {static_cast<std::int64_t>(v.size())}, DType::Float32);
+  };
+  Tensor ref = t({1, 2, INFINITY, 4}), nbn = t({1, 2, INFINITY, 4});
+  Tensor whole = t({1, NAN, INFINITY, INFINITY});
+  TensorVerdict v = judge_tensor("y", whole, nbn, ref, 16);
+  EXPECT_EQ(v.elements, 4);
+  EXPECT_EQ(v.whole_nonfinite_values, 3);
+  EXPECT_EQ(v.nbn_nonfinite_values, 1);
+  EXPECT_EQ(v.ref_nonfinite_values, 1);
+  EXPECT_EQ(v.whole_nonfinite, 2);
+  EXPECT_EQ(v.nbn_nonfinite, 0);
+  EXPECT_TRUE(v.bad);
 }

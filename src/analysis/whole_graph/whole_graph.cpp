@@ -50,6 +50,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+std::int64_t nonfinite_values(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return 0;
+  auto v = t.to_f64();
+  return std::count_if(v.begin(), v.end(), [](double e) { return !std::isfinite(e); });
+}
+
+}  // namespace
+
 TensorVerdict judge_tensor(const std::string& name, const Tensor& whole, const Tensor& nbn,
                            const Tensor& ref, double factor) {
   TensorVerdict v;
@@ -73,6 +83,10 @@ TensorVerdict judge_tensor(const std::string& name, const Tensor& whole, const T
   }
   if (w.dtype() != ref.dtype()) w = w.to(ref.dtype());
   Drift dw = drift(w, ref), dn = drift(nbn, ref);
+  v.elements = ref.numel();
+  v.whole_nonfinite_values = nonfinite_values(w);
+  v.nbn_nonfinite_values = nonfinite_values(nbn);
+  v.ref_nonfinite_values = nonfinite_values(ref);
   v.whole = dw.rel;
   v.node_by_node = dn.rel;
   v.whole_nonfinite = dw.nonfinite;

@@ -34,7 +34,10 @@ struct TensorVerdict {
   std::string value;
   double whole = 0, node_by_node = 0;  // normwise relative errors against the reference
   double yardstick = 0;                // max(node_by_node, floor)
-  std::int64_t whole_nonfinite = 0, nbn_nonfinite = 0;
+  std::int64_t whole_nonfinite = 0, nbn_nonfinite = 0;  // non-finite on one side only
+  // In absolute terms: the elements, and the non-finite values of each run and the reference.
+  std::int64_t elements = 0;
+  std::int64_t whole_nonfinite_values = 0, nbn_nonfinite_values = 0, ref_nonfinite_values = 0;
   std::string mismatch;  // shape or dtype the reference does not have
   bool bad = false;
 };

@@ -54,10 +54,12 @@ std::map<std::string, NodeSeries> series(const CheckResult& r) {
 
 }  // namespace
 
-void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
-  auto ser = series(r);
-  fmt::print(out, "{}: {} nodes, opset {}; {} sample(s); bindings: {}\n", printable(r.model),
-             g.nodes.size(), g.opset, r.samples, fmt::join(r.bindings, ", "));
+namespace {
+
+// Per binding: nodes, fallbacks to the reference, the worst local score, the output drift and
+// the time against the reference's.
+void print_binding_table(std::FILE* out, const CheckResult& r,
+                         std::map<std::string, NodeSeries>& ser) {
   fmt::print(out, "\n{:<10} {:>6} {:>9} {:>12} {:>14} {:>10} {:>8}\n", "binding", "nodes",
              "fallback", "worst local", "output drift", "time [ms]", "x ref");
   double ref_time = 0;
@@ -81,6 +83,50 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
                b == "reference" ? "-" : fmt::format("{:.3g}", out_drift), total * 1e3,
                ref_time > 0 ? total / ref_time : 0.0);
   }
+}
+
+// One finding's lines: what, where, the worst element, class, verification, its folders.
+void print_finding(std::FILE* out, const Finding& f) {
+  fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding, printable(f.node_name),
+             printable(f.op_type, 64), fmt_score(f.score),
+             f.verified ? "  verified" : "  not verified");
+  fmt::print(out, "      {}\n", printable(f.detail, 4000));
+  if (f.cls != FindingClass::None)
+    fmt::print(out, "      class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
+  if (!f.verification.empty() && f.numerical())
+    fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
+               printable(f.verification, 4000), f.model_error_before, f.model_error_after);
+  if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
+  if (!f.minimized.empty()) fmt::print(out, "      minimized: {}\n", printable(f.minimized, 4000));
+  if (!f.across_versions.empty()) fmt::print(out, "      across versions: {}\n", f.across_versions);
+}
+
+// The five slowest nodes per framework binding, with the reference's time for scale.
+void print_slowest(std::FILE* out, const Graph& g, const CheckResult& r,
+                   std::map<std::string, NodeSeries>& ser) {
+  for (const auto& b : r.bindings) {
+    const auto& ns = ser[b];
+    std::vector<std::size_t> nodes = ns.order;
+    std::sort(nodes.begin(), nodes.end(),
+              [&](auto x, auto y) { return ns.seconds.at(x) > ns.seconds.at(y); });
+    nodes.resize(std::min<std::size_t>(nodes.size(), 5));
+    fmt::print(out, "\nslowest nodes under {}:\n", b);
+    for (auto n : nodes) {
+      double ref = ser["reference"].seconds.count(n) ? ser["reference"].seconds.at(n) : 0;
+      fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  {:>8.2f} MB peak  (reference {:.3f} ms)\n",
+                 printable(g.nodes[n].name, 80), printable(g.nodes[n].op_type, 64),
+                 ns.seconds.at(n) * 1e3, ns.peak_mb.at(n), ref * 1e3);
+    }
+  }
+}
+
+}  // namespace
+
+void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
+  auto ser = series(r);
+  fmt::print(out, "{}: {} nodes, opset {}; {} sample(s); bindings: {}\n", printable(r.model),
+             g.nodes.size(), g.opset, r.samples, fmt::join(r.bindings, ", "));
+  print_binding_table(out, r, ser);
   std::size_t defects = 0;
   for (const auto& f : r.findings) defects += f.defect();
   fmt::print(out, "\n{} finding(s){}", r.findings.size(), class_counts(r.findings));
@@ -98,20 +144,7 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
       fmt::print(out, "  ... {} more findings (see --json / --report)\n", defects - 30);
       break;
     }
-    fmt::print(out, "  {:<11} {:<9} {} ({})  score {}{}\n", f.kind, f.binding,
-               printable(f.node_name), printable(f.op_type, 64), fmt_score(f.score),
-               f.verified ? "  verified" : "  not verified");
-    fmt::print(out, "      {}\n", printable(f.detail, 4000));
-    if (f.cls != FindingClass::None)
-      fmt::print(out, "      class {}: {}\n", to_string(f.cls), printable(f.class_basis, 4000));
-    if (!f.verification.empty() && f.numerical())
-      fmt::print(out, "      {} (model output error {:.3g} -> {:.3g})\n",
-                 printable(f.verification, 4000), f.model_error_before, f.model_error_after);
-    if (!f.repro.empty()) fmt::print(out, "      reproducer: {}\n", printable(f.repro, 4000));
-    if (!f.minimized.empty())
-      fmt::print(out, "      minimized: {}\n", printable(f.minimized, 4000));
-    if (!f.across_versions.empty())
-      fmt::print(out, "      across versions: {}\n", f.across_versions);
+    print_finding(out, f);
   }
   for (const auto& [b, ops] : unsupported) {
     std::vector<std::string> items;
@@ -121,21 +154,7 @@ void print_check_summary(std::FILE* out, const Graph& g, const CheckResult& r) {
   }
   for (const auto& [where, what] : r.fault_log)
     fmt::print(out, "  injected {}: {}\n", printable(where), printable(what, 4000));
-  // Slowest nodes per framework binding, with the reference's time for scale.
-  for (const auto& b : r.bindings) {
-    const auto& ns = ser[b];
-    std::vector<std::size_t> nodes = ns.order;
-    std::sort(nodes.begin(), nodes.end(),
-              [&](auto x, auto y) { return ns.seconds.at(x) > ns.seconds.at(y); });
-    nodes.resize(std::min<std::size_t>(nodes.size(), 5));
-    fmt::print(out, "\nslowest nodes under {}:\n", b);
-    for (auto n : nodes) {
-      double ref = ser["reference"].seconds.count(n) ? ser["reference"].seconds.at(n) : 0;
-      fmt::print(out, "  {:<40} {:<18} {:>9.3f} ms  {:>8.2f} MB peak  (reference {:.3f} ms)\n",
-                 printable(g.nodes[n].name, 80), printable(g.nodes[n].op_type, 64),
-                 ns.seconds.at(n) * 1e3, ns.peak_mb.at(n), ref * 1e3);
-    }
-  }
+  print_slowest(out, g, r, ser);
 }
 
 nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {

@@ -23,11 +23,17 @@ std::string fmt_rel(double v) {
 
 std::string describe(const TensorVerdict& t) {
   if (!t.mismatch.empty()) return fmt::format("'{}': {}", t.value, t.mismatch);
+  // Non-finite values in absolute terms: how many of the output's elements each run gives, and
+  // how many of those the reference does not have.
+  std::string nonfinite;
+  if (t.whole_nonfinite_values || t.nbn_nonfinite_values || t.ref_nonfinite_values)
+    nonfinite = fmt::format(
+        "; non-finite values: {} of {} whole ({} where the reference is finite or the reverse), "
+        "{} node by node ({}), {} in the reference",
+        t.whole_nonfinite_values, t.elements, t.whole_nonfinite, t.nbn_nonfinite_values,
+        t.nbn_nonfinite, t.ref_nonfinite_values);
   return fmt::format("'{}': whole {} vs node-by-node {} (yardstick {}){}", t.value,
-                     fmt_rel(t.whole), fmt_rel(t.node_by_node), fmt_rel(t.yardstick),
-                     t.whole_nonfinite > t.nbn_nonfinite
-                         ? fmt::format(", {} non-finite mismatches", t.whole_nonfinite)
-                         : "");
+                     fmt_rel(t.whole), fmt_rel(t.node_by_node), fmt_rel(t.yardstick), nonfinite);
 }
 
 nlohmann::json tensor_json(const TensorVerdict& t) {
@@ -37,6 +43,10 @@ nlohmann::json tensor_json(const TensorVerdict& t) {
           {"yardstick", json_number(t.yardstick)},
           {"whole_nonfinite", t.whole_nonfinite},
           {"node_by_node_nonfinite", t.nbn_nonfinite},
+          {"elements", t.elements},
+          {"whole_nonfinite_values", t.whole_nonfinite_values},
+          {"node_by_node_nonfinite_values", t.nbn_nonfinite_values},
+          {"reference_nonfinite_values", t.ref_nonfinite_values},
           {"mismatch", t.mismatch},
           {"bad", t.bad}};
 }
