@@ -46,8 +46,7 @@ struct CheckArgs {
   int threads = 1;
   bool no_verify = false;
   bool fail_on_float32_limit = false;
-  bool minimize = false;  // --minimize: each numerical finding's reproducer minimized too
-  int minimize_budget = 400;
+  MinimizeArgs minimize;
   std::string bind_note;  // default_bindings' note, printed once the options are checked
   BindingOptions binding_opts;
   bool whole_graph = false;
@@ -196,12 +195,7 @@ int run(const CheckArgs& a) {
     if (f.verified &&
         (f.numerical() || f.kind == FindingKind::Crash || f.kind == FindingKind::Hang))
       f.repro = write_check_reproducer(g, f, repro_root, a.inject);
-  if (a.minimize)
-    for (auto& f : r.findings)
-      if (!f.repro.empty() && f.numerical()) {
-        fmt::print(stderr, "check: minimizing {}\n", f.repro);
-        f.minimized = minimize_in_place(f.repro, a.minimize_budget, "check");
-      }
+  minimize_findings(r.findings, a.minimize, "check");
   print_check_summary(stdout, g, r);
   std::optional<WholeGraphResult> whole;
   if (a.whole_graph) whole = run_whole_graph(a, g, samples, repro_root, wopt);
@@ -244,13 +238,7 @@ void add_check_command(CLI::App& app, Action& action) {
   cmd->add_option("--threads", a->threads, "Intra-op threads of the framework bindings")
       ->capture_default_str();
   cmd->add_flag("--no-verify", a->no_verify, "Skip verification by replacement");
-  cmd->add_flag("--minimize", a->minimize,
-                "Minimize each numerical finding's reproducer (delta debugging over its inputs' "
-                "shapes and values, as metaop repro --minimize) into REPRO/minimized");
-  cmd->add_option("--minimize-budget", a->minimize_budget,
-                  "Runs of the binding --minimize may make per finding")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+  add_minimize_options(cmd, a->minimize);
   cmd->add_flag("--fail-on-float32-limit", a->fail_on_float32_limit,
                 "Exit 1 on float32-limit findings too (default: on defect and untriaged ones)");
   add_binding_options(cmd, a->binding_opts);

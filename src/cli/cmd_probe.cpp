@@ -39,8 +39,7 @@ struct ProbeArgs {
   std::string journal;  // default OUT/journal.jsonl
   bool resume = false;
   bool fail_on_float32_limit = false;
-  bool minimize = false;  // --minimize: each forward finding's reproducer minimized too
-  int minimize_budget = 400;
+  MinimizeArgs minimize;
   std::string bind_note;  // default_bindings' note, printed once the options are checked
 };
 
@@ -83,18 +82,6 @@ ProbeOptions probe_options(const ProbeArgs& a) {
   return opt;
 }
 
-// --minimize: each numerical forward finding's reproducer minimized into REPRO/minimized
-// (repro_minimize.h).
-void minimize_findings(ProbeResult& r, int budget) {
-  std::vector<ProbeFinding*> todo;
-  for (auto& f : r.findings)
-    if (!f.repro.empty() && f.phase == Phase::Forward && f.numerical()) todo.push_back(&f);
-  for (std::size_t k = 0; k < todo.size(); ++k) {
-    fmt::print(stderr, "probe: minimizing {} of {}: {}\n", k + 1, todo.size(), todo[k]->repro);
-    todo[k]->minimized = minimize_in_place(todo[k]->repro, budget, "probe");
-  }
-}
-
 // Prints each finding and returns them as JSON.
 nlohmann::json print_findings(const ProbeResult& r) {
   nlohmann::json fs = nlohmann::json::array();
@@ -124,7 +111,7 @@ int run(const ProbeArgs& a) {
   if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
   ProbeResult r = probe(opt);
   if (opt.progress) fmt::print(stderr, "\r\033[K");
-  if (a.minimize) minimize_findings(r, a.minimize_budget);
+  minimize_findings(r.findings, a.minimize, "probe");
 
   fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,
              r.counts.size(), fmt::join(opt.bindings, ", "));
@@ -172,13 +159,7 @@ void add_probe_command(CLI::App& app, Action& action) {
                 "their counts and findings are read back");
   cmd->add_flag("--fail-on-float32-limit", a->fail_on_float32_limit,
                 "Exit 1 on float32-limit findings too (default: on defect and untriaged ones)");
-  cmd->add_flag("--minimize", a->minimize,
-                "Minimize each forward finding's reproducer (delta debugging over its inputs' "
-                "shapes and values, as metaop repro --minimize) into REPRO/minimized");
-  cmd->add_option("--minimize-budget", a->minimize_budget,
-                  "Runs of the binding --minimize may make per finding")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+  add_minimize_options(cmd, a->minimize);
   add_binding_options(cmd, a->binding_opts);
   cmd->callback([a, bind, &action] {
     if (!bind->count()) a->bind = default_bindings(a->bind, a->bind_note);

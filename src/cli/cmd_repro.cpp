@@ -376,6 +376,16 @@ std::string minimize_in_place(const std::string& repro, int budget, const std::s
   return "";
 }
 
+void add_minimize_options(CLI::App* cmd, MinimizeArgs& m) {
+  cmd->add_flag("--minimize", m.on,
+                "Minimize each numerical forward finding's reproducer (delta debugging over its "
+                "inputs' shapes and values, as metaop repro --minimize) into REPRO/minimized");
+  cmd->add_option("--minimize-budget", m.budget,
+                  "Runs of the binding --minimize may make per finding")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+}
+
 void add_repro_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<ReproArgs>();
   auto* cmd = app.add_subcommand(

@@ -178,6 +178,16 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
   return m.SerializeAsString();
 }
 
+std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec& spec,
+                        const std::string& graph_name) {
+  Graph g;
+  g.path = node.label();
+  g.name = graph_name;
+  g.opset = opset;
+  g.nodes = {node};
+  return export_subgraph(g, spec);
+}
+
 std::string with_initializers(const std::string& path,
                               const std::map<std::string, Tensor>& values) {
   std::ifstream f(path, std::ios::binary);

@@ -48,6 +48,10 @@ struct SubgraphSpec {
 
 // A standalone, checker-valid ONNX model (serialized) of the chosen nodes.
 std::string export_subgraph(const Graph& g, const SubgraphSpec& spec);
+// The node alone as such a model (graph `graph_name`, at `opset`; spec.nodes is {0}), as the
+// bindings that import ONNX run a node.
+std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec& spec,
+                        const std::string& graph_name);
 void write_file(const std::string& path, const std::string& bytes);
 
 // The model file at `path` with the given initializers' values replaced (written inline, also

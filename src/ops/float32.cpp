@@ -18,6 +18,7 @@
 #include "ops/conventions.h"
 #include "ops/kernel_util.h"
 #include "ops/linear_util.h"
+#include "ops/norm_util.h"
 #include "ops/params.h"
 #include "ops/window.h"
 
@@ -295,23 +296,8 @@ Tensors lrn_f32(const KernelContext& c, const Tensors& in, SumOrder) {
   const Tensor& x = input(c, in, 0);
   float alpha = static_cast<float>(attr_f(c, "alpha")),
         beta = static_cast<float>(attr_f(c, "beta")), bias = static_cast<float>(attr_f(c, "bias"));
-  std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
-  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
-  auto v = f32(x);
-  std::vector<float> y(v.size());
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t ch = 0; ch < C; ++ch)
-      for (std::int64_t j = 0; j < S; ++j) {
-        float sq = 0;
-        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
-             ++k) {
-          float e = v[(n * C + k) * S + j];
-          sq += e * e;
-        }
-        std::int64_t i = (n * C + ch) * S + j;
-        y[i] = v[i] / std::pow(bias + alpha / static_cast<float>(size) * sq, beta);
-      }
+  auto y = lrn_values(f32(x), N, C, S, c.node.attr_i("size"), alpha, beta, bias);
   return {from_f32(y, x.shape(), x.dtype())};
 }
 

@@ -57,23 +57,8 @@ Tensors lrn(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   require_float(c, x, "input");
   double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta"), bias = attr_f(c, "bias");
-  std::int64_t size = c.node.attr_i("size");
   std::int64_t N = x.dim(0), C = x.dim(1), S = x.numel() / std::max<std::int64_t>(N * C, 1);
-  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // floor and ceil of (size-1)/2
-  auto vx = x.to_f64();
-  std::vector<double> y(vx.size());
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t ch = 0; ch < C; ++ch)
-      for (std::int64_t j = 0; j < S; ++j) {
-        double sq = 0;
-        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
-             ++k) {
-          double v = vx[(n * C + k) * S + j];
-          sq += v * v;
-        }
-        std::int64_t i = (n * C + ch) * S + j;
-        y[i] = vx[i] / std::pow(bias + alpha / static_cast<double>(size) * sq, beta);
-      }
+  auto y = lrn_values(x.to_f64(), N, C, S, c.node.attr_i("size"), alpha, beta, bias);
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
 

@@ -4,6 +4,8 @@
 // between elements, groups and parameters.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -89,5 +91,29 @@ DangerZone zero_variance(const danger::Groups& groups, std::string condition);
 
 // LayerNormalization, MeanVarianceNormalization and LRN (norm_layer.cpp).
 void register_layer_norm_ops(OpRegistry& r);
+
+// LRN over the channels of x laid out [N, C, S] (S: the product of the other dims), computed in
+// T: y = x / (bias + alpha / size * square_sum)^beta, the square sum over the window of `size`
+// channels around each (floor((size-1)/2) before, ceil after). The reference runs it in double,
+// its float32 evaluation (ops/float32.cpp) in float.
+template <typename T>
+std::vector<T> lrn_values(const std::vector<T>& x, std::int64_t N, std::int64_t C, std::int64_t S,
+                          std::int64_t size, T alpha, T beta, T bias) {
+  std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  std::vector<T> y(x.size());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t j = 0; j < S; ++j) {
+        T sq = 0;
+        for (std::int64_t k = std::max<std::int64_t>(0, ch - lo); k <= std::min(C - 1, ch + hi);
+             ++k) {
+          T v = x[static_cast<std::size_t>((n * C + k) * S + j)];
+          sq += v * v;
+        }
+        auto i = static_cast<std::size_t>((n * C + ch) * S + j);
+        y[i] = x[i] / std::pow(bias + alpha / static_cast<T>(size) * sq, beta);
+      }
+  return y;
+}
 
 }  // namespace metaop

@@ -236,16 +236,7 @@ Tensors ImportBinding::forward(const Node& node, std::int64_t opset, const Tenso
   key += fmt::format("{}", fmt::join(outputs, ","));
   const std::string what = fmt::format("{}: {}", node.label(), name());
   std::uint32_t id = st.session(
-      key, level,
-      [&] {
-        Graph g;
-        g.path = node.label();
-        g.name = "metaop_node";
-        g.opset = opset;
-        g.nodes = {n};
-        return export_subgraph(g, spec);
-      },
-      what);
+      key, level, [&] { return export_node(n, opset, spec, "metaop_node"); }, what);
   Tensors got = st.process.run(id, feeds, outputs, what);
   Tensors result;
   std::size_t k = 0;

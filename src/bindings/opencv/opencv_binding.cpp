@@ -161,16 +161,6 @@ SubgraphSpec opencv_spec(const Node& node, const Tensors& inputs) {
   return spec;
 }
 
-// The node as a one-node model, as OpenCV's importer reads it.
-std::string export_for_opencv(const Node& node, std::int64_t opset, const SubgraphSpec& spec) {
-  Graph g;
-  g.path = node.label();
-  g.name = "metaop_opencv";
-  g.opset = opset;
-  g.nodes = {node};
-  return export_subgraph(g, spec);
-}
-
 // One output blob as a tensor of the node's output `o`.
 Tensor from_opencv_output(const Node& node, const std::string& o, const cv::Mat& m,
                           const Graph& exported) {
@@ -236,7 +226,7 @@ Tensors run_opencv(const Node& node, std::int64_t opset, const Tensors& inputs) 
   (void)quiet;
   check_opencv_inputs(node, inputs);
   SubgraphSpec spec = opencv_spec(node, inputs);
-  std::string bytes = export_for_opencv(node, opset, spec);
+  std::string bytes = export_node(node, opset, spec, "metaop_opencv");
   std::string key = signature(bytes);
   try {
     return forward_net(net_for(key, bytes, node), node, inputs, spec);
