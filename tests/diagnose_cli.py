@@ -3,7 +3,9 @@
 setups of bench/diagnose/make_setups.py and their fixed twins: every symptom kind shows where it
 is planted, each fault gets the right category and place, the model-or-framework split calls a
 planted kernel fault `framework` (its reproducer reproduces it) and a too-high learning rate
-not, repairs verify and are written out, twins stay healthy, bad usage exits 2.
+not, repairs verify and are written out, twins stay healthy; faults that leave the loss at the
+trivial predictor's level (labels apart from their inputs, weight decay, target scale, momentum,
+a flipped gradient or update) are named, and no repair is verified there; bad usage exits 2.
 
 Usage: diagnose_cli.py METAOP WORK_DIR
 """
@@ -19,7 +21,9 @@ METAOP, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_zero_layer",
          "init_large_tanh", "deep_sigmoid_mlp", "data_labels_from_one", "loss_double_softmax",
-         "loss_bce_on_logits", "framework_nan_relu"]
+         "loss_bce_on_logits", "framework_nan_relu", "data_labels_sorted", "hp_weight_decay_typo",
+         "data_target_scale", "hp_momentum_above_one", "framework_grad_sign_gemm",
+         "framework_update_sign_adam"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -195,7 +199,57 @@ check(rc == 1 and "nonfinite_loss" in {s["kind"] for s in dg.get("symptoms", [])
 check(all(len(w["grad_norm"]) == 60 for w in docs["lr_low_sgd_mlp"]["monitors"]["weights"]),
       "per-step gradient norms of every weight in the JSON")
 
-# 5. Bad usage: exit 2 naming the culprit.
+# 5. Faults that leave no NaN and no textbook symptom: the loss ends at the trivial predictor's
+#    level (chance_level), and a repair is verified only below it.
+def hollow(doc):
+    """Repairs called verified whose loss ends at the trivial predictor's level."""
+    return [r["change"] for r in doc.get("repairs", []) if r["verified"] and
+            not r["loss_last_quarter"] < 0.8 * r["trivial_loss"]]
+
+
+rc, out, doc = diagnose("data_labels_sorted")
+got = top(doc)
+check(rc == 1 and "chance_level" in kinds(doc) and got.get("category") == "data" and
+      got.get("input") == "labels" and "sorted" in got.get("evidence", "") and
+      doc.get("small_batch", {}).get("fitted") is True and
+      not any(r["verified"] for r in doc.get("repairs", [])),
+      f"labels sorted apart from their inputs: data labels (the model fits a small batch), no "
+      f"repair verified ({got.get('place')}; repairs {[r['result'] for r in doc.get('repairs', [])]})",
+      out)
+for name, expect in [("hp_weight_decay_typo", {"category": "hyperparameter",
+                                               "hyperparameter": "weight_decay"}),
+                     ("data_target_scale", {"category": "data", "input": "labels"}),
+                     ("hp_momentum_above_one", {"category": "hyperparameter",
+                                                "hyperparameter": "momentum"})]:
+    rc, out, doc = diagnose(name)
+    got = top(doc)
+    check(rc == 1 and all(got.get(k) == v for k, v in expect.items()) and
+          got.get("fix_verified") and not hollow(doc),
+          f"{name}: {expect}, its fix verified below the trivial predictor's loss "
+          f"({got.get('place')}: {got.get('fix_result')}; hollow {hollow(doc)})", out)
+    if name == "hp_momentum_above_one":
+        check("warning: --momentum 1.1" in out, "momentum above 1 runs, with a warning", out)
+# The two planted framework faults without NaN: named with their node, phase and binding.
+gemm = SETUPS["framework_grad_sign_gemm"]["expect"]["node"]
+for name, where in [("framework_grad_sign_gemm", {"node": gemm, "phase": "backward"}),
+                    ("framework_update_sign_adam", {"weight": "2.weight", "phase": "update"})]:
+    rc, out, doc = diagnose(name)
+    got = top(doc)
+    check(rc == 1 and got.get("category") == "framework" and got.get("binding") == "torch" and
+          all(got.get(k) == v for k, v in where.items()) and got.get("fix_verified"),
+          f"{name}: the framework's {where} under torch ({got.get('category')} "
+          f"{got.get('place')}: {got.get('evidence', '')[:200]})", out)
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
+          out)
+# No verified repair of any setup above ends at the trivial predictor's level.
+for f in sorted(os.listdir(WORK)):
+    if f.endswith("_diagnose.json"):
+        d = json.load(open(os.path.join(WORK, f)))
+        check(not hollow(d), f"{f}: no repair verified at the trivial predictor's level "
+              f"({hollow(d)})")
+
+# 6. Bad usage: exit 2 naming the culprit.
 s = SETUPS["lr_high_sgd_mlp"]
 base = [os.path.join(WORK, s["model"] + ".onnx"), "--data", os.path.join(WORK, s["data"] + "_x.npy"),
         "--labels", os.path.join(WORK, s["data"] + "_y.npy")]

@@ -170,3 +170,58 @@ TEST(Diagnose, StaticChecksFeatureScaleLabelsAndTheOutputAgainstTheLoss) {
   ASSERT_EQ(c.layers.size(), 1u);
   EXPECT_NEAR(c.layers[0].gain, 0.1 * 2, 1e-6);  // rms 0.1, fan_in 4
 }
+
+TEST(Diagnose, TrivialPredictorOfEachLossAndTheTargetsScale) {
+  Graph g = activation_graph("Relu");
+  Tensor X = Tensor::from_f64(std::vector<double>(8, 1.0), {4, 2}, DType::Float32);
+  // Classes 0, 0, 1, 2: the entropy of their frequencies (1/2, 1/4, 1/4).
+  StaticChecks ce =
+      static_checks(g, X, Tensor::from_i64({0, 0, 1, 2}, {4}), LossKind::CrossEntropy);
+  EXPECT_NEAR(ce.trivial_loss, 1.5 * std::log(2.0), 1e-12);
+  // Binary labels with mean 1/4: the binary entropy of 1/4.
+  StaticChecks bce = static_checks(g, X, Tensor::from_f64({0, 0, 1, 0}, {4, 1}, DType::Float32),
+                                   LossKind::BCEWithLogits);
+  EXPECT_NEAR(bce.trivial_loss, -(0.25 * std::log(0.25) + 0.75 * std::log(0.75)), 1e-12);
+  // Targets 1e5 +- 2e4: their variance, and a scale of 1e5.
+  StaticChecks mse = static_checks(
+      g, X, Tensor::from_f64({8e4, 1.2e5, 8e4, 1.2e5}, {4, 1}, DType::Float32), LossKind::MSE);
+  EXPECT_NEAR(mse.trivial_loss, 4e8, 1.0);
+  EXPECT_NEAR(mse.target_scale, 1e5, 1e-6);
+  EXPECT_TRUE(std::isnan(static_checks(g, X, X, LossKind::Output).trivial_loss));
+}
+
+TEST(Diagnose, ChanceLevelAgainstTheTrivialPredictor) {
+  Graph g = activation_graph("Relu");
+  TrainConfig c;
+  c.batch_size = 2;
+  c.epochs = 4;  // 2 samples: one step per epoch
+  auto run = [&](const std::vector<double>& losses, double trivial) {
+    TrainMonitor m(g, c, 2, {});
+    m.set_trivial_loss(trivial, "the test's");
+    FakeStep s(g, std::vector<double>(8, 1), std::vector<double>(8, 1));
+    for (std::size_t i = 0; i < losses.size(); ++i) m.observe(s.view(g, i + 1, losses[i]));
+    m.finish();
+    return m.record();
+  };
+  // Falls by 20% (not slow), but ends at 0.9 of the trivial predictor's loss: at chance.
+  auto chance = run({1.3, 1.2, 1.1, 0.99}, 1.1);
+  ASSERT_TRUE(chance.has("chance_level"));
+  EXPECT_NEAR(chance.first("chance_level")->value, 0.9, 1e-12);
+  EXPECT_FALSE(run({1.3, 1.0, 0.8, 0.85}, 1.1).has("chance_level"));  // 0.77x: learns
+  EXPECT_TRUE(run({1.0, 2.0, 3.0, 4.0}, 1.1).has("chance_level"));    // above it
+  // No trivial predictor, or fewer than 3 epochs: not judged.
+  EXPECT_FALSE(run({1.1, 1.1, 1.1, 1.1}, std::nan("")).has("chance_level"));
+  EXPECT_FALSE(run({1.1, 1.1}, 1.1).has("chance_level"));
+}
+
+TEST(Diagnose, MomentumOfOneOrMoreRunsWithAWarning) {
+  OptimizerConfig o;
+  o.momentum = 1.1;
+  EXPECT_NO_THROW(validate(o));
+  ASSERT_EQ(optimizer_warnings(o).size(), 1u);
+  EXPECT_NE(optimizer_warnings(o)[0].find("--momentum 1.1"), std::string::npos);
+  o.momentum = -0.1;
+  EXPECT_THROW(validate(o), Error);
+  o.momentum = 0.9;
+  EXPECT_TRUE(optimizer_warnings(o).empty());
+}

@@ -362,6 +362,40 @@ setup("framework_update_sign_seq", mlp([24, 32, 3]), torch.zeros(2, 24), xs, ys,
       {"category": "framework", "weight": "2.weight", "binding": "torch", "place": "weight"}, [],
       inject=["2.weight:update_sign@torch:update"])
 
+# ---- faults that leave no NaN and no textbook symptom: the loss stays at or above what
+# predicting the label frequencies (or the targets' mean) gives -------------------------------
+# Labels sorted apart from their inputs: nothing in x predicts them.
+setup("data_labels_sorted", mlp([8, 16, 3]), torch.zeros(2, 8), x, np.sort(y), "cross_entropy",
+      BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "data", "input": "labels", "repairable": False}, ["chance_level"], twin_y=y)
+# Weight decay 5, a typo for 5e-4: the weights are pulled to zero, the loss sits at ln(classes).
+setup("hp_weight_decay_typo", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.1", "--weight-decay", f"{mag(5):g}"],
+      {"args": BASE + SGD + ["--lr", "0.1", "--weight-decay", "5e-4"]},
+      {"category": "hyperparameter", "hyperparameter": "weight_decay"}, ["chance_level"])
+# Regression targets in the hundreds of thousands under MSE.
+setup("data_target_scale", mlp([8, 16, 1]), torch.zeros(2, 8), xr,
+      (yr * mag(1e5) + 3e5).astype(np.float32), "mse",
+      BASE + ["--optimizer", "adam", "--lr", "0.01"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "data", "input": "labels"}, [], twin_y=yr)
+# Momentum above 1 (PyTorch accepts it): the steps grow without bound.
+setup("hp_momentum_above_one", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.05", "--momentum", "1.1"],
+      {"args": BASE + SGD + ["--lr", "0.05", "--momentum", "0.9"]},
+      {"category": "hyperparameter", "hyperparameter": "momentum"}, ["exploding_loss"])
+# A flipped gradient sign in one Gemm's backward: the layers before it climb the loss.
+setup("framework_grad_sign_gemm", mlp([8, 32, 32, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "framework", "op": "Gemm", "index": 2, "binding": "torch"}, ["chance_level"],
+      inject=[lambda p: nodes_of(p, "Gemm")[2] + ":grad_sign@torch:backward"])
+# A flipped Adam update for one weight.
+setup("framework_update_sign_adam", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + ["--optimizer", "adam", "--lr", "0.01"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "framework", "weight": "2.weight", "binding": "torch", "place": "weight"},
+      ["chance_level"], inject=["2.weight:update_sign@torch:update"])
+
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)
 print(f"wrote {len(SETUPS)} setups into {OUT}")

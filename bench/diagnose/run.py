@@ -90,6 +90,13 @@ def main():
              "detected": bool(doc) and not doc["healthy"],
              "localized": bool(top) and matches(top, s["expect"]),
              "repaired": bool(right) and right[0].get("fix_verified", False),
+             # Labels that do not follow from the inputs have no mechanical repair.
+             "repairable": s["expect"].get("repairable", True),
+             # Repairs called verified whose loss ends at the trivial predictor's level (0.8x):
+             # none may be.
+             "hollow_repairs": sum(1 for x in (doc or {}).get("repairs", []) if x["verified"] and
+                                   x.get("trivial_loss") and
+                                   x["loss_last_quarter"] >= 0.8 * x["trivial_loss"]),
              "kinds": sorted({x["kind"] for x in doc["symptoms"]}) if doc else [],
              "top": (f"{top.get('category')} {top.get('place')}" if top else "-"),
              "twin_healthy": bool(tdoc) and tdoc["healthy"],
@@ -127,9 +134,11 @@ def main():
         if "error" in r or "twin_error" in r:
             print("   ", r.get("error", ""), r.get("twin_error", ""))
     def totals(rs):
-        t = {k: sum(r[k] for r in rs) for k in ["detected", "localized", "repaired"]}
+        t = {k: sum(r[k] for r in rs) for k in ["detected", "localized", "repaired",
+                                                  "hollow_repairs"]}
         t["false_alarms"] = sum(not r["twin_healthy"] for r in rs)
         t["setups"] = len(rs)
+        t["repairable"] = sum(r["repairable"] for r in rs)
         return t
 
     every, valid = totals(rows), totals([r for r in rows if r["valid"]])
@@ -141,7 +150,9 @@ def main():
                                             "trains", valid)]:
         n = t["setups"]
         print(f"{what}: detected {t['detected']}/{n}, localized {t['localized']}/{n}, "
-              f"repaired {t['repaired']}/{n}, false alarms on the twins {t['false_alarms']}/{n}")
+              f"repaired {t['repaired']}/{t['repairable']} (of those with a mechanical repair), "
+              f"false alarms on the twins {t['false_alarms']}/{n}, repairs verified at the "
+              f"trivial predictor's level {t['hollow_repairs']}")
     print("DeepLocalize (Wardat et al., ICSE 2021), 40 faulty programs: detected 34/40, "
           "localized 21/40")
     if a.json:

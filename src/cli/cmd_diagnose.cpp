@@ -3,7 +3,10 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "analysis/diagnose/diagnose.h"
+#include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/train_options.h"
 #include "report/diagnose/diagnose_report.h"
@@ -39,6 +42,11 @@ void add_diagnose_command(CLI::App& app, Action& action) {
       "Train with monitors and diagnose training faults: symptom, root cause (category and "
       "place), model or framework, and a verified repair (exit 0 healthy, 1 diagnosed, 2 bad "
       "input)");
+  // What a diagnosis needs by default: the precision users train in (float32 on a framework;
+  // the float64 reference is the split's), and epochs enough for the slow symptoms.
+  a->train.config.epochs = 10;
+  auto names = binding_names();
+  if (std::find(names.begin(), names.end(), "torch") != names.end()) a->train.bind = "torch";
   add_train_options(cmd, a->train);
   cmd->add_option("--json", a->out.json_file, "Write symptoms, diagnoses and repairs as JSON");
   cmd->add_option("--report", a->out.report_dir,

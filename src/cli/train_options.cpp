@@ -130,6 +130,9 @@ void add_threshold_options(CLI::App* cmd, DiagnoseThresholds& t) {
       "Update-to-weight ratio above which the learning rate is high (DeepDiagnosis)");
   opt("--update-ratio-low", t.update_ratio_low,
       "Update-to-weight ratio below which the learning rate is low (DeepDiagnosis)");
+  opt("--chance-margin", t.chance_margin,
+      "Chance level: the last epoch's loss at or above this share of the trivial predictor's "
+      "(label frequencies, targets' mean); a repair must end below it too");
   opt("--window", t.window, "Steps per monitoring window (0: one epoch)");
 }
 
@@ -153,6 +156,9 @@ TrainSetup make_train_setup(TrainArgs& a) {
   s.X = load_tensor_file(a.data);
   s.Y = load_tensor_file(a.labels);
   s.config.loss = parse_loss(a.loss);
+  validate(s.config.optimizer);
+  for (const auto& w : optimizer_warnings(s.config.optimizer))
+    fmt::print(stderr, "metaop: warning: {}\n", w);
   if (isatty(STDERR_FILENO)) {
     auto running = std::make_shared<double>(0.0);
     s.config.progress = [running](std::size_t step, std::size_t total, double loss) {

@@ -154,8 +154,6 @@ void update_running_stats(Graph& g, const RunResult& forward) {
   }
 }
 
-namespace {
-
 // Rows `rows` of x (along axis 0), copied bytewise.
 Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
   std::int64_t per = x.dim(0) ? x.numel() / x.dim(0) : 0;
@@ -167,8 +165,6 @@ Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows) {
   s[0] = static_cast<std::int64_t>(rows.size());
   return take(x, s, idx);
 }
-
-}  // namespace
 
 std::vector<const NodeProfile*> slowest(const std::vector<NodeProfile>& profile, std::size_t n) {
   std::vector<const NodeProfile*> out;

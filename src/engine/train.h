@@ -43,6 +43,9 @@ struct UpdateCall {
 
 // What one step computed, handed to a monitor (analysis/diagnose) after the step's update: the
 // loop's own values, nothing recomputed or copied.
+// The rows `rows` of x (indices along axis 0): a batch of samples.
+Tensor take_rows(const Tensor& x, const std::vector<std::int64_t>& rows);
+
 struct StepView {
   std::size_t step = 0, total = 0;  // step is 1-based
   double loss = 0;

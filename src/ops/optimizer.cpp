@@ -13,13 +13,26 @@ void validate(const OptimizerConfig& c) {
   if (!(c.lr > 0)) fail("--lr {}: must be positive", c.lr);
   if (!(c.weight_decay >= 0)) fail("--weight-decay {}: must be at least 0", c.weight_decay);
   if (c.kind == "sgd") {
-    if (!(c.momentum >= 0 && c.momentum < 1)) fail("--momentum {}: must be in [0, 1)", c.momentum);
+    // PyTorch refuses only a negative momentum; 1 or more runs (optimizer_warnings says why it
+    // should not).
+    if (!(c.momentum >= 0) || !std::isfinite(c.momentum))
+      fail("--momentum {}: must be at least 0", c.momentum);
     if (c.nesterov && c.momentum == 0) fail("--nesterov needs a positive --momentum");
     return;
   }
   if (!(c.beta1 >= 0 && c.beta1 < 1)) fail("beta1 {}: must be in [0, 1)", c.beta1);
   if (!(c.beta2 >= 0 && c.beta2 < 1)) fail("beta2 {}: must be in [0, 1)", c.beta2);
   if (!(c.eps > 0)) fail("eps {}: must be positive", c.eps);
+}
+
+std::vector<std::string> optimizer_warnings(const OptimizerConfig& c) {
+  std::vector<std::string> w;
+  if (c.kind == "sgd" && c.momentum >= 1)
+    w.push_back(
+        fmt::format("--momentum {:g} is at least 1: the momentum buffer never decays and "
+                    "the steps grow without bound (PyTorch runs it too; usual: 0.9)",
+                    c.momentum));
+  return w;
 }
 
 std::vector<std::string> optimizer_slots(const OptimizerConfig& c) {

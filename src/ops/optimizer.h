@@ -17,8 +17,12 @@ struct OptimizerConfig {
 };
 
 // Fails naming the flag when a hyperparameter is out of its domain (unknown kind, lr <= 0,
-// momentum or betas outside [0, 1), eps <= 0 for adam, nesterov without momentum).
+// negative momentum, betas outside [0, 1), eps <= 0 for adam, nesterov without momentum).
 void validate(const OptimizerConfig& c);
+
+// Settings PyTorch accepts that are almost surely mistakes (SGD momentum of 1 or more), in
+// words naming the flag: run, with a warning.
+std::vector<std::string> optimizer_warnings(const OptimizerConfig& c);
 
 // The state tensors kept per weight, in order: sgd with momentum {momentum_buffer}, sgd without
 // {}, adam and adamw {exp_avg, exp_avg_sq}.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "analysis/diagnose/diagnose_repair.h"
@@ -17,6 +19,7 @@ RunMonitor::RunMonitor(const TrainSetup& s, TrainConfig& config, const DiagnoseT
     : s_(s), t_(t) {
   checks_ = static_checks(s.graph, s.X, s.Y, s.config.loss);
   monitor_ = install_monitor(s.graph, config, s.X.dim(0), t, stop_on_nonfinite);
+  monitor_->set_trivial_loss(checks_.trivial_loss, checks_.trivial_what);
 }
 
 RunDiagnosis RunMonitor::finish() {
@@ -77,6 +80,12 @@ bool on_reference(const TrainSetup& s, const TrainResult& r) {
   for (const auto& [w, b] : r.update_bindings)
     if (b != "reference") return false;
   return true;
+}
+
+bool explains_kind(const Diagnosis& d, const std::string& kind) {
+  for (const auto& l : d.symptoms)
+    if (l.rfind(kind, 0) == 0) return true;
+  return false;
 }
 
 void say(const DiagnoseOptions& o, const std::string& s) {
@@ -263,6 +272,78 @@ void split_model_framework(DiagnoseResult& r, const TrainSetup& s, const Diagnos
   rank(ds);
 }
 
+// Samples of the small-batch check, its steps, and the share of their trivial predictor's loss
+// under which they count as fitted.
+constexpr std::size_t kSmallBatch = 32, kSmallBatchSteps = 200;
+constexpr double kFitted = 0.5;
+
+bool labels_sorted(const Tensor& Y) {
+  if (is_floating(Y.dtype()) || Y.rank() != 1 || Y.dim(0) < 2) return false;
+  auto v = Y.to_i64();
+  return std::is_sorted(v.begin(), v.end()) && v.front() != v.back();
+}
+
+void small_batch_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o) {
+  const Symptom* chance = r.run.record.first("chance_level");
+  if (!chance || s.X.dim(0) <= static_cast<std::int64_t>(kSmallBatch)) return;
+  // Explained already: by a static fault, a framework kernel, or a cause with more evidence
+  // than "nothing else explains it" (0.4).
+  for (const auto& d : r.diagnoses())
+    if (d.definite || d.category == "framework" ||
+        (d.score > 0.4 && explains_kind(d, "chance_level")))
+      return;
+  auto& c = r.small_batch;
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(s.X.dim(0)));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::mt19937_64 rng(s.config.seed + 0x5ba7c4);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(kSmallBatch);
+  TrainSetup t = s;
+  t.X = take_rows(s.X, rows);
+  t.Y = take_rows(s.Y, rows);
+  t.config.batch_size = static_cast<std::int64_t>(kSmallBatch);
+  t.config.epochs = static_cast<int>(kSmallBatchSteps);
+  say(o, fmt::format("training on {} samples alone for {} steps (can the model fit them?)",
+                     kSmallBatch, kSmallBatchSteps));
+  MonitoredRun m = monitored_run(t, o.thresholds);
+  const auto& losses = m.diagnosis.record.losses;
+  c.done = true;
+  c.samples = kSmallBatch;
+  c.steps = losses.size();
+  c.trivial = m.diagnosis.record.trivial_loss;
+  std::size_t tail = std::min<std::size_t>(10, losses.size());
+  double sum = 0;
+  for (std::size_t i = losses.size() - tail; i < losses.size(); ++i) sum += losses[i];
+  c.last = tail ? sum / static_cast<double>(tail) : NAN;
+  c.fitted = c.trivial > 0 && std::isfinite(c.last) && c.last < kFitted * c.trivial;
+  c.note = fmt::format(
+      "on {} samples alone the model's loss ends at {:.4g} after {} steps ({:.3g} times their "
+      "trivial predictor's {:.4g}; fitted below {:g} times): {}",
+      c.samples, c.last, c.steps, c.last / c.trivial, c.trivial, kFitted,
+      c.fitted ? "the model and the optimizer can learn, the data set does not let them"
+               : "the model or its training settings cannot fit even those");
+  if (!c.fitted) {
+    for (auto& d : r.diagnoses())
+      if (explains_kind(d, "chance_level")) d.evidence += "; " + c.note;
+    return;
+  }
+  Diagnosis d;
+  d.category = "data";
+  d.input = "labels";
+  d.score = 0.85;
+  d.symptoms = {symptom_label(*chance)};
+  d.evidence = fmt::format(
+      "the whole data set stays at chance level ({:.3g} times the trivial predictor's loss) "
+      "while {}: the labels do not follow from the inputs{} -- check how labels are paired "
+      "with their inputs",
+      chance->value, c.note,
+      labels_sorted(s.Y) ? ", and they are sorted (non-decreasing over the samples): sorted "
+                           "apart from their inputs?"
+                         : "");
+  r.diagnoses().push_back(std::move(d));
+  rank(r.diagnoses());
+}
+
 }  // namespace
 
 MonitoredRun monitored_run(const TrainSetup& s, const DiagnoseThresholds& t, std::size_t max_steps,
@@ -297,6 +378,7 @@ DiagnoseResult diagnose(const TrainSetup& s, const DiagnoseOptions& o) {
   TrainSetup quiet = s;  // the later runs without the progress bar
   quiet.config.progress = {};
   if (!r.healthy()) split_model_framework(r, quiet, o);
+  small_batch_check(r, quiet, o);
   if (o.repair && !r.healthy()) repair_and_verify(r, quiet, o);
   return r;
 }

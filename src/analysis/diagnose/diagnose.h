@@ -71,6 +71,16 @@ struct ReplaySplit {
   std::vector<std::vector<std::string>> applied;  // per finding: the --inject specs
 };
 
+// "Overfit a small batch": a run that ends at chance level is trained again on a few samples
+// (the same model, optimizer and plan, many steps). A model that fits them but not the whole
+// data set is not at fault: its labels do not follow from its inputs.
+struct SmallBatchCheck {
+  bool done = false, fitted = false;
+  std::size_t samples = 0, steps = 0;
+  double last = 0, trivial = 0;  // the last steps' mean loss, the samples' trivial predictor's
+  std::string note;              // what it showed, in words
+};
+
 struct RepairAttempt {
   std::size_t diagnosis = 0;  // index into DiagnoseResult::diagnoses
   std::string description;    // what was changed
@@ -80,6 +90,7 @@ struct RepairAttempt {
   std::vector<Symptom> symptoms;         // what the retrained run showed
   std::vector<std::string> remaining;    // definite static faults left
   double loss_first = 0, loss_last = 0;  // mean of the first and the last quarter of its steps
+  double trivial = 0;  // the trivial predictor's loss on the repaired data (0: none)
   std::size_t steps = 0;
   bool verified = false;
   std::string result;  // in words
@@ -97,6 +108,7 @@ struct DiagnoseResult {
   TrainResult result;                 // of the monitored run
   std::vector<std::string> injected;  // what each injected fault did
   ReplaySplit split;
+  SmallBatchCheck small_batch;
   std::vector<Diagnosis>& diagnoses() { return run.diagnoses; }
   const std::vector<Diagnosis>& diagnoses() const { return run.diagnoses; }
   std::vector<RepairAttempt> repairs;

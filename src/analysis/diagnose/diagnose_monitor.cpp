@@ -13,8 +13,10 @@ namespace metaop {
 
 const std::vector<std::string>& symptom_kinds() {
   static const std::vector<std::string> kinds = {
-      "nonfinite_loss", "exploding_loss", "exploding_gradient", "vanishing_gradient",  "dead_relu",
-      "saturation",     "stagnant_loss",  "slow_convergence",   "nonfinite_activation"};
+      "nonfinite_loss",     "exploding_loss",   "exploding_gradient",
+      "vanishing_gradient", "dead_relu",        "saturation",
+      "stagnant_loss",      "slow_convergence", "nonfinite_activation",
+      "chance_level"};
   return kinds;
 }
 
@@ -40,6 +42,7 @@ void validate(const DiagnoseThresholds& t) {
   share("--converged", t.converged);
   positive("--update-ratio-high", t.update_ratio_high);
   positive("--update-ratio-low", t.update_ratio_low);
+  share("--chance-margin", t.chance_margin);
 }
 
 bool MonitorRecord::has(const std::string& kind) const {
@@ -471,7 +474,9 @@ void TrainMonitor::judge_loss_windows() {
     for (std::size_t i = e * spe; i < (e + 1) * spe; ++i) s += rec_.losses[i];
     means.push_back(s / static_cast<double>(spe));
   }
-  if (means.size() < 3 || means.back() <= t_.converged * means.front()) return;
+  if (means.size() < 3) return;
+  judge_chance(means.back(), means.size() * spe);
+  if (means.back() <= t_.converged * means.front()) return;
   // The gain per epoch, on average from the first epoch to the last third (mean-loss noise of
   // single epochs averages out), relative to the first epoch's loss.
   std::size_t tail = std::max<std::size_t>(1, means.size() / 3);
@@ -498,6 +503,17 @@ void TrainMonitor::judge_loss_windows() {
                      e + 1, e + k, *hi, spread, t_.stagnation_change)});
     break;
   }
+}
+
+void TrainMonitor::judge_chance(double last_epoch, std::size_t step) {
+  double trivial = rec_.trivial_loss;
+  if (!(trivial > 0) || !std::isfinite(trivial) || last_epoch < t_.chance_margin * trivial) return;
+  add({"chance_level", step, "", "", last_epoch / trivial, t_.chance_margin,
+       fmt::format("the last epoch's mean loss {:.4g} is {:.3g} times the trivial predictor's "
+                   "{:.4g} ({}); a model that learns from its inputs ends below {:g} times it",
+                   last_epoch, last_epoch / trivial, trivial,
+                   rec_.trivial_what.empty() ? "ignoring the inputs" : rec_.trivial_what,
+                   t_.chance_margin)});
 }
 
 void TrainMonitor::finish() {

@@ -7,6 +7,7 @@
 // fraction of dead (ReLU) or saturated (Sigmoid, Tanh) units. Symptoms are judged on windows of
 // steps with the published thresholds (docs/diagnose.md cites each source).
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,7 +33,9 @@ struct DiagnoseThresholds {
   double converged = 0.1;               // loss below this share of the first window's: converged
   double update_ratio_high = 0.1;       // DeepDiagnosis: update/weight above (learning rate high)
   double update_ratio_low = 1e-5;       // DeepDiagnosis: update/weight below (learning rate low)
-  std::size_t window = 0;               // steps per window; 0: one epoch
+  double chance_margin = 0.8;  // a run (or a repair) must end below this share of the trivial
+                               // predictor's loss (diagnose_baseline), else: chance_level
+  std::size_t window = 0;      // steps per window; 0: one epoch
 };
 
 // Fails naming the option of a threshold out of its range.
@@ -72,6 +75,10 @@ struct MonitorRecord {
   DiagnoseThresholds thresholds;  // those the symptoms were judged with
   std::size_t steps_per_epoch = 0, window = 0, total = 0;
   std::vector<double> losses;
+  // The trivial predictor's loss (predicting the label frequencies or the targets' mean); NaN
+  // where the loss has none.
+  double trivial_loss = std::numeric_limits<double>::quiet_NaN();
+  std::string trivial_what;        // what the trivial predictor predicts, in words
   double seconds = 0;              // spent in the monitors, over all steps
   std::vector<double> grad_ratio;  // per step: first layer's gradient norm / the last layer's
   std::vector<WeightSeries> weights;
@@ -94,6 +101,11 @@ class TrainMonitor {
   // Judges the last, incomplete window and the loss over the epochs; idempotent.
   void finish();
   const MonitorRecord& record() const { return rec_; }
+  // The trivial predictor's loss the run is judged against (chance_level).
+  void set_trivial_loss(double loss, const std::string& what) {
+    rec_.trivial_loss = loss;
+    rec_.trivial_what = what;
+  }
   bool stop_on_nonfinite = false;
 
  private:
@@ -104,6 +116,7 @@ class TrainMonitor {
   void judge_activations(const StepView& v);
   void find_nonfinite(const StepView& v);
   void judge_loss_windows();
+  void judge_chance(double last_epoch, std::size_t step);
 
   DiagnoseThresholds t_;
   MonitorRecord rec_;

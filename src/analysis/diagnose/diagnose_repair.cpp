@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "analysis/diagnose/diagnose_baseline.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
 
@@ -140,13 +141,21 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
     }
   bool falls =
       m.diagnosis.trained && std::isfinite(a.loss_last) && a.loss_last < 0.9 * a.loss_first;
-  a.verified = m.diagnosis.trained && stay.empty() && fresh.empty() && !definite_left && falls;
+  // A repair must also beat the trivial predictor of its own data by the margin: a loss that
+  // falls to chance level repaired nothing.
+  double trivial = rec.trivial_loss, margin = rec.thresholds.chance_margin;
+  a.trivial = std::isfinite(trivial) ? trivial : 0;
+  bool beats = !(trivial > 0) || !std::isfinite(trivial) ||
+               (std::isfinite(a.loss_last) && a.loss_last < margin * trivial);
+  a.verified =
+      m.diagnosis.trained && stay.empty() && fresh.empty() && !definite_left && falls && beats;
   if (a.verified) {
     a.result = fmt::format(
         "verified: {} steps without {}, loss {:.4g} -> {:.4g} (first and last "
-        "quarter)",
+        "quarter){}",
         a.steps, d.symptoms.empty() ? "symptoms" : fmt::format("{}", fmt::join(mine, ", ")),
-        a.loss_first, a.loss_last);
+        a.loss_first, a.loss_last,
+        trivial > 0 ? fmt::format(", the trivial predictor's {:.4g}", trivial) : "");
     return;
   }
   std::vector<std::string> why;
@@ -157,6 +166,11 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
   if (m.diagnosis.trained && !falls)
     why.push_back(
         fmt::format("the loss does not fall ({:.4g} -> {:.4g})", a.loss_first, a.loss_last));
+  if (m.diagnosis.trained && falls && !beats)
+    why.push_back(
+        fmt::format("the loss ends at {:.4g}, not below {:g} times the trivial "
+                    "predictor's {:.4g}",
+                    a.loss_last, margin, trivial));
   a.result = fmt::format("not verified: {}", fmt::join(why, "; "));
 }
 
@@ -253,6 +267,19 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
       fail("{}: no node to replace for '{}'", g.path, f.description);
     a.description = f.description;
     a.graph_changed = true;
+  } else if (f.kind == "weight_decay") {
+    a.description =
+        fmt::format("weight decay {:g} -> {:g}", o.weight_decay, o.weight_decay * f.factor);
+    o.weight_decay *= f.factor;
+    a.hparams_changed = true;
+  } else if (f.kind == "momentum") {
+    a.description = fmt::format("momentum {:g} -> {:g}", o.momentum, f.factor);
+    o.momentum = f.factor;
+    a.hparams_changed = true;
+  } else if (f.kind == "standardize_targets") {
+    a.setup.Y = standardized_targets(s.Y);
+    a.description = f.description;
+    a.labels_changed = true;
   } else if (f.kind == "rebind") {
     rebind_reference(a.setup, f);
     a.description = f.description;

@@ -9,6 +9,11 @@
 
 namespace metaop {
 
+// Weight decays at or above these (L2 in the gradient: sgd, adam; decoupled: adamw) pull the
+// weights to zero faster than the data's gradients pull them away; regression targets this many
+// times off unit scale (either way) make MSE's gradients off scale.
+constexpr double kWeightDecayHigh = 0.1, kWeightDecayHighDecoupled = 1, kTargetScaleOff = 100;
+
 std::string symptom_label(const Symptom& s) {
   return s.node.empty() ? s.kind : s.kind + "@" + s.node;
 }
@@ -40,13 +45,14 @@ class Rules {
     // A loss that stops falling in a run with dead, saturated or vanishing units is explained
     // by their causes.
     for (const auto& s : r_.symptoms)
-      if ((s.kind == "stagnant_loss" || s.kind == "slow_convergence") && stalled_units())
-        for (auto& d : list_)
-          if (!d.definite && !d.symptoms.empty() && !explains(d, symptom_label(s)) &&
-              (d.symptoms[0].rfind("dead_relu", 0) == 0 ||
-               d.symptoms[0].rfind("saturation", 0) == 0 ||
-               d.symptoms[0].rfind("vanishing_gradient", 0) == 0))
-            d.symptoms.push_back(symptom_label(s));
+      if ((s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level") &&
+          stalled_units())
+        attach(s, {"dead_relu", "saturation", "vanishing_gradient"});
+    // A run that diverged ends at chance level because it diverged.
+    for (const auto& s : r_.symptoms)
+      if (s.kind == "chance_level" && diverged())
+        attach(s,
+               {"exploding_loss", "nonfinite_loss", "nonfinite_activation", "exploding_gradient"});
     std::stable_sort(list_.begin(), list_.end(),
                      [](const Diagnosis& a, const Diagnosis& b) { return a.score > b.score; });
     return list_;
@@ -55,7 +61,24 @@ class Rules {
  private:
   // Large updates say less about the learning rate when the inputs or the initial weights are
   // off scale: those make the gradients large by themselves.
-  bool confounded() const { return !c_.off_scale.empty() || abnormal_layer(true) != nullptr; }
+  bool confounded() const {
+    return !c_.off_scale.empty() || abnormal_layer(true) != nullptr || targets_off_scale();
+  }
+  // Adds symptom `s` to the diagnoses whose first symptom is of one of `kinds`.
+  void attach(const Symptom& s, const std::vector<std::string>& kinds) {
+    for (auto& d : list_) {
+      if (d.definite || d.symptoms.empty() || explains(d, symptom_label(s))) continue;
+      for (const auto& k : kinds)
+        if (d.symptoms[0].rfind(k, 0) == 0) {
+          d.symptoms.push_back(symptom_label(s));
+          break;
+        }
+    }
+  }
+  bool diverged() const {
+    return r_.has("exploding_loss") || r_.has("nonfinite_loss") || r_.has("nonfinite_activation") ||
+           r_.has("exploding_gradient");
+  }
   bool stalled_units() const {
     return r_.has("dead_relu") || r_.has("saturation") || r_.has("vanishing_gradient");
   }
@@ -217,10 +240,75 @@ class Rules {
   }
 
   void symptom(const Symptom& s) {
+    settings(s);
     if (s.kind == "dead_relu" || s.kind == "saturation") return activation_symptom(s);
     if (s.kind == "vanishing_gradient") return vanishing(s);
-    if (s.kind == "stagnant_loss" || s.kind == "slow_convergence") return slow(s);
+    if (s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level")
+      return slow(s);
     return divergence(s);
+  }
+
+  // Settings that explain a symptom whichever it is: a momentum of 1 or more (the steps grow
+  // without bound), a weight decay that pulls the weights to zero faster than the data pull
+  // them away (a loss that does not fall), regression targets far from unit scale (MSE's
+  // gradients scale with them).
+  void settings(const Symptom& s) {
+    if (o_.kind == "sgd" && o_.momentum >= 1) {
+      Diagnosis d = hyperparameter("momentum", 0.95,
+                                   fmt::format("SGD momentum {:g} is at least 1: the momentum "
+                                               "buffer sums every past gradient without decay and "
+                                               "the steps grow without bound (usual: 0.9)",
+                                               o_.momentum));
+      d.fix.kind = "momentum";
+      d.fix.factor = 0.9;
+      d.fix.description = fmt::format("momentum {:g} -> 0.9", o_.momentum);
+      add(std::move(d), s);
+    }
+    bool loss_stalls = s.kind == "stagnant_loss" || s.kind == "slow_convergence" ||
+                       s.kind == "chance_level" || s.kind == "vanishing_gradient";
+    double high = o_.kind == "adamw" ? kWeightDecayHighDecoupled : kWeightDecayHigh;
+    if (loss_stalls && o_.weight_decay >= high) {
+      double factor = std::pow(10.0, -std::floor(std::log10(o_.weight_decay)) - 4);
+      Diagnosis d = hyperparameter(
+          "weight_decay", 0.9,
+          fmt::format("weight decay {:g} ({}) is {:g} or more: it pulls every weight towards 0 "
+                      "by {:.3g} of itself per step at learning rate {:g}, faster than the "
+                      "data's gradients pull them away (usual: 1e-5 to 1e-3{})",
+                      o_.weight_decay, o_.kind == "adamw" ? "decoupled" : "L2, in the gradient",
+                      high, o_.lr * o_.weight_decay, o_.lr,
+                      o_.kind == "adamw" ? ", 0.01 to 0.1 for adamw" : ""));
+      d.fix.kind = "weight_decay";
+      d.fix.factor = factor;
+      d.fix.description =
+          fmt::format("weight decay {:g} -> {:g}", o_.weight_decay, o_.weight_decay * factor);
+      add(std::move(d), s);
+    }
+    if (targets_off_scale()) {
+      Diagnosis d;
+      d.category = "data";
+      d.input = "labels";
+      d.score = 0.9;
+      d.evidence = fmt::format(
+          "regression targets far from unit scale (a target column has mean {:.4g} and standard "
+          "deviation {:.4g}): MSE's loss and gradients scale with them, so no learning rate "
+          "suits every layer",
+          c_.target_mean, c_.target_sd);
+      d.fix.kind = "standardize_targets";
+      d.fix.description = "targets standardized per column (mean 0, standard deviation 1)";
+      add(std::move(d), s);
+    }
+  }
+  bool targets_off_scale() const {
+    return c_.target_scale >= kTargetScaleOff ||
+           (c_.target_scale > 0 && c_.target_scale <= 1 / kTargetScaleOff);
+  }
+  Diagnosis hyperparameter(const char* name, double score, std::string evidence) const {
+    Diagnosis d;
+    d.category = "hyperparameter";
+    d.hyperparameter = name;
+    d.score = score;
+    d.evidence = std::move(evidence);
+    return d;
   }
 
   // Static loss faults explain what they cause; returns whether one did.
@@ -420,7 +508,8 @@ class Rules {
   }
 
   void slow(const Symptom& s) {
-    if (static_loss(s) || stalled_units()) return;  // explained by those (run())
+    if (static_loss(s) || stalled_units()) return;       // explained by those (run())
+    if (s.kind == "chance_level" && diverged()) return;  // by the divergence's causes (run())
     double typical = typical_update_ratio();
     if (std::isfinite(typical) && typical < 1e-3)
       add(learning_rate(raise_factor(typical), typical < t_.update_ratio_low ? 0.85 : 0.65,

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/diagnose/diagnose_baseline.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "ops/kernel_util.h"
 
@@ -338,6 +339,7 @@ StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, Los
   if (X.rank() >= 1 && X.dim(0) > 0 && is_floating(X.dtype()))
     feature_stats(c, X, g.inputs.empty() ? "input" : g.inputs[0].name);
   check_labels(c, g, Y, loss);
+  baseline_checks(c, Y, loss);
   std::size_t p = output_producer(g);
   const Node* prod = p == SIZE_MAX ? nullptr : &g.nodes[p];
   std::string op = prod ? prod->op_type : "";

@@ -3,6 +3,7 @@
 // and a mechanical fix; and what it knows before training (static checks of the graph and the
 // data). Plain data shared by diagnose_static, diagnose_rules, diagnose_repair and diagnose.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@ namespace metaop {
 // A mechanical repair, applied to a copy of the training setup (diagnose_repair).
 struct Fix {
   // learning_rate (multiply by `factor`; tried once more with factor^2 when the first fails),
+  // weight_decay (multiply by `factor`), momentum (set to `factor`), standardize_targets,
   // reinitialize (`node`'s weight with `init`, its bias zeroed), standardize (the inputs, per
   // feature), shift_labels (by `shift`), remove_node (the output's Softmax: its input becomes
   // the output), replace_op (every hidden node of op type `from`, or `node` alone, becomes
@@ -31,7 +33,7 @@ struct Fix {
 struct Diagnosis {
   // hyperparameter, initialization, activation, data, loss, framework
   std::string category;
-  std::string hyperparameter;  // hyperparameter: learning_rate
+  std::string hyperparameter;  // hyperparameter: learning_rate, weight_decay, momentum
   std::string node, op_type;   // the place: a layer, an activation, the loss's input, a kernel
   std::string weight;          // initialization: the weight; framework: an updated weight
   std::string binding;         // framework: the binding of the faulty kernel,
@@ -76,6 +78,11 @@ struct StaticChecks {
   std::vector<LayerInit> layers;
   std::int64_t classes = 0;  // cross_entropy and nll: the output's axis 1, when known
   bool trainable = true;     // false when the labels make training fail (out of class range)
+  // The trivial predictor's loss (diagnose_baseline): NaN where there is none.
+  double trivial_loss = std::numeric_limits<double>::quiet_NaN();
+  std::string trivial_what;  // what it predicts, in words
+  // mse: the largest |mean| or standard deviation of a target column, and that column's.
+  double target_scale = 1, target_mean = 0, target_sd = 1;
 };
 
 }  // namespace metaop

@@ -20,25 +20,17 @@ void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& 
   for (const auto& line : r.injected) fmt::print(out, "{}\n", line);
   if (!r.run.trained)
     fmt::print(out, "not trained: the static checks found labels the loss cannot take\n");
+  if (rec.trivial_loss > 0)
+    fmt::print(out, "trivial predictor: loss {:.4g}, {}\n", rec.trivial_loss, rec.trivial_what);
   print_run_diagnosis(out, r.run);
   if (r.healthy()) return;
   if (!r.split.note.empty()) fmt::print(out, "model or framework: {}\n", r.split.note);
+  if (r.small_batch.done) fmt::print(out, "small batch: {}\n", r.small_batch.note);
 }
 
-nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
-  nlohmann::json j = run_diagnosis_to_json(r.run);
-  const auto& rec = r.run.record;
-  j["schema"] = "metaop-diagnose/1";
-  j["model"] = s.model;
-  j["plan"] = s.bind;
-  j["loss"] = s.loss;
-  j["optimizer"] = optimizer_to_json(s.config.optimizer);
-  j["steps"] = rec.losses.size();
-  j["total_steps"] = rec.total;
-  j["window"] = rec.window;
-  j["losses"] = nlohmann::json::array();
-  for (double l : rec.losses) j["losses"].push_back(json_number(l));
-  j["injected"] = r.injected;
+namespace {
+
+nlohmann::json monitors_json(const MonitorRecord& rec) {
   nlohmann::json m;
   m["grad_ratio"] = nlohmann::json::array();
   for (double x : rec.grad_ratio) m["grad_ratio"].push_back(json_number(x));
@@ -58,19 +50,22 @@ nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
     m["activations"].push_back(
         {{"node", a.node}, {"op_type", a.op_type}, {"per_step", ps}, {"per_window", a.per_window}});
   }
-  j["monitors"] = m;
+  return m;
+}
+
+nlohmann::json replay_json(const ReplaySplit& split) {
   nlohmann::json sp;
-  sp["done"] = r.split.done;
-  sp["note"] = r.split.note;
-  sp["replayed_steps"] = r.split.steps;
-  sp["vanished"] = r.split.vanished;
+  sp["done"] = split.done;
+  sp["note"] = split.note;
+  sp["replayed_steps"] = split.steps;
+  sp["vanished"] = split.vanished;
   sp["replay_symptoms"] = nlohmann::json::array();
-  for (const auto& x : r.split.replay_symptoms)
+  for (const auto& x : split.replay_symptoms)
     sp["replay_symptoms"].push_back({{"kind", x.kind}, {"step", x.step}, {"node", x.node}});
-  sp["checked_steps"] = r.split.checked_steps;
+  sp["checked_steps"] = split.checked_steps;
   sp["findings"] = nlohmann::json::array();
-  if (r.split.check)
-    for (const auto& f : r.split.check->findings)
+  if (split.check)
+    for (const auto& f : split.check->findings)
       sp["findings"].push_back({{"node", f.node},
                                 {"op_type", f.op_type},
                                 {"binding", f.binding},
@@ -81,21 +76,57 @@ nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
                                 {"step", f.step},
                                 {"detail", f.detail},
                                 {"repro", text_or_null(f.repro)}});
-  j["replay"] = sp;
-  j["repairs"] = nlohmann::json::array();
-  for (const auto& a : r.repairs) {
+  return sp;
+}
+
+nlohmann::json repairs_json(const std::vector<RepairAttempt>& repairs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : repairs) {
     nlohmann::json sy = nlohmann::json::array();
     for (const auto& x : a.symptoms) sy.push_back(x.kind + (x.node.empty() ? "" : "@" + x.node));
-    j["repairs"].push_back({{"diagnosis", a.diagnosis + 1},
-                            {"change", a.description},
-                            {"steps", a.steps},
-                            {"symptoms", sy},
-                            {"static_faults_left", a.remaining},
-                            {"loss_first_quarter", json_number(a.loss_first)},
-                            {"loss_last_quarter", json_number(a.loss_last)},
-                            {"verified", a.verified},
-                            {"result", a.result}});
+    out.push_back({{"diagnosis", a.diagnosis + 1},
+                   {"change", a.description},
+                   {"steps", a.steps},
+                   {"symptoms", sy},
+                   {"static_faults_left", a.remaining},
+                   {"loss_first_quarter", json_number(a.loss_first)},
+                   {"loss_last_quarter", json_number(a.loss_last)},
+                   {"trivial_loss", json_number(a.trivial)},
+                   {"verified", a.verified},
+                   {"result", a.result}});
   }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
+  nlohmann::json j = run_diagnosis_to_json(r.run);
+  const auto& rec = r.run.record;
+  j["schema"] = "metaop-diagnose/1";
+  j["model"] = s.model;
+  j["plan"] = s.bind;
+  j["loss"] = s.loss;
+  j["optimizer"] = optimizer_to_json(s.config.optimizer);
+  j["steps"] = rec.losses.size();
+  j["total_steps"] = rec.total;
+  j["window"] = rec.window;
+  j["losses"] = nlohmann::json::array();
+  for (double l : rec.losses) j["losses"].push_back(json_number(l));
+  j["injected"] = r.injected;
+  j["trivial_loss"] = json_number(rec.trivial_loss);
+  j["trivial_what"] = rec.trivial_what;
+  const auto& sb = r.small_batch;
+  j["small_batch"] = {{"done", sb.done},
+                      {"fitted", sb.fitted},
+                      {"samples", sb.samples},
+                      {"steps", sb.steps},
+                      {"last", json_number(sb.last)},
+                      {"trivial_loss", json_number(sb.trivial)},
+                      {"note", sb.note}};
+  j["monitors"] = monitors_json(rec);
+  j["replay"] = replay_json(r.split);
+  j["repairs"] = repairs_json(r.repairs);
   return j;
 }
 
