@@ -425,7 +425,7 @@ TEST(Expose, BadOptionsAreErrors) {
   Tensor x(DType::Float32, {2, 8});
   ExposeOptions opt;
   opt.binding = "reference";
-  opt.iterations = 0;
+  opt.iterations = -1;
   EXPECT_THROW(expose_model(classifier(false), {{"x", x}}, opt), Error);
   opt.iterations = 10;
   opt.vary = ExposeVary::Weights;

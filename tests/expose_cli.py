@@ -246,6 +246,79 @@ rc, out, err = metaop("expose", logm, "--input", x_pos, "--clip-from-inputs", "-
                       "--out", "out_progress", *BUDGET)
 check(rc == 0 and "steps" in err and "exposed 0/" in err, "--progress draws a bar on stderr", err)
 
+# 9a. A danger made by float32 rounding: log(p / (1 - p)), p = Sigmoid(x), from x = [0.5, -1, 2, 0]
+#     within [-17, 17]. The float64 reference keeps 1 - p at 5.96e-8 or more up to x = 17.33;
+#     torch's float32 Sigmoid rounds p to exactly 1 from x = 16.64 on. The search measures the
+#     distance on the binding too, and finds it; on the reference alone it cannot.
+one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+logit = save_model([helper.make_node("Sigmoid", ["x"], ["p"], name="sig"),
+                    helper.make_node("Constant", [], ["c1"], name="c1", value=one),
+                    helper.make_node("Sub", ["c1", "p"], ["q"], name="sub"),
+                    helper.make_node("Div", ["p", "q"], ["r"], name="div"),
+                    helper.make_node("Log", ["r"], ["y"], name="log")],
+                   [fvi("x", [4])], [fvi("y", [4])], "logit")
+x_typ = save_npy("logit_x", np.array([0.5, -1, 2, 0], np.float32))
+for strategy in ["gradient", "grist"]:
+    p = subprocess.run([METAOP, "expose", logit, "--input", f"x={x_typ}", "--clip=-17,17",
+                        "--strategy", strategy, "--stop-at-first", "--time-limit", "30",
+                        "--json", "f32.json", "--out", f"out_f32_{strategy}"],
+                       cwd=WORK, capture_output=True, text=True)
+    doc = json.load(open(os.path.join(WORK, "f32.json")))
+    div = [t for t in doc["targets"] if t["node"] == "div"]
+    point = os.path.join(WORK, f"out_f32_{strategy}", "exposed_div_zero_divisor", "x.npy")
+    x = np.load(point) if os.path.exists(point) else np.zeros(4, np.float32)
+    ref = subprocess.run([METAOP, "run", logit, "--input", f"x={point}", "--bind", "reference",
+                          "--out", os.path.join(WORK, f"ref_{strategy}")],
+                         capture_output=True, text=True)
+    y_ref = os.path.join(WORK, f"ref_{strategy}", "y.npy")
+    check(p.returncode == 1 and div and div[0]["exposed"] and doc["binding_entries"] >= 1 and
+          "on torch only" in p.stdout and x.max() <= 17 and x.max() > 16.6 and
+          os.path.exists(y_ref) and np.isfinite(np.load(y_ref)).all(),
+          f"{strategy}: a float32-only danger found inside [-17, 17], where the reference stays "
+          f"finite (x max {x.max()})", p.stdout + p.stderr + ref.stderr)
+rc, out, err = metaop("expose", logit, "--input", f"x={x_typ}", "--clip=-17,17",
+                      "--no-binding-distances", "--time-limit", "3", "--json", "f64.json",
+                      "--out", "out_f64")
+doc = json.load(open(os.path.join(WORK, "f64.json")))
+check(rc == 0 and not doc["exposed"] and doc["stop_reason"] == "the time limit (--time-limit 3 s)"
+      and "stopped by the time limit" in out,
+      "on the reference alone: not found, and the time limit (no step cap by default) said to "
+      "end the search", out + err)
+rc, out, doc = expose(logm, "--input", x_pos, json_name="cap.json")
+check("--iterations 400" in (doc or {}).get("stop_reason", "") or
+      (doc or {}).get("stop_reason", "").startswith("every target"),
+      f"a step cap that ends the search is named ({(doc or {}).get('stop_reason')})", out)
+
+# 9b. Per-input constraints: y = log(b) + a. Varying only `a` cannot reach the Log's zone (its
+#     target does not depend on `a`); `b` boxed to [0.5, 1] cannot either; `b` boxed to [0, 1]
+#     can, and `a` keeps its given value.
+two = save_model([helper.make_node("Log", ["b"], ["l"], name="/Log"),
+                  helper.make_node("Add", ["l", "a"], ["y"], name="/Add")],
+                 [fvi("a", [2, 8]), fvi("b", [2, 8])], [fvi("y", [2, 8])], "two_inputs")
+a_in = save_npy("two_a", np.full((2, 8), 0.25, np.float32))
+for args, exposed, what in [
+        (("--vary", "a"), False, "--vary a: the Log does not depend on it"),
+        (("--vary", "b", "--clip", "b=0.5,1"), False, "--clip b=0.5,1 keeps the Log away"),
+        (("--vary", "b", "--clip", "b=0,1", "--clip", "-9,9"), True,
+         "--clip b=0,1: exposed, a unchanged")]:
+    rc, out, doc = expose(two, "--input", f"a={a_in}", "--input", f"b={x_pos}", *args,
+                          json_name="two.json")
+    log = [t for t in (doc or {}).get("targets", []) if t["node"] == "/Log"]
+    ok = rc == (1 if exposed else 0) and bool(log) and log[0]["exposed"] == exposed
+    if exposed and ok:
+        a_file = [f for f in log[0]["input_files"] if f.endswith("/a.npy")]
+        b_file = [f for f in log[0]["input_files"] if f.endswith("/b.npy")]
+        ok = (len(a_file) == 1 and (np.load(os.path.join(WORK, a_file[0])) == 0.25).all() and
+              len(b_file) == 1 and np.load(os.path.join(WORK, b_file[0])).min() >= 0)
+        ok = ok and set((doc or {}).get("varied", {})) == {"b"}
+    check(ok, what, out)
+rc, out, err = metaop("expose", two, "--input", f"a={a_in}", "--input", f"b={x_pos}", "--vary",
+                      "c", "--out", "out_bad")
+check(rc == 2 and "--vary c" in err, "--vary with a name the model lacks: exit 2 naming it", err)
+rc, out, err = metaop("expose", two, "--input", f"a={a_in}", "--input", f"b={x_pos}", "--clip",
+                      "c=0,1", "--out", "out_bad")
+check(rc == 2 and "--clip c=0,1" in err, "--clip for an input the model lacks: exit 2", err)
+
 # 9. metaop ops --danger lists every op's zones; every kind is declared somewhere.
 rc, out, err = metaop("ops", "--danger", "--json")
 zones = json.loads(out) if rc == 0 else []
@@ -266,7 +339,7 @@ for args, pattern in [
         ((logm, "--input", x_pos, "--strategy", "annealing"), "--strategy annealing"),
         ((logm, "--input", x_pos, "--clip", "3,1"), "--clip '3,1'"),
         ((logm, "--input", x_pos, "--clip", "0,1", "--clip-from-inputs"), "--clip-from-inputs"),
-        ((logm, "--input", x_pos, "--iterations", "0"), "--iterations 0"),
+        ((logm, "--input", x_pos, "--iterations", "-1"), "--iterations -1"),
         ((logm, "--input", x_pos, "--time-limit", "0"), "--time-limit 0"),
         ((logm, "--input", x_pos, "--weight-radius", "-1"), "--weight-radius -1"),
         ((logm, "--input", x_pos, "--bind", "tensorflow"), "--bind tensorflow"),

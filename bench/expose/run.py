@@ -5,7 +5,7 @@ random search on the same time budget, and every fixed twin under the gradient s
 budget too. Each exposing input is replayed in PyTorch itself (eager, float32) on the buggy
 program, which must give a non-finite output, and on the fixed twin, which must not.
 
-Usage: run.py METAOP OUT_DIR [--time-limit S] [--jobs N] [--only NAME,...]
+Usage: run.py METAOP OUT_DIR [--time-limit S] [--jobs N] [--only NAME,...] [--extra 'ARGS']
 Prints a Markdown table and the summary; writes OUT_DIR/results.json.
 """
 import argparse
@@ -30,13 +30,16 @@ STRATEGIES = [("gradient", []), ("gradient-nc", ["--no-constant-starts"]), ("gri
               ("random", [])]
 
 
+EXTRA = []  # --extra: more `metaop expose` arguments for every run (e.g. --no-binding-distances)
+
+
 def expose(metaop, model, entry, strategy, extra, limit, work, tag):
     out = os.path.join(work, tag)
     os.makedirs(out, exist_ok=True)
     json_path = os.path.join(out, "result.json")
     args = [metaop, "expose", model, "--clip", "{},{}".format(*entry["clip"]),
             "--strategy", strategy, "--time-limit", str(limit), "--iterations", "1000000000",
-            "--json", json_path, "--out", os.path.join(out, "points"), "--stop-at-first"] + extra
+            "--json", json_path, "--out", os.path.join(out, "points"), "--stop-at-first"] + extra + EXTRA
     for name, path in entry["inputs"].items():
         args += ["--input", f"{name}={path}"]
     t0 = time.time()
@@ -79,7 +82,10 @@ def main():
     ap.add_argument("--time-limit", type=float, default=60)
     ap.add_argument("--jobs", type=int, default=1, help="parallel runs of the fixed twins")
     ap.add_argument("--only", default="")
+    ap.add_argument("--extra", default="",
+                    help="more metaop expose arguments for every run, space-separated")
     a = ap.parse_args()
+    EXTRA.extend(a.extra.split())
     metaop, work = os.path.abspath(a.metaop), os.path.abspath(a.out)
     only = [n for n in a.only.split(",") if n]
     models = os.path.join(work, "models")

@@ -26,20 +26,33 @@ struct ExposeArgs {
   std::uint64_t seed = 0;
   std::string vary = "inputs";
   double weight_radius = 1.0;
-  std::string clip;
+  std::vector<std::string> clip;
   bool clip_from_inputs = false;
   std::string bind = "torch";
   std::string strategy = "gradient";
   double time_limit = 60;
-  std::int64_t iterations = 2000;
+  std::int64_t iterations = 0;
   std::string out_dir = "metaop-expose";
   std::string json_file;
   std::string report_dir;
   bool progress = false;
   bool no_constant_starts = false;
   bool stop_at_first = false;
+  bool no_binding_distances = false;
   int threads = 1;
 };
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (from <= s.size()) {
+    auto comma = s.find(',', from);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > from) out.push_back(s.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
 
 std::pair<double, double> parse_box(const std::string& option, const std::string& s) {
   try {
@@ -47,6 +60,23 @@ std::pair<double, double> parse_box(const std::string& option, const std::string
   } catch (const Error&) {
     fail("{} '{}': expected LO,HI with LO <= HI", option, s);
   }
+}
+
+// The --clip boxes of single inputs into opt; returns the box of every input ("" when none).
+std::string parse_clips(const ExposeArgs& a, ExposeOptions& opt) {
+  std::string global_clip;
+  for (const auto& c : a.clip) {
+    auto eq = c.find('=');
+    if (eq == std::string::npos) {
+      if (!global_clip.empty()) fail("--clip {}: a second box for every input", c);
+      global_clip = c;
+    } else {
+      opt.input_clip[c.substr(0, eq)] = parse_box("--clip " + c.substr(0, eq), c.substr(eq + 1));
+    }
+  }
+  if (!global_clip.empty() && a.clip_from_inputs)
+    fail("--clip {} and --clip-from-inputs: give one of them", global_clip);
+  return global_clip;
 }
 
 int run(const ExposeArgs& a) {
@@ -57,8 +87,11 @@ int run(const ExposeArgs& a) {
     opt.vary = ExposeVary::Weights;
   else if (a.vary == "both")
     opt.vary = ExposeVary::Both;
-  else
-    fail("--vary {}: expected inputs, weights or both", a.vary);
+  else if (!a.vary.empty()) {
+    opt.vary = ExposeVary::Both;
+    opt.vary_names = split_names(a.vary);
+  } else
+    fail("--vary '': expected inputs, weights, both or NAME[,NAME...]");
   if (a.strategy == "gradient")
     opt.strategy = ExposeStrategy::Gradient;
   else if (a.strategy == "grist")
@@ -70,14 +103,13 @@ int run(const ExposeArgs& a) {
   auto known = binding_names();
   if (std::find(known.begin(), known.end(), a.bind) == known.end())
     fail("--bind {}: unknown binding (known: {})", a.bind, fmt::join(known, ", "));
-  if (!a.clip.empty() && a.clip_from_inputs)
-    fail("--clip {} and --clip-from-inputs: give one of them", a.clip);
+  std::string global_clip = parse_clips(a, opt);
   if (a.threads < 1) fail("--threads {}: must be at least 1", a.threads);
-  if (a.iterations < 1) fail("--iterations {}: must be at least 1", a.iterations);
+  if (a.iterations < 0) fail("--iterations {}: must be 0 (no cap) or more", a.iterations);
   if (!(a.time_limit > 0)) fail("--time-limit {}: must be above 0 seconds", a.time_limit);
   if (!(a.weight_radius >= 0)) fail("--weight-radius {}: must be 0 or more", a.weight_radius);
   auto range = parse_range(a.range);
-  opt.clip = a.clip.empty() ? range : parse_box("--clip", a.clip);
+  opt.clip = global_clip.empty() ? range : parse_box("--clip", global_clip);
   opt.clip_from_inputs = a.clip_from_inputs;
   opt.weight_radius = a.weight_radius;
   opt.binding = a.bind;
@@ -86,6 +118,7 @@ int run(const ExposeArgs& a) {
   opt.seed = a.seed;
   opt.constant_starts = !a.no_constant_starts;
   opt.stop_at_first = a.stop_at_first;
+  opt.binding_distances = !a.no_binding_distances;
   set_threads(a.threads);
 
   Graph g = load_onnx(a.model);
@@ -100,8 +133,8 @@ int run(const ExposeArgs& a) {
                                                        std::size_t targets) mutable {
       if (seconds - last < 0.1 && done != total) return;  // a few updates a second
       last = seconds;
-      double f = std::min(
-          1.0, std::max(static_cast<double>(done) / static_cast<double>(total), seconds / limit));
+      double by_steps = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
+      double f = std::min(1.0, std::max(by_steps, seconds / limit));
       int width = 30, filled = static_cast<int>(width * f);
       fmt::print(stderr, "\r[{}{}] {} steps  {:.1f}/{:.0f} s  exposed {}/{} targets",
                  std::string(filled, '#'), std::string(width - filled, '-'), done, seconds, limit,
@@ -142,12 +175,15 @@ void add_expose_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--vary", a->vary,
                   "What the search moves: inputs (floating ones; integers and booleans stay), "
-                  "weights (trainable initializers) or both")
+                  "weights (trainable initializers), both, or NAME[,NAME...] (exactly those "
+                  "inputs and weights; the others keep their values)")
       ->capture_default_str();
   cmd->add_option("--weight-radius", a->weight_radius,
                   "With --vary weights/both: each weight within RADIUS * max|W| of its value")
       ->capture_default_str();
-  cmd->add_option("--clip", a->clip, "LO,HI box of every varied input (default: --range)");
+  cmd->add_option("--clip", a->clip,
+                  "LO,HI box of every varied input (default: --range), or NAME=LO,HI the box of "
+                  "one input (repeat per input)");
   cmd->add_flag("--clip-from-inputs", a->clip_from_inputs,
                 "Keep each varied input within the min and max of its given values");
   cmd->add_option("--bind", a->bind, "Binding of the verdict run (float32, node by node)")
@@ -163,8 +199,13 @@ void add_expose_command(CLI::App& app, Action& action) {
                 "other targets");
   cmd->add_option("--time-limit", a->time_limit, "Seconds for the whole search")
       ->capture_default_str();
-  cmd->add_option("--iterations", a->iterations, "Search steps for the whole search")
+  cmd->add_option("--iterations", a->iterations,
+                  "Cap on the search steps of the whole search (0: none, --time-limit ends it)")
       ->capture_default_str();
+  cmd->add_flag("--no-binding-distances", a->no_binding_distances,
+                "Measure the distances to the danger zones on the float64 reference only (by "
+                "default also on the binding, whose float32 rounding can enter a zone the "
+                "reference stays out of)");
   cmd->add_option("--out", a->out_dir,
                   "Folder for the exposing and closest inputs (.npy) and the commands")
       ->capture_default_str();

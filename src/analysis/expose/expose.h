@@ -36,12 +36,22 @@ struct ExposeOptions {
   // own min and max over the given values (GRIST's rule).
   std::pair<double, double> clip{-1.0, 1.0};
   bool clip_from_inputs = false;
+  // Per input: its own box, over the two above.
+  std::map<std::string, std::pair<double, double>> input_clip;
+  // When not empty: vary exactly these inputs and weights (`vary` is then Both); every other
+  // tensor keeps its given value.
+  std::vector<std::string> vary_names;
   // Box of a varied weight: each element within radius * max|W| of its value (max|W| of that
   // initializer; the mean of the others' for an all-zero one).
   double weight_radius = 1.0;
-  std::string binding = "torch";   // the verdict runs the model on it
-  double time_limit = 60;          // seconds, whole search
-  std::int64_t iterations = 2000;  // search steps (gradient steps, or random points), all targets
+  std::string binding = "torch";  // the verdict runs the model on it
+  double time_limit = 60;         // seconds, whole search
+  std::int64_t iterations = 0;    // cap on search steps (gradient steps, random points), all
+                                  // targets; 0: none, the time limit ends the search
+  // Also measure each target's distance to its zone on the binding (its float32 kernels): a
+  // value that float32 rounding pushes into the zone where the float64 reference stays out
+  // (a probability rounded to exactly 1) counts as in the zone, and goes to the verdict.
+  bool binding_distances = true;
   std::uint64_t seed = 0;
   // Gradient strategy: also start from constant inputs (each bound of the box, its middle, 0).
   bool constant_starts = true;
@@ -97,7 +107,9 @@ struct ExposeResult {
   std::map<std::string, std::pair<double, double>> boxes;  // overall [lo, hi] of each
   std::vector<TargetOutcome> targets;
   std::int64_t iterations = 0, evaluations = 0, verifications = 0;
+  std::int64_t binding_entries = 0;  // points in a zone on the binding only (float32 rounding)
   double seconds = 0;
+  std::string stop_reason;         // what ended the search, in words
   std::vector<std::string> notes;  // what the user should know (clipped inputs, fallbacks)
   bool exposed() const;
 };

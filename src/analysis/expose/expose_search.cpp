@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "engine/autodiff.h"
 #include "ops/registry.h"
@@ -13,14 +14,22 @@
 namespace metaop::expose_detail {
 
 // Every floating-point input, in the clip box (--clip, or the input's own range).
+bool Searcher::chosen(const std::string& name) const {
+  return opt_.vary_names.empty() ||
+         std::find(opt_.vary_names.begin(), opt_.vary_names.end(), name) != opt_.vary_names.end();
+}
+
 void Searcher::vary_inputs() {
   for (const auto& vi : g_.inputs) {
     const Tensor& t = inputs_.at(vi.name);
     if (!is_floating(t.dtype()) || t.numel() == 0) continue;  // integers, booleans: left alone
+    if (!chosen(vi.name)) continue;
     Varied v{vi.name, false, t.dtype(), t.shape(), {}, {}};
     auto x = t.to_f64();
     double lo = opt_.clip.first, hi = opt_.clip.second;
-    if (opt_.clip_from_inputs) {
+    if (auto own = opt_.input_clip.find(vi.name); own != opt_.input_clip.end()) {
+      std::tie(lo, hi) = own->second;
+    } else if (opt_.clip_from_inputs) {
       lo = *std::min_element(x.begin(), x.end());
       hi = *std::max_element(x.begin(), x.end());
       if (!std::isfinite(lo) || !std::isfinite(hi))
@@ -55,7 +64,7 @@ void Searcher::vary_weights() {
   mean = count ? mean / count : 1.0;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const Tensor& t = g_.initializers.at(names[i]);
-    if (t.numel() == 0) continue;
+    if (t.numel() == 0 || !chosen(names[i])) continue;
     Varied v{names[i], true, t.dtype(), t.shape(), {}, {}};
     double r = opt_.weight_radius * (scale[i] > 0 ? scale[i] : mean);
     for (double e : t.to_f64()) {
@@ -67,8 +76,20 @@ void Searcher::vary_weights() {
 }
 
 void Searcher::choose_varied() {
+  for (const auto& [name, box] : opt_.input_clip) {
+    bool input = false;
+    for (const auto& vi : g_.inputs) input |= vi.name == name;
+    if (!input)
+      fail("--clip {}={},{}: the model has no input '{}'", name, box.first, box.second, name);
+  }
   if (opt_.vary != ExposeVary::Weights) vary_inputs();
   if (opt_.vary != ExposeVary::Inputs) vary_weights();
+  for (const auto& name : opt_.vary_names) {
+    bool found = false;
+    for (const auto& v : varied_) found |= v.name == name;
+    if (!found)
+      fail("--vary {}: not a floating-point input or trainable weight of {}", name, g_.path);
+  }
   if (varied_.empty())
     fail("{}: nothing to vary: {}", g_.path,
          opt_.vary == ExposeVary::Inputs
@@ -163,7 +184,50 @@ Evaluation Searcher::evaluate(const Point& p) {
         e.site[t] = s;
       }
   }
+  // On the binding too, where the reference is back at its closest approach to a zone and comes
+  // no closer (a plateau: the reference's float32-rounded values one step from the zone, or the
+  // box's edge). There the binding's own float32 rounding may be inside. A run on a binding
+  // costs several of the reference's on small graphs: not at every step of a descent, and at a
+  // plateau less and less often while it finds nothing.
+  std::vector<std::size_t> due;
+  for (std::size_t t = 0; opt_.binding_distances && t < targets_.size(); ++t)
+    if (!state_[t].done && std::isfinite(e.distance[t]) && e.distance[t] > 0 &&
+        e.distance[t] == state_[t].best_distance && evaluations_ >= state_[t].next_binding)
+      due.push_back(t);
+  if (!due.empty()) binding_distances(e, due);
   return e;
+}
+
+std::optional<RunResult> Searcher::run_binding() {
+  try {
+    RunOptions ro;
+    ro.keep_all = true;
+    return run_graph(work_, inputs_, bind_plan_, ro);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void Searcher::binding_distances(Evaluation& e, const std::vector<std::size_t>& due) {
+  auto run = run_binding();
+  if (!run) return;  // the verdict says what the binding does there
+  e.binding_zone.assign(targets_.size(), 0);
+  bool entered = false;
+  for (std::size_t t : due) {
+    double d = kInf;
+    try {
+      for (double x : zone_distances(t, run->values).distance) d = std::min(d, x);
+    } catch (const Error&) {
+    }
+    auto& s = state_[t];
+    if (d == 0) {
+      e.binding_zone[t] = 1;
+      entered = true;
+    } else {
+      s.next_binding = evaluations_ + (std::int64_t{1} << std::min(++s.binding_misses, 12));
+    }
+  }
+  binding_entries_ += entered;
 }
 
 std::vector<std::vector<double>> Searcher::gradient(std::size_t t, const Evaluation& e) {
@@ -462,6 +526,8 @@ ExposeResult Searcher::result() {
                        *std::max_element(v.hi.begin(), v.hi.end())};
   }
   r.evaluations = evaluations_;  // before the outcomes' own evaluations
+  r.binding_entries = binding_entries_;
+  r.stop_reason = stop_reason();
   for (std::size_t t = 0; t < targets_.size(); ++t) r.targets.push_back(outcome(t));
   r.verifications = verifications_;
   r.notes = notes_;
@@ -471,11 +537,28 @@ ExposeResult Searcher::result() {
   return r;
 }
 
+std::string Searcher::stop_reason() const {
+  if (opt_.stop_at_first && exposed_count() > 0) return "the first exposure (--stop-at-first)";
+  if (all_done()) return "every target settled (exposed, reached, or independent of the varied)";
+  if (opt_.iterations != 0 && steps_ >= opt_.iterations)
+    return fmt::format("the step cap (--iterations {}) after {:.1f} of {:g} s", opt_.iterations,
+                       elapsed(), opt_.time_limit);
+  return fmt::format("the time limit (--time-limit {:g} s)", opt_.time_limit);
+}
+
 ExposeResult Searcher::run() {
-  t0_ = std::chrono::steady_clock::now();
   state_.resize(targets_.size());
   mark_independent();
   Point start = start_point();
+  // Start the binding (its plugin, worker process and framework: a LibTorch takes a fraction of
+  // a second) before the clock, so that the search's seconds are the search's.
+  try {
+    apply(start);
+    run_graph(work_, inputs_, bind_plan_, RunOptions{});
+  } catch (const Error&) {
+    // the verdict will say what the binding does
+  }
+  t0_ = std::chrono::steady_clock::now();
   phase_ = "start point";
   Evaluation e0 = evaluate(start);
   if (!e0.ok) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -36,6 +37,9 @@ struct Evaluation {
   bool ok = false;
   RunResult run;
   std::vector<double> distance;  // per target: the closest site's distance (+inf: none)
+  // Per target: inside its zone on the binding (its float32 rounding) though not on the
+  // reference; the search's distances stay the reference's.
+  std::vector<char> binding_zone;
   std::vector<std::size_t> site;
   bool nonfinite_output = false;
 };
@@ -45,6 +49,10 @@ struct TargetState {
   double current = kInf, best_distance = kInf, start = kInf;
   double sigma = kStartFraction;  // sign step, as a fraction of each element's box width
   int fails = 0, restarts = 0, harmless = 0, mismatches = 0;
+  // Binding runs at the reference's plateau that found no zone: each doubles the evaluations
+  // before the next one (reset when the reference comes closer).
+  int binding_misses = 0;
+  std::int64_t next_binding = 0;
   std::int64_t next_verify = 0;  // evaluations before the next verdict run for it
   std::int64_t steps = 0, exposed_step = 0;
   std::string found_by;
@@ -74,7 +82,7 @@ class Searcher {
   Searcher(const Graph& g, const std::map<std::string, Tensor>& inputs, const ExposeOptions& opt)
       : g_(g), work_(g), inputs_(inputs), opt_(opt), rng_(opt.seed) {
     targets_ = expose_targets(g);
-    if (opt_.iterations < 1) fail("--iterations {}: must be at least 1", opt_.iterations);
+    if (opt_.iterations < 0) fail("--iterations {}: must be 0 (no cap) or more", opt_.iterations);
     if (!(opt_.time_limit > 0)) fail("--time-limit {}: must be above 0", opt_.time_limit);
     if (!(opt_.weight_radius >= 0))
       fail("--weight-radius {}: must be 0 or more", opt_.weight_radius);
@@ -87,6 +95,7 @@ class Searcher {
 
  private:
   void choose_varied();
+  bool chosen(const std::string& name) const;  // by --vary NAME,... (every one without)
   void vary_inputs();
   void vary_weights();
   Point start_point() const;
@@ -103,9 +112,14 @@ class Searcher {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
   bool budget_left() const {
-    return steps_ < opt_.iterations && elapsed() < opt_.time_limit &&
+    return (opt_.iterations == 0 || steps_ < opt_.iterations) && elapsed() < opt_.time_limit &&
            !(opt_.stop_at_first && exposed_count() > 0);
   }
+  std::string stop_reason() const;
+  // The applied point on the binding, every value kept; nullopt where the binding fails.
+  std::optional<RunResult> run_binding();
+  // Marks in e the targets in `due` inside their zone on the binding's run of the applied point.
+  void binding_distances(Evaluation& e, const std::vector<std::size_t>& due);
   bool all_done() const {
     for (const auto& s : state_)
       if (!s.done) return false;
@@ -150,7 +164,7 @@ class Searcher {
   std::vector<TargetState> state_;
   std::vector<std::string> notes_;
   std::chrono::steady_clock::time_point t0_;
-  std::int64_t steps_ = 0, evaluations_ = 0, verifications_ = 0;
+  std::int64_t steps_ = 0, evaluations_ = 0, verifications_ = 0, binding_entries_ = 0;
   std::int64_t step_in_progress_ = 0;  // the step whose points are being evaluated (0: start)
   std::string phase_ = "start point";  // what produced the points being evaluated
   std::map<std::pair<std::size_t, std::size_t>, bool> reach_cache_;

@@ -29,7 +29,7 @@ bool Searcher::reaches(std::size_t from, std::size_t to) {
 }
 
 // Records each target's closest approach; a point where a target still searched for entered
-// its zone on the reference goes to the verdict on the binding.
+// its zone on the reference (or on the binding only) goes to the verdict on the binding.
 void Searcher::consider(const Point& p, const Evaluation& e) {
   if (!e.ok) return;
   bool suspicious = false;
@@ -39,10 +39,13 @@ void Searcher::consider(const Point& p, const Evaluation& e) {
       state_[t].best_distance = e.distance[t];
       state_[t].best = p;
       state_[t].restarts = 0;
+      state_[t].binding_misses = 0;
+      state_[t].next_binding = 0;
       double rel = state_[t].start > 0 ? e.distance[t] / state_[t].start : 0;
       state_[t].history.emplace_back(steps_, rel);
     }
-    suspicious |= e.distance[t] == 0 && evaluations_ >= state_[t].next_verify;
+    bool in_zone = e.distance[t] == 0 || (t < e.binding_zone.size() && e.binding_zone[t]);
+    suspicious |= in_zone && evaluations_ >= state_[t].next_verify;
   }
   if (suspicious) verify(p);
 }
@@ -50,14 +53,9 @@ void Searcher::consider(const Point& p, const Evaluation& e) {
 void Searcher::verify(const Point& p) {
   ++verifications_;
   apply(p);
-  RunResult r;
-  try {
-    RunOptions ro;
-    ro.keep_all = true;
-    r = run_graph(work_, inputs_, bind_plan_, ro);
-  } catch (const Error&) {
-    return;
-  }
+  auto run = run_binding();
+  if (!run) return;
+  const RunResult& r = *run;
   for (const auto& rec : r.records) {
     const MetaOp* op = OpRegistry::instance().find(g_.nodes[rec.node].op_type);
     // Constants and shape arithmetic on the reference do not change the verdict.

@@ -184,6 +184,12 @@ void print_expose_summary(std::FILE* out, const Graph& g, const ExposeResult& r,
              "runs on {})\n",
              exposed, r.targets.size(), r.seconds, r.iterations, r.evaluations, r.verifications,
              r.binding);
+  if (r.binding_entries > 0)
+    fmt::print(out,
+               "{} points entered a zone on {} only (its float32 rounding; the float64 "
+               "reference stays out)\n",
+               r.binding_entries, r.binding);
+  fmt::print(out, "stopped by {}\n", r.stop_reason);
 }
 
 nlohmann::json expose_to_json(const ExposeResult& r, const std::string& model_path) {
@@ -202,7 +208,9 @@ nlohmann::json expose_to_json(const ExposeResult& r, const std::string& model_pa
   j["iterations"] = r.iterations;
   j["evaluations"] = r.evaluations;
   j["verifications"] = r.verifications;
+  j["binding_entries"] = r.binding_entries;
   j["seconds"] = r.seconds;
+  j["stop_reason"] = r.stop_reason;
   json targets = json::array();
   for (const auto& t : r.targets) {
     json o = {{"node", t.target.node_name},
