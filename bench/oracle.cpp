@@ -187,7 +187,7 @@ void judge_backward(const Node& node, std::int64_t opset, const Tensors& in, std
     return;
   auto x = in[0].to_f64();
   std::vector<double> kinks;
-  if (op->domain.kinks) kinks = op->domain.kinks(node);
+  if (op->domain.kinks) kinks = op->domain.kinks(ctx);
   bool zero_is_kink = std::count(kinks.begin(), kinks.end(), 0.0) > 0;
   // At x = 0 where 0 is a smooth point: the gradient off by 1% of |g|.
   if (!zero_is_kink && std::count(x.begin(), x.end(), 0.0) > 0) {

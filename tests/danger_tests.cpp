@@ -220,10 +220,10 @@ TEST(DangerZones, ZeroVariance) {
   ln.attrs["axis"] = Attribute::of_int(-1);
   ln.attrs["epsilon"] = Attribute::of_float(0);
   const DangerZone& z = zone_of("LayerNormalization", DangerKind::ZeroVariance);
-  EXPECT_TRUE(z.applies(ln));
+  EXPECT_TRUE(z.applies(KernelContext{ln, 17}));
   Node safe = ln;
   safe.attrs["epsilon"] = Attribute::of_float(1e-5);
-  EXPECT_FALSE(z.applies(safe));  // with epsilon > 0 no group divides by 0
+  EXPECT_FALSE(z.applies(KernelContext{safe, 17}));  // with epsilon > 0 no group divides by 0
   Tensors in{f32({3, 3, 3, 1, 2, 4}, {2, 3}), f32({1, 1, 1})};
   auto p = probe(ln, in);
   EXPECT_EQ(p.zones[0].distance[0], 0);

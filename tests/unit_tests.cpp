@@ -152,6 +152,33 @@ TEST(Ops, SoftmaxIsStableForLargeInputs) {
   EXPECT_NEAR(y[0] + y[1] + y[2], 1.0, 1e-6);
 }
 
+TEST(Ops, AttributesDefaultToTheSchemaAtTheNodesOpset) {
+  Node n = make_node("Softmax", {"x"}, {"y"});
+  EXPECT_EQ(attr_i(KernelContext{n, 11}, "axis"), 1);
+  EXPECT_EQ(attr_i(KernelContext{n, 13}, "axis"), -1);
+  n.attrs["axis"] = Attribute::of_int(0);
+  EXPECT_EQ(attr_i(KernelContext{n, 13}, "axis"), 0);
+  Node resize = make_node("Resize", {"x"}, {"y"});
+  EXPECT_EQ(attr_s(KernelContext{resize, 13}, "mode"), "nearest");
+  EXPECT_THROW(attr_s(KernelContext{resize, 13}, "no_such_attribute"), Error);
+  // _or: the node's value, else the schema's default, else `absent` (the attribute has none, or
+  // the op's opset lacks it).
+  Node shape = make_node("Shape", {"x"}, {"y"});
+  EXPECT_EQ(attr_i_or(KernelContext{shape, 15}, "end", 7), 7);
+  EXPECT_EQ(attr_i_or(KernelContext{shape, 15}, "start", 3), 0);
+  EXPECT_EQ(attr_i_or(KernelContext{shape, 13}, "start", 3), 3);
+  shape.attrs["end"] = Attribute::of_int(-1);
+  EXPECT_EQ(attr_i_or(KernelContext{shape, 15}, "end", 7), -1);
+  Node clip = make_node("Clip", {"x"}, {"y"});
+  EXPECT_EQ(attr_f_or(KernelContext{clip, 6}, "max", 1.0), 3.4028234663852886e38);
+  EXPECT_EQ(attr_f_or(KernelContext{clip, 1}, "max", 1.0), 1.0);
+  Node scatter = make_node("ScatterElements", {"x"}, {"y"});
+  EXPECT_EQ(attr_s_or(KernelContext{scatter, 13}, "reduction", "none"), "none");
+  Node transpose = make_node("Transpose", {"x"}, {"y"});
+  EXPECT_EQ(attr_ints_or(KernelContext{transpose, 13}, "perm", {1, 0}),
+            (std::vector<std::int64_t>{1, 0}));
+}
+
 namespace {
 // x -> Relu -> r ; r, x -> Add -> y   (nodes listed out of order on purpose)
 Graph small_graph() {

@@ -320,7 +320,7 @@ Tensors altered_forward(Binding& inner, const std::string& fault, const Node& no
                         std::int64_t opset, const Tensors& inputs, std::string& note) {
   if (fault == "eps") {
     Node faulty = node;
-    double eps = node.attr_f("epsilon", 1e-5), bad = std::max(100 * eps, 1e-3);
+    double eps = attr_f(KernelContext{node, opset}, "epsilon"), bad = std::max(100 * eps, 1e-3);
     faulty.attrs["epsilon"] = Attribute::of_float(bad);
     note = fmt::format("epsilon {:g} -> {:g}", eps, bad);
     return inner.forward(faulty, opset, inputs);
@@ -394,8 +394,7 @@ Tensors FaultyBinding::faulty_forward(const FaultSpec& spec, const Node& node, s
     note = "the definition in float32";
     return OpRegistry::instance()
         .find(node.op_type)
-        ->float32.evaluate(KernelContext{node, opset}, inputs,
-                                                                        SumOrder::written);
+        ->float32.evaluate(KernelContext{node, opset}, inputs, SumOrder::written);
   }
   if (fault == "half_acc") {
     note = "float16 accumulation";

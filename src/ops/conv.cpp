@@ -9,7 +9,7 @@ namespace metaop {
 namespace {
 
 std::vector<std::int64_t> kernel_from_weight(const KernelContext& c, const Tensor& w) {
-  auto ks = c.node.attr_ints("kernel_shape", {});
+  auto ks = attr_ints_or(c, "kernel_shape", {});  // no schema default: the weight's
   Shape from_w(w.shape().begin() + 2, w.shape().end());
   if (ks.empty()) return from_w;
   if (ks != from_w)
@@ -51,7 +51,7 @@ Tensors conv(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) 
   const Tensor& x = input(c, in, 0);
   const Tensor& wt = input(c, in, 1);
   require_float(c, x, "input X");
-  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t group = attr_i(c, "group");
   if (wt.rank() != x.rank())
     fail("{}: weight {} vs input {}", c.node.label(), shape_str(wt.shape()), shape_str(x.shape()));
   Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
@@ -127,7 +127,7 @@ void col2im(const double* col, std::int64_t channels, const Window& w, double* x
 Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                  const Tensors& grads) {
   const Tensor &x = in[0], &wt = in[1];
-  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t group = attr_i(c, "group");
   Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
   std::int64_t N = x.dim(0), C = x.dim(1), M = wt.dim(0);
   std::int64_t Cg = C / group, Mg = M / group, K = Cg * w.k_size(), P = w.out_size();
@@ -174,22 +174,23 @@ Window conv_transpose_geometry(const KernelContext& c, const Shape& x_shape, con
     fail("{}: input {} and weight {} must be [N, C, 1-3 spatial dims]", node.label(),
          shape_str(x_shape), shape_str(w_shape));
   int nsp = static_cast<int>(rank) - 2, off = 3 - nsp;
-  std::int64_t group = node.attr_i("group", 1);
+  std::int64_t group = attr_i(c, "group");
   if (w_shape[0] != x_shape[1] || group <= 0 || x_shape[1] % group)
     fail("{}: weight {} does not fit {} input channels and group {}", node.label(),
          shape_str(w_shape), x_shape[1], group);
-  auto kernel = node.attr_ints("kernel_shape", {});
+  // No schema default for kernel_shape, strides, dilations, output_padding, pads, output_shape.
+  auto kernel = attr_ints_or(c, "kernel_shape", {});
   Shape from_w(w_shape.begin() + 2, w_shape.end());
   if (kernel.empty()) kernel = from_w;
   if (kernel != from_w)
     fail("{}: kernel_shape {} does not match weight {}", node.label(), shape_str(kernel),
          shape_str(w_shape));
   auto ones = std::vector<std::int64_t>(nsp, 1), zeros = std::vector<std::int64_t>(nsp, 0);
-  auto strides = node.attr_ints("strides", ones), dil = node.attr_ints("dilations", ones);
-  auto out_pad = node.attr_ints("output_padding", zeros);
-  auto pads = node.attr_ints("pads", std::vector<std::int64_t>(2 * nsp, 0));
-  auto output_shape = node.attr_ints("output_shape", {});
-  std::string auto_pad = node.attr_s("auto_pad", "NOTSET");
+  auto strides = attr_ints_or(c, "strides", ones), dil = attr_ints_or(c, "dilations", ones);
+  auto out_pad = attr_ints_or(c, "output_padding", zeros);
+  auto pads = attr_ints_or(c, "pads", std::vector<std::int64_t>(2 * nsp, 0));
+  auto output_shape = attr_ints_or(c, "output_shape", {});
+  std::string auto_pad = attr_s(c, "auto_pad");
   if (strides.empty()) strides = ones;
   if (dil.empty()) dil = ones;
   if (out_pad.empty()) out_pad = zeros;
@@ -234,7 +235,7 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in, GemmFn gemm = 
   const Tensor& wt = input(c, in, 1);
   require_float(c, x, "input X");
   Window w = conv_transpose_geometry(c, x.shape(), wt.shape());
-  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t group = attr_i(c, "group");
   std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
   std::int64_t Cg = C / group, K = Mg * w.k_size(), Pin = w.in_size(), Pout = w.out_size();
   auto vx = x.to_f64(), vw = wt.to_f64();
@@ -267,7 +268,7 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
                            const Tensors& grads) {
   const Tensor &x = in[0], &wt = in[1];
   Window w = conv_transpose_geometry(c, x.shape(), wt.shape());
-  std::int64_t group = c.node.attr_i("group", 1);
+  std::int64_t group = attr_i(c, "group");
   std::int64_t N = x.dim(0), C = x.dim(1), Mg = wt.dim(1), M = Mg * group;
   std::int64_t Cg = C / group, K = Mg * w.k_size(), Pin = w.in_size(), Pout = w.out_size();
   Window swapped = w;
@@ -301,7 +302,7 @@ void register_conv_transpose(OpRegistry& r) {
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
             const Tensor& w = in[1];
-            auto g = std::max<std::int64_t>(1, c.node.attr_i("group", 1));
+            auto g = std::max<std::int64_t>(1, attr_i(c, "group"));
             std::int64_t per_output = w.numel() / (w.dim(1) * g);  // C/group * prod(kernel)
             return static_cast<double>(per_output + 1);
           },

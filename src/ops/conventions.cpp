@@ -94,10 +94,7 @@ Convention nan_selection() {
             if (in.empty() || !has_nan(in[0])) return false;
             const Tensor& x = in[0];
             std::int64_t rank = x.rank();
-            std::int64_t dflt = c.node.op_type == "ArgMax" || c.node.op_type == "ArgMin" ? 0
-                                : c.node.op_type == "Hardmax" && c.opset < 13            ? 1
-                                                                                         : -1;
-            std::int64_t axis = c.node.attr_i("axis", dflt);
+            std::int64_t axis = attr_i(c, "axis");
             if (axis < 0) axis += rank;
             if (axis < 0 || axis >= rank) return false;
             // Hardmax before opset 13 selects over the dimensions from `axis` on, flattened.

@@ -52,7 +52,7 @@ struct DangerZone {
   bool kernel_dependent = false;
   // Whether the zone exists for this node at all (e.g. a normalization with epsilon > 0 never
   // divides by 0); empty: always.
-  std::function<bool(const Node&)> applies;
+  std::function<bool(const KernelContext&)> applies;
   std::function<ZoneDistances(const KernelContext&, const Tensors& in, const Tensors& out)>
       distances;
   // How site `site` stands with respect to the zone, in a few words with the values

@@ -117,7 +117,7 @@ double count_inputs(const KernelContext&, const Tensors& in) {
 
 void register_variadic(OpRegistry& r) {
   using namespace error_models;
-  Domain data_inputs({0, 1, 2}, [](const Node&) { return std::vector<double>{0}; });
+  Domain data_inputs({0, 1, 2}, [](const KernelContext&) { return std::vector<double>{0}; });
   r.op("Max", Family::elementwise, variadic(nan_max, false))
       .error(exact())
       .vjp(variadic_vjp(true, false))
@@ -250,7 +250,7 @@ void register_clip(OpRegistry& r) {
       .vjp(clip_vjp)
       .subgradient(clip_subgradient)
       .domain(Domain({0},
-                     [](const Node&) {
+                     [](const KernelContext&) {
                        return std::vector<double>{0, 6, -1, 1};
                      }))
       .cases(
@@ -265,8 +265,9 @@ void register_clip(OpRegistry& r) {
 // A cast to float16 or bfloat16 overflows where the value exceeds the type's range.
 DangerZone narrowing_cast() {
   DangerZone narrowing = danger::output_overflow();
-  narrowing.applies = [](const Node& n) {
-    auto to = dtype_from_onnx(static_cast<int>(n.attr_i("to", 0)));
+  narrowing.applies = [](const KernelContext& c) {
+    if (!c.node.has_attr("to")) return false;  // required: the kernel fails on such a node
+    auto to = dtype_from_onnx(static_cast<int>(c.node.attr_i("to")));
     return to && (*to == DType::Float16 || *to == DType::BFloat16);
   };
   return narrowing;
@@ -349,7 +350,7 @@ void register_tests(OpRegistry& r) {
    }).error(error_models::exact());
   r.op("IsInf", Family::elementwise, [](const KernelContext& c, const Tensors& in) {
      const Tensor& x = input(c, in, 0);
-     bool pos = c.node.attr_i("detect_positive", 1), neg = c.node.attr_i("detect_negative", 1);
+     bool pos = attr_i(c, "detect_positive"), neg = attr_i(c, "detect_negative");
      auto v = x.to_f64();
      for (auto& e : v) e = std::isinf(e) && ((e > 0 && pos) || (e < 0 && neg));
      return Tensors{Tensor::from_f64(v, x.shape(), DType::Bool)};

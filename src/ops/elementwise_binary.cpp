@@ -39,13 +39,13 @@ struct BinaryRow {
 // Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
 // starting at `axis` (default: trailing dims). Returns B reshaped for numpy broadcasting.
 Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b) {
-  if (c.node.attr_i("broadcast", 0) == 0) {
+  if (attr_i(c, "broadcast") == 0) {
     if (a.shape() != b.shape())
       fail("{}: shapes {} and {} differ and broadcast=0 (opset {})", c.node.label(),
            shape_str(a.shape()), shape_str(b.shape()), c.opset);
     return b;
   }
-  std::int64_t axis = c.node.attr_i("axis", a.rank() - b.rank());
+  std::int64_t axis = attr_i_or(c, "axis", a.rank() - b.rank());
   if (axis < 0) axis += a.rank();
   if (axis < 0 || axis + b.rank() > a.rank())
     fail("{}: cannot align {} with {} at axis {}", c.node.label(), shape_str(b.shape()),
@@ -327,7 +327,7 @@ const std::vector<BinaryRow>& binary_rows() {
         .explain = {.telling = true}},
       {.where = here(), .name = "Mod",
        .make = [](const KernelContext& c, DType t) {
-         bool fmod = c.node.attr_i("fmod", 0) != 0;
+         bool fmod = attr_i(c, "fmod") != 0;
          if (!fmod && is_floating(t))
            fail("{}: fmod=0 is not allowed for floating-point inputs", c.node.label());
          return BinaryFn([fmod](double a, double b) {
@@ -395,7 +395,7 @@ void add_row(OpRegistry& r, const BinaryRow& row) {
       row.where);
   b.error(row.ulps == 0 ? exact(row.doc) : ulp(row.ulps, row.doc), row.where);
   auto critical = row.critical;
-  b.domain(Domain({0, 1}, [critical](const Node&) { return critical; }), row.where);
+  b.domain(Domain({0, 1}, [critical](const KernelContext&) { return critical; }), row.where);
   if (row.danger) b.danger(row.danger(), row.where);
   b.inputs(InputRoles::combine(), row.where);  // every binary op combines activations
   if (!row.cases.empty()) b.cases(row.cases, row.where);
@@ -454,7 +454,7 @@ void register_prelu(OpRegistry& r) {
             c, in, out, grads);
       })
       .subgradient(prelu_subgradient)
-      .domain(Domain({0, 1}, [](const Node&) { return std::vector<double>{0}; }))
+      .domain(Domain({0, 1}, [](const KernelContext&) { return std::vector<double>{0}; }))
       .danger({danger::output_overflow()})
       .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({3, 1, 1})}},
               {13,

@@ -1,5 +1,5 @@
 // Element-wise unary meta operators, one row each: the float64 function and its derivative, the
-// attributes they read (with the ONNX defaults), the forward and backward error models, and the
+// attributes they read (with the schema's defaults), the forward and backward error models, and the
 // domain (the probe's edge points, the true kinks). Every row is registered the same way: the
 // reference widens x exactly, computes f(x) in float64 and rounds once; the VJP is g * f'(x);
 // at a kink any value between the one-sided derivatives is a correct gradient.
@@ -25,7 +25,7 @@ using Attrs = const double*;  // the row's attribute values, in the order of Una
 struct UnaryRow {
   std::source_location where;  // the row (ops --where): here()
   const char* name;
-  std::vector<std::pair<const char*, double>> attrs = {};  // attribute and its ONNX default
+  std::vector<const char*> attrs = {};  // float attributes; the schema gives their defaults
   double (*f)(double x, Attrs a) = nullptr;
   // dy/dx at x, with y = f(x) as the kernel returned it; nullptr: not differentiable.
   double (*df)(double x, double y, Attrs a) = nullptr;
@@ -157,7 +157,7 @@ std::vector<UnaryRow> exact_rows() {
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
         .explain = {.form = ExplainForm::unary, .clamps_to = 0.0, .telling = true},
         .nan_branch = true},
-      {.where = here(), .name = "ThresholdedRelu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "ThresholdedRelu", .attrs = {"alpha"},
        .f = [](double x, Attrs a) { return x > a[0] ? x : 0.0; },
        .df = [](double x, double, Attrs a) { return x > a[0] ? 1.0 : 0.0; },
        .critical = [](Attrs a) { return std::vector<double>{a[0]}; },
@@ -182,7 +182,7 @@ std::vector<UnaryRow> correctly_rounded_rows() {
        .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
        .danger = reciprocal_zones,
         .explain = {.form = ExplainForm::unary}},
-      {.where = here(), .name = "LeakyRelu", .attrs = {{"alpha", 0.01}},
+      {.where = here(), .name = "LeakyRelu", .attrs = {"alpha"},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)", .critical = signs, .kinks = at_zero,
@@ -336,7 +336,7 @@ std::vector<UnaryRow> activation_rows() {
 // Activations built on exp(x) - 1: Elu, Selu, Celu.
 std::vector<UnaryRow> exponential_activation_rows() {
   return {
-      {.where = here(), .name = "Elu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "Elu", .attrs = {"alpha"},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * std::expm1(x); },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] * std::exp(x) : 1.0; },
        .ulps = 4,
@@ -351,8 +351,7 @@ std::vector<UnaryRow> exponential_activation_rows() {
         },
         .formula = "alpha (exp(x) - 1) for x < 0, x otherwise",
         .better = "expm1(x) keeps the small results exp(x) - 1 cancels", .nan_branch = true},
-      {.where = here(), .name = "Selu", .attrs = {{"alpha", 1.67326319217681884765625},
-                                 {"gamma", 1.05070102214813232421875}},
+      {.where = here(), .name = "Selu", .attrs = {"alpha", "gamma"},
        .f = [](double x, Attrs a) { return x > 0 ? a[1] * x : a[1] * a[0] * std::expm1(x); },
        .df = [](double x, double, Attrs a) { return x <= 0 ? a[1] * a[0] * std::exp(x) : a[1]; },
        .ulps = 4,
@@ -370,7 +369,7 @@ std::vector<UnaryRow> exponential_activation_rows() {
         .better = "gamma alpha expm1(x) keeps the small results alpha exp(x) - alpha cancels",
         .nan_branch = true},
       // Continuously differentiable: both one-sided derivatives at 0 are 1.
-      {.where = here(), .name = "Celu", .attrs = {{"alpha", 1.0}},
+      {.where = here(), .name = "Celu", .attrs = {"alpha"},
        .f = [](double x, Attrs a) {
          return std::max(0.0, x) + std::min(0.0, a[0] * std::expm1(x / a[0]));
        },
@@ -398,7 +397,7 @@ std::vector<UnaryRow> piecewise_activation_rows() {
   return {
       // alpha*x + beta is rounded before the clamp: cancellation near the kinks is allowed, and
       // the rounded sum may decide which side of a kink x is on.
-      {.where = here(), .name = "HardSigmoid", .attrs = {{"alpha", 0.2}, {"beta", 0.5}},
+      {.where = here(), .name = "HardSigmoid", .attrs = {"alpha", "beta"},
        .f = [](double x, Attrs a) { return std::max(0.0, std::min(1.0, a[0] * x + a[1])); },
        .df = [](double x, double, Attrs a) {
          double t = a[0] * x + a[1];
@@ -444,7 +443,7 @@ std::vector<UnaryRow> piecewise_activation_rows() {
         .formula = "the function body: x HardSigmoid(x, alpha 1/6, beta 1/2)",
         .better = "the formula as written: x (x + 3) / 6 overflows where it does not",
         .nan_branch = true},
-      {.where = here(), .name = "Shrink", .attrs = {{"lambd", 0.5}, {"bias", 0.0}},
+      {.where = here(), .name = "Shrink", .attrs = {"lambd", "bias"},
        .f = [](double x, Attrs a) { return x < -a[0] ? x + a[1] : (x > a[0] ? x - a[1] : 0.0); },
        .df = [](double x, double, Attrs a) { return x < -a[0] || x > a[0] ? 1.0 : 0.0; },
        .ulps = 1, .fmag = [](double x, Attrs a) { return std::fabs(x) + std::fabs(a[1]); },
@@ -471,10 +470,10 @@ const std::vector<UnaryRow>& unary_rows() {
   return rows;
 }
 
-std::vector<double> attrs_of(const UnaryRow& row, const Node& n) {
+std::vector<double> attrs_of(const UnaryRow& row, const KernelContext& c) {
   std::vector<double> a;
   a.reserve(row.attrs.size());
-  for (const auto& [name, dflt] : row.attrs) a.push_back(n.attr_f(name, dflt));
+  for (const char* name : row.attrs) a.push_back(attr_f(c, name));
   return a;
 }
 
@@ -484,7 +483,7 @@ SubgradientFn kink_subgradient(const UnaryRow& row) {
       [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
         std::vector<GradientSet> sets(in.size());
         if (!is_floating(in[0].dtype())) return sets;
-        auto a = attrs_of(row, c.node);
+        auto a = attrs_of(row, c);
         auto kinks = row.kinks(a.data());
         if (kinks.empty()) return sets;
         double u = unit_roundoff(in[0].dtype());
@@ -518,7 +517,7 @@ void add_triage(OpRegistry& r, const UnaryRow& row) {
     r.amend(row.name).float32(
         [row](const KernelContext& c, const Tensors& in, SumOrder) {
           const Tensor& x = input(c, in, 0);
-          auto a = attrs_of(row, c.node);
+          auto a = attrs_of(row, c);
           auto v = x.to_f64();
           for (auto& e : v) e = row.f32(static_cast<float>(e), a.data());
           return Tensors{Tensor::from_f64(v, x.shape(), x.dtype())};
@@ -534,7 +533,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
          [row](const KernelContext& c, const Tensors& in) {
            const Tensor& x = input(c, in, 0);
            if (row.float_only) require_float(c, x, "input");
-           auto a = attrs_of(row, c.node);
+           auto a = attrs_of(row, c);
            auto v = x.to_f64();
            // NaN in, NaN out, as numpy (ONNX's reference semantics) and IEEE functions do; the
            // comparisons in piecewise definitions would drop it otherwise.
@@ -553,7 +552,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
                       condition(
                           [row](const KernelContext& c, const Tensors& in, const Tensors&,
                                 const AccumulationBound&) {
-                            auto a = attrs_of(row, c.node);
+                            auto a = attrs_of(row, c);
                             auto x = in[0].to_f64();
                             for (auto& v : x) v = row.fmag(v, a.data());
                             return Magnitudes{x};
@@ -565,8 +564,8 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
   }
   auto points = [row](std::vector<double> (*of)(Attrs)) -> Domain::Points {
     if (!of) return {};
-    return [row, of](const Node& n) {
-      auto a = attrs_of(row, n);
+    return [row, of](const KernelContext& c) {
+      auto a = attrs_of(row, c);
       return of(a.data());
     };
   };
@@ -582,7 +581,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
       [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
         Tensors res(in.size());
         if (!is_floating(in[0].dtype())) return res;
-        auto a = attrs_of(row, c.node);
+        auto a = attrs_of(row, c);
         auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
         for (std::size_t i = 0; i < g.size(); ++i)
           g[i] = g[i] == 0 ? 0 : g[i] * row.df(x[i], y[i], a.data());
@@ -596,7 +595,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
             const AccumulationBound&) {
         Magnitudes m(in.size());
         if (!is_floating(in[0].dtype())) return m;
-        auto a = attrs_of(row, c.node);
+        auto a = attrs_of(row, c);
         auto x = in[0].to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
         m[0].resize(g.size());
         for (std::size_t i = 0; i < g.size(); ++i) {

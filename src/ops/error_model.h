@@ -61,7 +61,7 @@ using MagnitudeFn =
 // op: the points where its derivative jumps, where the backward judgement accepts any value
 // between the one-sided derivatives (the subgradient set) and only those.
 struct Domain {
-  using Points = std::function<std::vector<double>(const Node&)>;
+  using Points = std::function<std::vector<double>(const KernelContext&)>;
   Domain() = default;
   Domain(std::vector<int> data, Points critical_points = {}, Points kink_points = {})
       : data_inputs(std::move(data)),

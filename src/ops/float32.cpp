@@ -337,7 +337,7 @@ Tensors nll_f32(const KernelContext& c, const std::vector<float>& x, const Shape
   std::vector<float> w = weight ? f32(*weight) : std::vector<float>(C, 1.0f);
   bool has_ignore = c.node.has_attr("ignore_index");
   std::int64_t ignore = has_ignore ? c.node.attr_i("ignore_index") : 0;
-  std::string reduction = c.node.attr_s("reduction", "mean");
+  std::string reduction = attr_s(c, "reduction");
   std::vector<float> loss(static_cast<std::size_t>(N * D), 0.0f), terms;
   float wsum = 0;
   for (std::int64_t n = 0; n < N; ++n)
@@ -425,9 +425,10 @@ Tensors pool_f32(const KernelContext& c, const Tensors& in, bool lp, bool global
     kernel.assign(x.shape().begin() + 2, x.shape().end());
   else
     kernel = c.node.attr_ints("kernel_shape");
-  Window w = window_geometry(c, x.shape(), kernel, !global && c.node.attr_i("ceil_mode", 0) != 0);
-  bool include_pad = !global && c.node.attr_i("count_include_pad", 0) != 0;
-  float p = lp ? static_cast<float>(c.node.attr_i("p", 2)) : 1.0f;
+  // ceil_mode from opset 10, count_include_pad from 7; LpPool has neither (opsets 1 to 17).
+  Window w = window_geometry(c, x.shape(), kernel, !global && attr_i_or(c, "ceil_mode", 0) != 0);
+  bool include_pad = !global && attr_i_or(c, "count_include_pad", 0) != 0;
+  float p = lp ? static_cast<float>(attr_i(c, "p")) : 1.0f;
   std::int64_t NC = x.dim(0) * x.dim(1), P = w.out_size();
   auto v = f32(x);
   std::vector<float> y(static_cast<std::size_t>(NC * P));
@@ -472,7 +473,7 @@ Tensors cumsum_f32(const KernelContext& c, const Tensors& in, SumOrder) {
   require_narrow(c, in);
   const Tensor& x = input(c, in, 0);
   std::int64_t axis = norm_axis(c, static_cast<std::int64_t>(input(c, in, 1).f64_at(0)), x.rank());
-  bool exclusive = c.node.attr_i("exclusive", 0) != 0, reverse = c.node.attr_i("reverse", 0) != 0;
+  bool exclusive = attr_i(c, "exclusive") != 0, reverse = attr_i(c, "reverse") != 0;
   std::int64_t outer = 1, n = x.shape()[axis], inner = 1;
   for (std::int64_t d = 0; d < x.rank(); ++d)
     if (d < axis)
@@ -510,7 +511,8 @@ Convention align_corners_length() {
           "scale), which differ where the scaled length is not whole",
           [](const KernelContext& c, const Tensors& in, const Tensors&, const Tensors&,
              const std::vector<std::vector<bool>>&) {
-            if (c.node.attr_s("coordinate_transformation_mode", "half_pixel") != "align_corners")
+            // Resize-10 and Upsample have no such attribute: asymmetric coordinates.
+            if (attr_s_or(c, "coordinate_transformation_mode", "asymmetric") != "align_corners")
               return false;
             std::size_t k = c.opset >= 11 ? 2 : 1;  // scales (Resize 10 and Upsample: input 1)
             if (!has_input(in, k) || in[k].numel() == 0) return false;
@@ -683,7 +685,8 @@ void register_float32_definitions(OpRegistry& r) {
     ReferenceForward ref = r.find(op)->reference;
     r.amend(op).float32(
         [ref](const KernelContext& c, const Tensors& in, SumOrder) {
-          std::string reduction = c.node.attr_s("reduction", "none");
+          // reduction from opset 16 (Scatter: never)
+          std::string reduction = attr_s_or(c, "reduction", "none");
           if (reduction != "none")
             fail("{}: reduction '{}' combines repeated indices in an order ONNX leaves open",
                  c.node.label(), reduction);

@@ -19,7 +19,7 @@ Tensors gather(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   auto ind = input(c, in, 1).to_i64();
   const Shape& is = in[1].shape();
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   Shape os(x.shape().begin(), x.shape().begin() + axis);
   os.insert(os.end(), is.begin(), is.end());
   os.insert(os.end(), x.shape().begin() + axis + 1, x.shape().end());
@@ -40,7 +40,7 @@ Tensors gather_elements(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   const Tensor& it = input(c, in, 1);
   auto ind = it.to_i64();
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   if (it.rank() != x.rank())
     fail("{}: indices rank {} differs from data rank {}", c.node.label(), it.rank(), x.rank());
   auto xs = strides_of(x.shape());
@@ -59,7 +59,8 @@ Tensors gather_nd(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   const Tensor& it = input(c, in, 1);
   auto ind = it.to_i64();
-  std::int64_t b = c.node.attr_i("batch_dims", 0), q = it.rank(), k = it.shape().back();
+  // batch_dims from opset 12.
+  std::int64_t b = attr_i_or(c, "batch_dims", 0), q = it.rank(), k = it.shape().back();
   if (k > x.rank() - b)
     fail("{}: index depth {} too large for data rank {}", c.node.label(), k, x.rank());
   Shape os(it.shape().begin(), it.shape().end() - 1);
@@ -98,8 +99,9 @@ Tensors scatter_elements(const KernelContext& c, const Tensors& in) {
   const Tensor& it = input(c, in, 1);
   const Tensor& up = input(c, in, 2);
   auto ind = it.to_i64();
-  std::string red = c.node.attr_s("reduction", "none");
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  // reduction from opset 16; Scatter has none.
+  std::string red = attr_s_or(c, "reduction", "none");
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   if (it.shape() != up.shape())
     fail("{}: indices {} and updates {} differ", c.node.label(), shape_str(it.shape()),
          shape_str(up.shape()));
@@ -121,7 +123,7 @@ Tensors scatter_nd(const KernelContext& c, const Tensors& in) {
   const Tensor& it = input(c, in, 1);
   const Tensor& up = input(c, in, 2);
   auto ind = it.to_i64();
-  std::string red = c.node.attr_s("reduction", "none");
+  std::string red = attr_s_or(c, "reduction", "none");
   std::int64_t k = it.shape().back(), slice = 1;
   for (std::int64_t d = k; d < x.rank(); ++d) slice *= x.shape()[d];
   auto xs = strides_of(x.shape());
@@ -145,7 +147,7 @@ Tensors scatter_nd(const KernelContext& c, const Tensors& in) {
 // product (k+1 roundings of |y|); none, max and min move elements only.
 Magnitudes scatter_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
                              const AccumulationBound& bound) {
-  std::string red = c.node.attr_s("reduction", "none");
+  std::string red = attr_s_or(c, "reduction", "none");
   if (red != "add" && red != "mul") return {{}};
   const MetaOp* op = OpRegistry::instance().find(c.node.op_type);
   // Updates per position: add-scatter ones onto zeros.
@@ -178,7 +180,7 @@ ErrorModel scatter_error_model() {
 ReferenceVjp scatter_vjp() {
   return [movement = data_movement_vjp({0, 2})](const KernelContext& c, const Tensors& in,
                                                 const Tensors& out, const Tensors& g) {
-    if (c.node.attr_s("reduction", "none") != "none")
+    if (attr_s_or(c, "reduction", "none") != "none")
       throw Unsupported(c.node.label() + ": no reference VJP for scatter with reduction");
     return movement(c, in, out, g);
   };

@@ -25,6 +25,14 @@ const Node& with_default(const KernelContext& c, const std::string& name, Node& 
   return scratch;
 }
 
+// attr_X(c, name) where the node or the schema gives the attribute, else `absent`.
+template <typename T, typename Read>
+T attr_or(const KernelContext& c, const std::string& name, const T& absent, Read read) {
+  Node scratch;
+  const Node& n = with_default(c, name, scratch);
+  return n.has_attr(name) ? read(n) : absent;
+}
+
 }  // namespace
 
 double attr_f(const KernelContext& c, const std::string& name) {
@@ -35,9 +43,27 @@ std::int64_t attr_i(const KernelContext& c, const std::string& name) {
   Node scratch;
   return with_default(c, name, scratch).attr_i(name);
 }
+std::string attr_s(const KernelContext& c, const std::string& name) {
+  Node scratch;
+  return with_default(c, name, scratch).attr_s(name);
+}
 std::vector<std::int64_t> attr_ints(const KernelContext& c, const std::string& name) {
   Node scratch;
   return with_default(c, name, scratch).attr_ints(name);
+}
+
+double attr_f_or(const KernelContext& c, const std::string& name, double absent) {
+  return attr_or(c, name, absent, [&](const Node& n) { return n.attr_f(name); });
+}
+std::int64_t attr_i_or(const KernelContext& c, const std::string& name, std::int64_t absent) {
+  return attr_or(c, name, absent, [&](const Node& n) { return n.attr_i(name); });
+}
+std::string attr_s_or(const KernelContext& c, const std::string& name, const std::string& absent) {
+  return attr_or(c, name, absent, [&](const Node& n) { return n.attr_s(name); });
+}
+std::vector<std::int64_t> attr_ints_or(const KernelContext& c, const std::string& name,
+                                       const std::vector<std::int64_t>& absent) {
+  return attr_or(c, name, absent, [&](const Node& n) { return n.attr_ints(name); });
 }
 
 bool has_input(const Tensors& in, std::size_t i) {

@@ -3,6 +3,7 @@
 // numpy broadcasting, strides.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ops/registry.h"
@@ -16,7 +17,17 @@ bool has_input(const Tensors& in, std::size_t i);
 // node, where neither gives one.
 double attr_f(const KernelContext& c, const std::string& name);
 std::int64_t attr_i(const KernelContext& c, const std::string& name);
+std::string attr_s(const KernelContext& c, const std::string& name);
 std::vector<std::int64_t> attr_ints(const KernelContext& c, const std::string& name);
+// Only for attributes the schema gives no default for at some op or opset the code serves (Conv's
+// strides, pads, dilations and kernel_shape, Transpose's perm, the legacy broadcast axis, Clip's
+// min and max before opset 11, Shape's end, attributes older opsets lack): as above, but `absent`
+// where neither the node nor the schema gives a value, i.e. what the op does without it.
+double attr_f_or(const KernelContext& c, const std::string& name, double absent);
+std::int64_t attr_i_or(const KernelContext& c, const std::string& name, std::int64_t absent);
+std::string attr_s_or(const KernelContext& c, const std::string& name, const std::string& absent);
+std::vector<std::int64_t> attr_ints_or(const KernelContext& c, const std::string& name,
+                                       const std::vector<std::int64_t>& absent);
 std::int64_t norm_axis(const KernelContext& c, std::int64_t axis, std::int64_t rank);
 std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int64_t> axes,
                                     std::int64_t rank);

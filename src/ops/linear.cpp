@@ -136,8 +136,8 @@ void register_matmul(OpRegistry& r) {
 Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) {
   const Tensor& a = input(c, in, 0);
   const Tensor& b = input(c, in, 1);
-  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
-  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
+  bool ta = attr_i(c, "transA"), tb = attr_i(c, "transB");
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta");
   if (a.rank() != 2 || b.rank() != 2)
     fail("{}: Gemm needs 2-D A and B, got {} and {}", c.node.label(), shape_str(a.shape()),
          shape_str(b.shape()));
@@ -165,8 +165,8 @@ Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f6
 Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                  const Tensors& grads) {
   const Tensor &a = in[0], &b = in[1];
-  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
-  double alpha = c.node.attr_f("alpha", 1.0), beta = c.node.attr_f("beta", 1.0);
+  bool ta = attr_i(c, "transA"), tb = attr_i(c, "transB");
+  double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta");
   std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
   std::int64_t n = tb ? b.dim(0) : b.dim(1);
   auto va = a.to_f64(), vb = b.to_f64(), g = grad_of(grads, out, 0);
@@ -199,7 +199,7 @@ void register_gemm(OpRegistry& r) {
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
             const Tensor& a = in[0];
-            bool ta = c.node.attr_i("transA", 0) != 0;
+            bool ta = attr_i(c, "transA") != 0;
             return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
           },
           "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"))

@@ -22,8 +22,8 @@ Tensor nll(const KernelContext& c, const std::vector<double>& lp, const Shape& i
   std::vector<double> w(static_cast<std::size_t>(C), 1.0);
   if (has_input(in, weight_input)) w = in[weight_input].to_f64();
   bool has_ignore = c.node.has_attr("ignore_index");
-  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
-  std::string red = c.node.attr_s("reduction", "mean");
+  std::int64_t ignore = has_ignore ? c.node.attr_i("ignore_index") : 0;
+  std::string red = attr_s(c, "reduction");
   std::vector<double> loss(static_cast<std::size_t>(N * D));
   double wsum = 0, lsum = 0;
   for (std::int64_t n = 0; n < N; ++n)
@@ -86,8 +86,8 @@ std::vector<double> nll_grad(const KernelContext& c, const Shape& in_shape, cons
   std::vector<double> w(static_cast<std::size_t>(C), 1.0);
   if (has_input(in, weight_input)) w = in[weight_input].to_f64();
   bool has_ignore = c.node.has_attr("ignore_index");
-  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
-  std::string red = c.node.attr_s("reduction", "mean");
+  std::int64_t ignore = has_ignore ? c.node.attr_i("ignore_index") : 0;
+  std::string red = attr_s(c, "reduction");
   auto g = grad_of(grads, out, 0);
   double wsum = 0;
   for (std::int64_t i = 0; i < N * D; ++i)
@@ -141,12 +141,12 @@ Tensors softmax_ce_vjp(const KernelContext& c, const Tensors& in, const Tensors&
 // sum): kappa(N) sum|w| / |W|; 0 for the other reductions.
 double weight_sum_rel(const KernelContext& c, const Tensors& in, std::int64_t C,
                       const AccumulationBound& bound) {
-  if (c.node.attr_s("reduction", "mean") != "mean") return 0;
+  if (attr_s(c, "reduction") != "mean") return 0;
   auto t = in[1].to_i64();
   std::vector<double> w(static_cast<std::size_t>(C), 1.0);
   if (has_input(in, 2)) w = in[2].to_f64();
   bool has_ignore = c.node.has_attr("ignore_index");
-  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
+  std::int64_t ignore = has_ignore ? c.node.attr_i("ignore_index") : 0;
   double abs_w = 0, wsum = 0;
   for (auto cls : t)
     if (!(has_ignore && cls == ignore) && cls >= 0 && cls < C) {
@@ -223,8 +223,8 @@ Magnitudes softmax_ce_magnitude(const KernelContext& c, const Tensors& in, const
   std::vector<double> w(static_cast<std::size_t>(C), 1.0);
   if (has_input(in, 2)) w = in[2].to_f64();
   bool has_ignore = c.node.has_attr("ignore_index");
-  std::int64_t ignore = c.node.attr_i("ignore_index", 0);
-  std::string red = c.node.attr_s("reduction", "mean");
+  std::int64_t ignore = has_ignore ? c.node.attr_i("ignore_index") : 0;
+  std::string red = attr_s(c, "reduction");
   std::vector<double> per(static_cast<std::size_t>(N * D), 0.0);
   double err = 0, abs_terms = 0, abs_w = 0, wsum = 0;
   for (std::int64_t i = 0; i < N * D; ++i) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/kernel_util.h"
+
 namespace metaop {
 
 std::vector<double> norm_magnitude(const std::vector<double>& x, NormGroups g,
@@ -180,7 +182,7 @@ std::vector<double> param_magnitude(const std::vector<double>& abs_terms,
 
 DangerZone zero_variance(const danger::Groups& groups, std::string condition) {
   DangerZone z = danger::group_constant(0, groups, std::move(condition));
-  z.applies = [](const Node& n) { return n.attr_f("epsilon", 1e-5) == 0; };
+  z.applies = [](const KernelContext& c) { return attr_f(c, "epsilon") == 0; };
   return z;
 }
 

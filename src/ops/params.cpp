@@ -18,11 +18,12 @@ ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t r
   if (from_input) {
     if (has_input(in, 1)) axes = in[1].to_i64();
   } else {
-    axes = c.node.attr_ints("axes", {});
+    axes = attr_ints_or(c, "axes", {});  // no schema default: all axes
   }
   ReduceAxes r;
-  r.noop = axes.empty() && c.node.attr_i("noop_with_empty_axes", 0) != 0;
-  r.keepdims = c.node.attr_i("keepdims", 1) != 0;
+  // noop_with_empty_axes: ReduceSum from opset 13 (the others from 18).
+  r.noop = axes.empty() && attr_i_or(c, "noop_with_empty_axes", 0) != 0;
+  r.keepdims = attr_i(c, "keepdims") != 0;
   if (axes.empty()) {
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
@@ -58,7 +59,7 @@ AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
   AxisSplit v;
   // Before opset 13 the input is coerced to 2-D [prod(d < axis), prod(d >= axis)].
   bool coerce = c.opset < 13;
-  v.axis = norm_axis(c, c.node.attr_i("axis", coerce ? 1 : -1), rank);
+  v.axis = norm_axis(c, attr_i(c, "axis"), rank);
   for (std::int64_t d = 0; d < rank; ++d) {
     if (d < v.axis)
       v.outer *= s[d];
@@ -71,7 +72,7 @@ AxisSplit softmax_split(const KernelContext& c, const Shape& s) {
 }
 
 bool batch_norm_training(const KernelContext& c) {
-  return c.opset >= 14 ? c.node.attr_i("training_mode", 0) != 0
+  return c.opset >= 14 ? attr_i(c, "training_mode") != 0
                        : (c.opset >= 9 && c.node.outputs.size() > 1);
 }
 
@@ -83,8 +84,8 @@ ClipBounds clip_bounds(const KernelContext& c, const Tensors& in) {
                   : std::numeric_limits<double>::infinity(),
          lo = -hi;
   if (c.opset < 11) {
-    lo = c.node.attr_f("min", lo);
-    hi = c.node.attr_f("max", hi);
+    lo = attr_f_or(c, "min", lo);
+    hi = attr_f_or(c, "max", hi);
   } else {
     if (has_input(in, 1)) lo = in[1].f64_at(0);
     if (has_input(in, 2)) hi = in[2].f64_at(0);
@@ -106,7 +107,7 @@ std::vector<bool> dropout_mask(const KernelContext& c, std::int64_t n, double ra
 }
 
 DropoutMode dropout_mode(const KernelContext& c, const Tensors& in) {
-  if (c.opset < 12) return {c.node.attr_f("ratio", 0.5), false};
+  if (c.opset < 12) return {attr_f(c, "ratio"), false};
   return {has_input(in, 1) ? in[1].f64_at(0) : 0.5, has_input(in, 2) && in[2].f64_at(0) != 0};
 }
 
@@ -114,7 +115,7 @@ std::vector<std::int64_t> axes_arg(const KernelContext& c, const Tensors& in, st
                                    int input_from_opset) {
   if (c.opset >= input_from_opset)
     return has_input(in, i) ? in[i].to_i64() : std::vector<std::int64_t>{};
-  return c.node.attr_ints("axes", {});
+  return attr_ints_or(c, "axes", {});
 }
 
 }  // namespace metaop

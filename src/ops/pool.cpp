@@ -124,11 +124,13 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
              TieCollector* ties = nullptr) {
   const Tensor& x = input(c, in, 0);
   const Node& node = c.node;
-  bool ceil_mode = node.attr_i("ceil_mode", 0) != 0;
+  // Only some pools and opsets have these (ceil_mode: MaxPool and AveragePool from opset 10,
+  // count_include_pad: AveragePool from 7, storage_order: MaxPool from 8); 0 where absent.
+  bool ceil_mode = attr_i_or(c, "ceil_mode", 0) != 0;
   Window w = window_geometry(c, x.shape(), node.attr_ints("kernel_shape"), ceil_mode);
-  bool include_pad = node.attr_i("count_include_pad", 0) != 0;
-  double p = kind == PoolKind::Lp ? static_cast<double>(node.attr_i("p", 2)) : 0.0;
-  bool col_major = node.attr_i("storage_order", 0) == 1;
+  bool include_pad = attr_i_or(c, "count_include_pad", 0) != 0;
+  double p = kind == PoolKind::Lp ? static_cast<double>(attr_i(c, "p")) : 0.0;
+  bool col_major = attr_i_or(c, "storage_order", 0) == 1;
   std::int64_t NC = x.dim(0) * x.dim(1), P = w.out_size();
   auto vx = x.to_f64();
   std::vector<double> out(static_cast<std::size_t>(NC * P));
@@ -172,7 +174,7 @@ Tensors global_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
   if (x.rank() < 3)
     fail("{}: input must be [N, C, spatial...], got {}", c.node.label(), shape_str(x.shape()));
   std::int64_t NC = x.dim(0) * x.dim(1), S = x.numel() / std::max<std::int64_t>(NC, 1);
-  double p = kind == PoolKind::Lp ? static_cast<double>(c.node.attr_i("p", 2)) : 0.0;
+  double p = kind == PoolKind::Lp ? static_cast<double>(attr_i(c, "p")) : 0.0;
   auto vx = x.to_f64();
   std::vector<double> out(static_cast<std::size_t>(NC));
   WindowTaps all;
@@ -240,7 +242,7 @@ SubgradientFn max_pool_subgradient(PoolFn run) {
 // Terms per output: the kernel's size, or the whole spatial extent.
 double window_terms(const KernelContext& c, const Tensors&) {
   double n = 1;
-  for (auto k : c.node.attr_ints("kernel_shape", {})) n *= static_cast<double>(k);
+  for (auto k : attr_ints_or(c, "kernel_shape", {})) n *= static_cast<double>(k);
   return n;
 }
 

@@ -72,9 +72,9 @@ struct AxisView {
 
 Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
   const Tensor& x = input(c, in, 0);
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
-  bool keepdims = c.node.attr_i("keepdims", 1) != 0,
-       last = c.node.attr_i("select_last_index", 0) != 0;
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  bool keepdims = attr_i(c, "keepdims") != 0,
+       last = attr_i_or(c, "select_last_index", 0) != 0;  // from opset 12
   AxisView v(x.shape(), axis);
   auto vx = x.to_f64();
   std::vector<std::int64_t> out(static_cast<std::size_t>(v.outer * v.inner));
@@ -103,8 +103,8 @@ Tensors arg_reduce(const KernelContext& c, const Tensors& in, bool is_max) {
 Tensors topk(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::int64_t k = c.opset >= 10 ? input(c, in, 1).to_i64().at(0) : c.node.attr_i("k");
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
-  bool largest = c.node.attr_i("largest", 1) != 0;
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  bool largest = attr_i_or(c, "largest", 1) != 0;  // from opset 11; before, the largest
   AxisView v(x.shape(), axis);
   if (k < 0 || k > v.n)
     fail("{}: k = {} but axis {} has {} elements", c.node.label(), k, axis, v.n);
@@ -133,7 +133,7 @@ Tensors topk(const KernelContext& c, const Tensors& in) {
 Tensors cumsum(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::int64_t axis = norm_axis(c, input(c, in, 1).to_i64().at(0), x.rank());
-  bool exclusive = c.node.attr_i("exclusive", 0) != 0, reverse = c.node.attr_i("reverse", 0) != 0;
+  bool exclusive = attr_i(c, "exclusive") != 0, reverse = attr_i(c, "reverse") != 0;
   AxisView v(x.shape(), axis);
   auto vx = x.to_f64();
   std::vector<double> y(vx.size());
@@ -272,7 +272,7 @@ std::vector<GradientSet> topk_subgradient(const KernelContext& c, const Tensors&
   std::vector<GradientSet> sets(in.size());
   const Tensor& x = in[0];
   if (!is_floating(x.dtype())) return sets;
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   AxisView v(x.shape(), axis);
   std::int64_t k = out[0].shape()[axis], n = x.shape()[axis];
   auto g = grad_of(grads, out, 0), vx = x.to_f64(), vals = out[0].to_f64();
@@ -318,7 +318,7 @@ std::vector<GradientSet> topk_subgradient(const KernelContext& c, const Tensors&
 Tensors topk_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                  const Tensors& grads) {
   const Tensor& x = in[0];
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), x.rank());
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
   AxisView v(x.shape(), axis);
   std::int64_t k = out[0].shape()[axis];
   auto g = grad_of(grads, out, 0);
@@ -360,7 +360,7 @@ SubgradientFn norm_subgradient(bool l1) {
 Tensors cumsum_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
                    const Tensors& grads) {
   Node flipped = c.node;
-  flipped.attrs["reverse"] = Attribute::of_int(c.node.attr_i("reverse", 0) ? 0 : 1);
+  flipped.attrs["reverse"] = Attribute::of_int(attr_i(c, "reverse") ? 0 : 1);
   Tensor g = Tensor::from_f64(grad_of(grads, out, 0), out[0].shape(), DType::Float64);
   auto gx = cumsum(KernelContext{flipped, c.opset}, {g, in[1]})[0].to_f64();
   Tensors r(in.size());
@@ -552,7 +552,7 @@ void register_reductions(OpRegistry& r) {
 void register_norm_reductions(OpRegistry& r) {
   using namespace error_models;
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
-  auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
+  auto exp_domain = [](const KernelContext&) { return std::vector<double>{0, 88.7228, 100, -100}; };
 
   r.op("ReduceL1", Family::reduce,
        reduction({0.0, [](double a, double x) { return a + std::fabs(x); }, id}))
@@ -581,7 +581,7 @@ void register_norm_reductions(OpRegistry& r) {
       .vjp(reduce_vjp([](double, double y, double) { return std::exp(-y); }))
       .error(condition(reduce_log_sum_magnitude, "kappa(n) * sum|x| / |sum x| + 2|y|, 4 ulp"))
       .domain({{0},
-               [](const Node&) {
+               [](const KernelContext&) {
                  return std::vector<double>{0, 1};
                }})
       .danger({danger::group_sum_below_zero(DangerKind::LogDomain, 0, reduction_members,

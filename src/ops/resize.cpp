@@ -123,7 +123,7 @@ struct ResizeSpec {
 ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
   const Node& n = c.node;
   ResizeSpec s;
-  s.p.mode = n.attr_s("mode", "nearest");
+  s.p.mode = attr_s(c, "mode");
   if (n.op_type == "Upsample" || c.opset < 11) {
     // Upsample and Resize-10: scales only, asymmetric coordinates, nearest rounds down.
     s.p.coord = "asymmetric";
@@ -133,11 +133,11 @@ ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
     else
       s.scales = input(c, in, 1).to_f64();
   } else {
-    s.p.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
-    s.p.nearest_mode = n.attr_s("nearest_mode", "round_prefer_floor");
-    s.p.cubic_a = n.attr_f("cubic_coeff_a", -0.75);
-    s.p.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
-    s.p.extrapolation = n.attr_f("extrapolation_value", 0.0);
+    s.p.coord = attr_s(c, "coordinate_transformation_mode");
+    s.p.nearest_mode = attr_s(c, "nearest_mode");
+    s.p.cubic_a = attr_f(c, "cubic_coeff_a");
+    s.p.exclude_outside = attr_i(c, "exclude_outside") != 0;
+    s.p.extrapolation = attr_f(c, "extrapolation_value");
     if (has_input(in, 1)) s.roi = in[1].to_f64();
     if (has_input(in, 2)) s.scales = in[2].to_f64();
     if (has_input(in, 3)) s.sizes = in[3].to_i64();
@@ -277,12 +277,12 @@ Tensors resize_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
 // coordinate's error, ~4(|x_orig| + 1) per resized axis), so slope * sum e |x|. The backward
 // sends each output gradient along the same taps: kappa(terms) sum|w g| + slope * sum e |g|.
 double weight_slope(const KernelContext& c) {
-  return c.node.attr_s("mode", "nearest") == "cubic" ? 1.5 : 1.0;
+  return attr_s(c, "mode") == "cubic" ? 1.5 : 1.0;
 }
 
 Magnitudes resize_magnitude(const KernelContext& c, const Tensors& in, const Tensors& ref,
                             const AccumulationBound& bound) {
-  std::string mode = c.node.attr_s("mode", "nearest");
+  std::string mode = attr_s(c, "mode");
   if (mode == "nearest" || !ref[0].defined()) return {{}};
   ResizeMagnitudes m;
   resize(c, in, nullptr, nullptr, &m);
@@ -299,7 +299,7 @@ Magnitudes resize_vjp_magnitude(const KernelContext& c, const Tensors& in, const
   std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
   ResizeMagnitudes rm;
   resize(c, in, &gout, &gin, &rm);
-  bool nearest = c.node.attr_s("mode", "nearest") == "nearest";
+  bool nearest = attr_s(c, "mode") == "nearest";
   m[0].resize(gin.size());
   for (std::size_t j = 0; j < gin.size(); ++j)
     m[0][j] = bound.kappa(rm.terms[j]) * rm.abs[j] + (nearest ? 0 : weight_slope(c) * rm.coord[j]);

@@ -27,7 +27,7 @@ Tensor i64_tensor(const std::vector<std::int64_t>& v) {
 Tensors reshape(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   auto target = c.opset >= 5 ? input(c, in, 1).to_i64() : c.node.attr_ints("shape");
-  bool allowzero = c.node.attr_i("allowzero", 0) != 0;
+  bool allowzero = attr_i_or(c, "allowzero", 0) != 0;  // from opset 14
   Shape s;
   std::int64_t infer = -1, known = 1;
   for (std::size_t i = 0; i < target.size(); ++i) {
@@ -61,7 +61,7 @@ Tensors reshape(const KernelContext& c, const Tensors& in) {
 
 Tensors flatten(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
-  std::int64_t axis = c.node.attr_i("axis", 1);
+  std::int64_t axis = attr_i(c, "axis");
   if (axis < 0) axis += x.rank();
   if (axis < 0 || axis > x.rank())
     fail("{}: axis {} out of range for rank {}", c.node.label(), axis, x.rank());
@@ -74,7 +74,7 @@ Tensors transpose(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::vector<std::int64_t> perm(x.rank());
   std::iota(perm.rbegin(), perm.rend(), 0);
-  perm = c.node.attr_ints("perm", perm);
+  perm = attr_ints_or(c, "perm", perm);  // no schema default: reversed
   if (static_cast<std::int64_t>(perm.size()) != x.rank())
     fail("{}: perm {} for rank {}", c.node.label(), shape_str(perm), x.rank());
   perm = norm_axes(c, perm, x.rank());
@@ -181,10 +181,11 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
 
 Tensors split(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), x.rank());
+  // Split-1 gives axis no default; split has none (equal parts).
+  std::int64_t axis = norm_axis(c, attr_i_or(c, "axis", 0), x.rank());
   std::vector<std::int64_t> sizes =
       c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
-                    : c.node.attr_ints("split", {});
+                    : attr_ints_or(c, "split", {});
   std::int64_t n = static_cast<std::int64_t>(c.node.outputs.size()), len = x.shape()[axis];
   if (sizes.empty()) {
     if (len % n)
@@ -211,7 +212,7 @@ Tensors slice(const KernelContext& c, const Tensors& in) {
   if (c.opset < 10) {
     starts = c.node.attr_ints("starts");
     ends = c.node.attr_ints("ends");
-    axes = c.node.attr_ints("axes", {});
+    axes = attr_ints_or(c, "axes", {});  // no schema default: the first axes
   } else {
     starts = input(c, in, 1).to_i64();
     ends = input(c, in, 2).to_i64();
@@ -282,12 +283,12 @@ std::int64_t pad_source(const std::string& mode, std::int64_t j, std::int64_t di
 
 Tensors pad(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
-  std::string mode = c.node.attr_s("mode", "constant");
+  std::string mode = attr_s(c, "mode");
   const bool from_inputs = c.opset >= 11;
   const std::vector<std::int64_t> pads =
       from_inputs ? input(c, in, 1).to_i64() : c.node.attr_ints("pads");
   double value = from_inputs ? (has_input(in, 2) && in[2].numel() > 0 ? in[2].f64_at(0) : 0.0)
-                             : c.node.attr_f("value", 0.0);
+                             : attr_f(c, "value");
   std::vector<std::int64_t> all_axes(static_cast<std::size_t>(x.rank()));
   std::iota(all_axes.begin(), all_axes.end(), 0);
   const std::vector<std::int64_t> axes =
@@ -341,7 +342,8 @@ Tensors depth_space(const KernelContext& c, const Tensors& in, bool to_space) {
   if (x.rank() != 4) fail("{}: input must be 4-D, got {}", c.node.label(), shape_str(x.shape()));
   std::int64_t b = c.node.attr_i("blocksize"), N = x.dim(0), C = x.dim(1), H = x.dim(2),
                W = x.dim(3);
-  bool crd = c.node.attr_s("mode", "DCR") == "CRD";
+  // DepthToSpace's mode from opset 11; SpaceToDepth has none.
+  bool crd = attr_s_or(c, "mode", "DCR") == "CRD";
   Shape os;
   if (to_space) {
     if (C % (b * b))
@@ -378,7 +380,8 @@ Tensors depth_space(const KernelContext& c, const Tensors& in, bool to_space) {
 Tensors shape_op(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   std::int64_t r = x.rank();
-  std::int64_t start = c.node.attr_i("start", 0), end = c.node.attr_i("end", r);
+  // From opset 15; end has no schema default (the last dimension).
+  std::int64_t start = attr_i_or(c, "start", 0), end = attr_i_or(c, "end", r);
   if (start < 0) start += r;
   if (end < 0) end += r;
   start = std::clamp<std::int64_t>(start, 0, r);
@@ -425,7 +428,7 @@ Tensors eye_like(const KernelContext& c, const Tensors& in) {
   DType dt = c.node.has_attr("dtype")
                  ? dtype_from_onnx(static_cast<int>(c.node.attr_i("dtype"))).value_or(x.dtype())
                  : x.dtype();
-  std::int64_t k = c.node.attr_i("k", 0);
+  std::int64_t k = attr_i(c, "k");
   std::vector<double> v(x.numel(), 0.0);
   for (std::int64_t i = 0; i < x.dim(0); ++i)
     if (i + k >= 0 && i + k < x.dim(1)) v[i * x.dim(1) + i + k] = 1.0;
@@ -437,7 +440,7 @@ Tensors one_hot(const KernelContext& c, const Tensors& in) {
   auto depth = static_cast<std::int64_t>(input(c, in, 1).f64_at(0));
   const Tensor& vals = input(c, in, 2);
   std::int64_t r = ind.rank() + 1;
-  std::int64_t axis = norm_axis(c, c.node.attr_i("axis", -1), r);
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), r);
   Shape os = ind.shape();
   os.insert(os.begin() + axis, depth);
   std::int64_t outer = 1, inner = 1;
@@ -459,7 +462,7 @@ Tensors trilu(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   if (x.rank() < 2) fail("{}: input must have rank >= 2", c.node.label());
   std::int64_t k = has_input(in, 1) ? in[1].to_i64().at(0) : 0;
-  bool upper = c.node.attr_i("upper", 1) != 0;
+  bool upper = attr_i(c, "upper") != 0;
   std::int64_t R = x.dim(-2), C = x.dim(-1);
   std::vector<std::int64_t> idx(x.numel());
   for (std::int64_t i = 0; i < x.numel(); ++i) {

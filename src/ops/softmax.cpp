@@ -162,7 +162,7 @@ Magnitudes softmax_forward_magnitude(const KernelContext& c, const Tensors& in, 
 void register_softmax_ops(OpRegistry& r) {
   using namespace error_models;
   // exp of the inputs overflows float32 above 88.72 (without the max subtracted).
-  auto exp_domain = [](const Node&) { return std::vector<double>{0, 88.7228, 100, -100}; };
+  auto exp_domain = [](const KernelContext&) { return std::vector<double>{0, 88.7228, 100, -100}; };
 
   r.op("Softmax", Family::reduce,
        [](const KernelContext& c, const Tensors& in) {

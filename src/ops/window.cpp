@@ -16,16 +16,17 @@ Window window_geometry(const KernelContext& c, const Shape& x_shape,
   if (static_cast<int>(kernel.size()) != nsp)
     fail("{}: kernel {} does not match input {}", n.label(), shape_str(kernel), shape_str(x_shape));
   auto ones = std::vector<std::int64_t>(nsp, 1);
-  auto strides = n.attr_ints("strides", ones);
-  auto dil = n.attr_ints("dilations", ones);
-  auto pads = n.attr_ints("pads", std::vector<std::int64_t>(2 * nsp, 0));
+  // No schema default for these; the global pools (float32 evaluation) have no auto_pad.
+  auto strides = attr_ints_or(c, "strides", ones);
+  auto dil = attr_ints_or(c, "dilations", ones);
+  auto pads = attr_ints_or(c, "pads", std::vector<std::int64_t>(2 * nsp, 0));
   if (strides.empty()) strides = ones;
   if (dil.empty()) dil = ones;
   if (pads.empty()) pads.assign(2 * nsp, 0);
   if (static_cast<int>(strides.size()) != nsp || static_cast<int>(dil.size()) != nsp ||
       static_cast<int>(pads.size()) != 2 * nsp)
     fail("{}: strides/dilations/pads do not match {} spatial dims", n.label(), nsp);
-  std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  std::string auto_pad = attr_s_or(c, "auto_pad", "NOTSET");
 
   Window w;
   w.nsp = nsp;

@@ -48,11 +48,12 @@ double rms(const Tensor& t) {
 
 // A layer's fan-in and fan-out from its weight `w` (Gemm, MatMul, or Conv-like: output and
 // input channels times the kernel's size).
-void set_fans(LayerInit& l, const Node& n, const Tensor& w) {
+void set_fans(LayerInit& l, const KernelContext& c, const Tensor& w) {
+  const Node& n = c.node;
   std::int64_t k_size = 1;
   for (std::int64_t d = 2; d < w.rank(); ++d) k_size *= w.dim(d);
   if (n.op_type == "Gemm") {
-    bool tb = n.attr_i("transB", 0) != 0;
+    bool tb = attr_i(c, "transB") != 0;
     l.fan_in = tb ? w.dim(1) : w.dim(0);
     l.fan_out = tb ? w.dim(0) : w.dim(1);
   } else if (n.op_type == "MatMul") {
@@ -89,7 +90,7 @@ std::vector<LayerInit> layer_inits(const Graph& g) {
     l.node = n.name;
     l.op_type = n.op_type;
     l.weight = n.inputs[wi];
-    set_fans(l, n, w);
+    set_fans(l, KernelContext{n, g.opset}, w);
     l.gain = rms(w) * std::sqrt(static_cast<double>(std::max<std::int64_t>(l.fan_in, 1)));
     if (n.inputs.size() > 2 && train.count(n.inputs[2])) l.bias = n.inputs[2];
     if (l.bias.empty() && n.op_type == "MatMul")  // Linear exported as MatMul + Add

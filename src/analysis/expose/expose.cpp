@@ -49,7 +49,7 @@ std::vector<ExposeTarget> expose_targets(const Graph& g) {
     if (!op) continue;
     for (std::size_t z = 0; z < op->domain.danger.size(); ++z) {
       const DangerZone& zone = op->domain.danger[z];
-      if (zone.applies && !zone.applies(n)) continue;
+      if (zone.applies && !zone.applies(KernelContext{n, g.opset})) continue;
       const auto& names = zone.watches_output ? n.outputs : n.inputs;
       auto k = static_cast<std::size_t>(zone.index);
       if (k >= names.size() || names[k].empty()) continue;

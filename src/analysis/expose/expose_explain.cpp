@@ -246,7 +246,7 @@ std::optional<std::string> zone_explanation(const Explainer& ex, const Node& n,
   const MetaOp* op = OpRegistry::instance().find(n.op_type);
   if (!op) return std::nullopt;
   for (const auto& z : op->domain.danger) {
-    if (z.applies && !z.applies(n)) continue;
+    if (z.applies && !z.applies(c)) continue;
     ZoneDistances zd;
     try {
       zd = z.distances(c, ins, outs);

@@ -614,7 +614,7 @@ ProbeResult probe(const ProbeOptions& o) {
     if (o.progress)
       o.progress(fmt::format("[{}/{}] {}", done, dirs.size(), fs::path(dir).filename().string()));
     std::vector<double> critical;
-    if (t->op->domain.critical) critical = t->op->domain.critical(node);
+    if (t->op->domain.critical) critical = t->op->domain.critical(KernelContext{node, t->g.opset});
     std::string test = fs::path(dir).filename().string();
     for (const auto& [pattern, values] : probe_patterns(critical)) {
       std::string key = fmt::format("{}|{}", test, pattern);

@@ -123,10 +123,9 @@ Tensors pool_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
 }
 
 Tensors batchnorm_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
-  const Node& n = c.node();
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
-  float eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
+  float eps = static_cast<float>(attr_f(c.k, "epsilon"));
   // Training mode normalizes with the batch's statistics, and its gradient goes through them:
   // oneDNN computes them (forward_training) and differentiates without use_global_stats.
   // Otherwise the given mean and var are constants (use_global_stats).

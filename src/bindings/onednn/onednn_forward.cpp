@@ -142,10 +142,10 @@ std::map<std::string, EltwiseOp> eltwise_table() {
   add("Neg", fixed(algo::eltwise_linear, -1.f, 0.f));
   add("Reciprocal", fixed(algo::eltwise_pow, 1.f, -1.f));
   add("LeakyRelu", [](const Ctx& c) {
-    return Eltwise{algo::eltwise_relu, static_cast<float>(c.node().attr_f("alpha", 0.01)), 0.f};
+    return Eltwise{algo::eltwise_relu, static_cast<float>(attr_f(c.k, "alpha")), 0.f};
   });
   add("Elu", [](const Ctx& c) {
-    return Eltwise{algo::eltwise_elu, static_cast<float>(c.node().attr_f("alpha", 1.0)), 0.f};
+    return Eltwise{algo::eltwise_elu, static_cast<float>(attr_f(c.k, "alpha")), 0.f};
   });
   add("Clip", [](const Ctx& c) {
     auto [lo, hi] = clip_bounds(c.k, c.in);
@@ -227,8 +227,8 @@ ConvSetup conv_setup(const Ctx& c) {
   const Tensor& w = c.x(1);
   Shape ks(w.shape().begin() + 2, w.shape().end());
   ConvSetup s;
-  s.g = window_geometry(c.k, x.shape(), c.node().attr_ints("kernel_shape", ks), false);
-  std::int64_t G = c.node().attr_i("group", 1);
+  s.g = window_geometry(c.k, x.shape(), attr_ints_or(c.k, "kernel_shape", ks), false);
+  std::int64_t G = attr_i(c.k, "group");
   s.M = w.dim(0);
   s.ws = w.shape();
   if (G > 1) {
@@ -271,7 +271,7 @@ Tensors deconv_fwd(const Ctx& c) {
   const Tensor& x = c.x(0);
   const Tensor& w = c.x(1);
   Window g = conv_transpose_geometry(c.k, x.shape(), w.shape());
-  std::int64_t G = c.node().attr_i("group", 1), C = x.dim(1), Mg = w.dim(1), Cg = C / G;
+  std::int64_t G = attr_i(c.k, "group"), C = x.dim(1), Mg = w.dim(1), Cg = C / G;
   std::int64_t K = 1;
   for (std::size_t d = 2; d < w.shape().size(); ++d) K *= w.shape()[d];
   // ONNX weights are [C, M/G, k...]; oneDNN's logical order is [G,] O, I, k...
@@ -338,12 +338,11 @@ Tensors matmul_fwd(const Ctx& c) {
 }
 
 Tensors gemm_fwd(const Ctx& c) {
-  const Node& n = c.node();
   const Tensor& a = c.x(0);
   const Tensor& b = c.x(1);
   if (a.rank() != 2 || b.rank() != 2) c.unsupported("Gemm needs 2-D A and B");
-  bool ta = n.attr_i("transA", 0), tb = n.attr_i("transB", 0);
-  double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
+  bool ta = attr_i(c.k, "transA"), tb = attr_i(c.k, "transB");
+  double alpha = attr_f(c.k, "alpha"), beta = attr_f(c.k, "beta");
   std::int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1),
                N = tb ? b.dim(0) : b.dim(1);
   // Transposes as strides of the same buffers.
@@ -386,11 +385,12 @@ Tensors gemm_fwd(const Ctx& c) {
 // ---- pooling
 PoolSetup pool_setup(const Ctx& c) {
   const Node& n = c.node();
-  bool is_max = n.op_type == "MaxPool", ceil_mode = n.attr_i("ceil_mode", 0) != 0;
-  if (is_max && n.attr_i("storage_order", 0)) c.unsupported("storage_order=1");
+  // ceil_mode from opset 10, storage_order (MaxPool) from 8, count_include_pad (AveragePool) from 7
+  bool is_max = n.op_type == "MaxPool", ceil_mode = attr_i_or(c.k, "ceil_mode", 0) != 0;
+  if (is_max && attr_i_or(c.k, "storage_order", 0)) c.unsupported("storage_order=1");
   PoolSetup p;
   p.g = window_geometry(c.k, c.x(0).shape(), n.attr_ints("kernel_shape"), ceil_mode);
-  bool include = n.attr_i("count_include_pad", 0) != 0;
+  bool include = attr_i_or(c.k, "count_include_pad", 0) != 0;
   p.a = is_max    ? algo::pooling_max
         : include ? algo::pooling_avg_include_padding
                   : algo::pooling_avg_exclude_padding;
@@ -482,12 +482,11 @@ dnnl::batch_normalization_forward::primitive_desc batchnorm_pd(prop p, const dnn
 }
 
 Tensors batchnorm_fwd(const Ctx& c) {
-  const Node& n = c.node();
   if (batch_norm_training(c.k)) c.unsupported("training mode");
   const Tensor& x = c.x(0);
   auto xd = md(x.shape()), cd = md({x.dim(1)});
   Tensor y(DType::Float32, x.shape());
-  auto pd = batchnorm_pd(prop::forward_inference, xd, static_cast<float>(n.attr_f("epsilon", 1e-5)),
+  auto pd = batchnorm_pd(prop::forward_inference, xd, static_cast<float>(attr_f(c.k, "epsilon")),
                          kBatchNormFlags);
   run(dnnl::batch_normalization_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)},
                                               {DNNL_ARG_SCALE, mem(cd, c.x(1))},
@@ -503,7 +502,7 @@ Tensors layernorm_fwd(const Ctx& c) {
   for (std::size_t o = 1; o < n.outputs.size(); ++o)
     if (!n.outputs[o].empty()) c.unsupported("the Mean and InvStdDev outputs");
   const Tensor& x = c.x(0);
-  std::int64_t axis = norm_axis(c.k, n.attr_i("axis", -1), x.rank()), outer = 1, inner = 1;
+  std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.rank()), outer = 1, inner = 1;
   for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
   Shape norm(x.shape().begin() + axis, x.shape().end());
   // Scale and bias broadcast to the normalized shape, flattened to oneDNN's 1-D [inner].
@@ -513,7 +512,7 @@ Tensors layernorm_fwd(const Ctx& c) {
   auto xd = md({outer, inner}), cd = md({inner});
   Tensor y(DType::Float32, x.shape());
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  float eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
+  float eps = static_cast<float>(attr_f(c.k, "epsilon"));
 #if DNNL_VERSION_MAJOR >= 3
   dnnl::layer_normalization_forward::primitive_desc pd(eng(), prop::forward_inference, xd, xd, eps,
                                                        flags);
@@ -568,7 +567,7 @@ Tensors transpose_fwd(const Ctx& c) {
   const Tensor& x = c.x(0);
   std::vector<std::int64_t> perm(static_cast<std::size_t>(x.rank()));
   std::iota(perm.rbegin(), perm.rend(), 0);
-  perm = norm_axes(c.k, c.node().attr_ints("perm", perm), x.rank());
+  perm = norm_axes(c.k, attr_ints_or(c.k, "perm", perm), x.rank());
   Shape os(perm.size());
   for (std::size_t d = 0; d < perm.size(); ++d) os[d] = x.shape()[perm[d]];
   // The output buffer described in the input's dimension order: a reorder permutes.
@@ -601,11 +600,9 @@ Tensors prelu_fwd(const Ctx& c) {
 }
 
 Tensors resize_fwd(const Ctx& c) {
-  const Node& n = c.node();
   if (c.k.opset < 11) c.unsupported("Resize-10");
   const Tensor& x = c.x(0);
-  std::string mode = n.attr_s("mode", "nearest"),
-              coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+  std::string mode = attr_s(c.k, "mode"), coord = attr_s(c.k, "coordinate_transformation_mode");
   Shape os = x.shape();
   if (c.has(3) && c.in[3].numel()) {
     os = c.in[3].to_i64();
@@ -626,7 +623,7 @@ Tensors resize_fwd(const Ctx& c) {
     for (std::size_t d = 2; d < os.size(); ++d)
       if (os[d] == 1) c.unsupported("an output size of 1");
   } else if (mode == "nearest" && coord == "half_pixel" &&
-             n.attr_s("nearest_mode", "round_prefer_floor") == "round_prefer_ceil") {
+             attr_s(c.k, "nearest_mode") == "round_prefer_ceil") {
     a = algo::resampling_nearest;
   } else {
     c.unsupported("mode " + mode + " with " + coord + " (oneDNN samples at half-pixel centres)");

@@ -202,32 +202,25 @@ void add_elementwise(TorchTable& t) {
   t.add("Softplus", TorchOp{[](const Ctx& c) { return ATs{at::softplus(c.in(0), 1, 20)}; }});
   t.add("Softsign", TorchOp{[](const Ctx& c) { return ATs{c.in(0) / (at::abs(c.in(0)) + 1)}; }});
   t.add("Identity", TorchOp{[](const Ctx& c) { return ATs{c.in(0).clone()}; }});
-  t.add("LeakyRelu", TorchOp{[](const Ctx& c) {
-          return ATs{at::leaky_relu(c.in(0), c.node().attr_f("alpha", 0.01))};
-        }});
-  t.add("Elu",
-        TorchOp{[](const Ctx& c) { return ATs{at::elu(c.in(0), c.node().attr_f("alpha", 1.0))}; }});
+  t.add("LeakyRelu",
+        TorchOp{[](const Ctx& c) { return ATs{at::leaky_relu(c.in(0), attr_f(c.k, "alpha"))}; }});
+  t.add("Elu", TorchOp{[](const Ctx& c) { return ATs{at::elu(c.in(0), attr_f(c.k, "alpha"))}; }});
   t.add("Selu", TorchOp{[](const Ctx& c) {
           // ATen's selu has fixed constants; other alpha/gamma go through elu's alpha and scale.
-          double a = c.node().attr_f("alpha", 1.67326319217681884765625),
-                 g = c.node().attr_f("gamma", 1.05070102214813232421875);
+          double a = attr_f(c.k, "alpha"), g = attr_f(c.k, "gamma");
           if (a == 1.67326319217681884765625 && g == 1.05070102214813232421875)
             return ATs{at::selu(c.in(0))};
           return ATs{at::elu(c.in(0), a, g)};
         }});
-  t.add("Celu", TorchOp{[](const Ctx& c) {
-          return ATs{at::celu(c.in(0), c.node().attr_f("alpha", 1.0))};
-        }});
+  t.add("Celu", TorchOp{[](const Ctx& c) { return ATs{at::celu(c.in(0), attr_f(c.k, "alpha"))}; }});
   t.add("HardSigmoid", TorchOp{[](const Ctx& c) {
-          return ATs{at::clamp(
-              c.in(0) * c.node().attr_f("alpha", 0.2) + c.node().attr_f("beta", 0.5), 0, 1)};
+          return ATs{at::clamp(c.in(0) * attr_f(c.k, "alpha") + attr_f(c.k, "beta"), 0, 1)};
         }});
-  t.add("ThresholdedRelu", TorchOp{[](const Ctx& c) {
-          return ATs{at::threshold(c.in(0), c.node().attr_f("alpha", 1.0), 0)};
-        }});
+  t.add("ThresholdedRelu",
+        TorchOp{[](const Ctx& c) { return ATs{at::threshold(c.in(0), attr_f(c.k, "alpha"), 0)}; }});
   t.add("IsInf", TorchOp{[](const Ctx& c) {
-                           bool pos = c.node().attr_i("detect_positive", 1),
-                                neg = c.node().attr_i("detect_negative", 1);
+                           bool pos = attr_i(c.k, "detect_positive"),
+                                neg = attr_i(c.k, "detect_negative");
                            if (pos && neg) return ATs{at::isinf(c.in(0))};
                            if (pos) return ATs{at::isposinf(c.in(0))};
                            if (neg) return ATs{at::isneginf(c.in(0))};
@@ -272,7 +265,7 @@ void add_elementwise(TorchTable& t) {
       "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
   t.add("Mod",
         TorchOp{[](const Ctx& c) {
-                  bool fmod = c.node().attr_i("fmod", 0) != 0;
+                  bool fmod = attr_i(c.k, "fmod") != 0;
                   return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
                 },
                 false});
@@ -332,11 +325,10 @@ void add_elementwise(TorchTable& t) {
 void add_linear(TorchTable& t) {
   t.add("MatMul", TorchOp{[](const Ctx& c) { return ATs{at::matmul(c.in(0), c.in(1))}; }});
   t.add("Gemm", TorchOp{[](const Ctx& c) {
-          const Node& n = c.node();
-          at::Tensor a = n.attr_i("transA", 0) ? c.in(0).t() : c.in(0);
-          at::Tensor b = n.attr_i("transB", 0) ? c.in(1).t() : c.in(1);
+          at::Tensor a = attr_i(c.k, "transA") ? c.in(0).t() : c.in(0);
+          at::Tensor b = attr_i(c.k, "transB") ? c.in(1).t() : c.in(1);
           at::Tensor y = at::matmul(a, b);
-          double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
+          double alpha = attr_f(c.k, "alpha"), beta = attr_f(c.k, "beta");
           if (alpha != 1.0) y = y * alpha;
           if (c.has(2)) y = beta != 1.0 ? y + c.x[2] * beta : y + c.x[2];
           return ATs{y};
@@ -372,9 +364,9 @@ void add_reductions(TorchTable& t) {
   auto arg = [](bool is_max) {
     return TorchOp{[is_max](const Ctx& c) {
                      const at::Tensor& x = c.in(0);
-                     std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
-                     bool keep = c.node().attr_i("keepdims", 1) != 0;
-                     if (c.node().attr_i("select_last_index", 0)) {
+                     std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
+                     bool keep = attr_i(c.k, "keepdims") != 0;
+                     if (attr_i_or(c.k, "select_last_index", 0)) {  // from opset 12
                        at::Tensor f = x.flip({axis});
                        at::Tensor i =
                            is_max ? at::argmax(f, axis, keep) : at::argmin(f, axis, keep);
@@ -389,15 +381,15 @@ void add_reductions(TorchTable& t) {
   t.add("TopK", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
           std::int64_t k = c.k.opset >= 10 ? c.raw[1].to_i64().at(0) : c.node().attr_i("k");
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", -1), x.dim());
-          auto [v, i] = at::topk(x, k, axis, c.node().attr_i("largest", 1) != 0, true);
+          std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
+          // largest from opset 11; before, the largest
+          auto [v, i] = at::topk(x, k, axis, attr_i_or(c.k, "largest", 1) != 0, true);
           return ATs{v, i};
         }});
   t.add("CumSum", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
           std::int64_t axis = norm_axis(c.k, c.raw[1].to_i64().at(0), x.dim());
-          bool exclusive = c.node().attr_i("exclusive", 0) != 0,
-               reverse = c.node().attr_i("reverse", 0) != 0;
+          bool exclusive = attr_i(c.k, "exclusive") != 0, reverse = attr_i(c.k, "reverse") != 0;
           at::Tensor xi = reverse ? x.flip({axis}) : x;
           // Exclusive: the sum of the elements before, i.e. cumsum of the input shifted by one (not
           // cumsum - x, which cancels catastrophically next to a large element).
@@ -418,7 +410,7 @@ void add_reductions(TorchTable& t) {
 void add_losses(TorchTable& t) {
   auto nll = [](const Ctx& c, const at::Tensor& logp) {
     const Node& n = c.node();
-    std::string red = n.attr_s("reduction", "mean");
+    std::string red = attr_s(c.k, "reduction");
     std::int64_t r = red == "none" ? 0 : red == "mean" ? 1 : 2;  // at::Reduction
     // ATen always has an ignore_index; without one in the node, use a class no target has.
     std::int64_t ignore = n.has_attr("ignore_index") ? n.attr_i("ignore_index")

@@ -147,7 +147,7 @@ ATs conv(const Ctx& c) {
   const at::Tensor& x = c.in(0);
   const at::Tensor& w = c.in(1);
   Shape ks(c.raw[1].shape().begin() + 2, c.raw[1].shape().end());
-  Window g = window_geometry(c.k, c.raw[0].shape(), c.node().attr_ints("kernel_shape", ks), false);
+  Window g = window_geometry(c.k, c.raw[0].shape(), attr_ints_or(c.k, "kernel_shape", ks), false);
   at::Tensor xi = x;
   std::vector<std::int64_t> pad = spatial(g.pb, g.nsp);
   if (!symmetric(g)) {
@@ -156,7 +156,7 @@ ATs conv(const Ctx& c) {
   }
   at::Tensor b = c.has(2) ? c.x[2] : at::Tensor();
   return {at::convolution(xi, w, b, spatial(g.s, g.nsp), pad, spatial(g.d, g.nsp), false,
-                          std::vector<std::int64_t>(g.nsp, 0), c.node().attr_i("group", 1))};
+                          std::vector<std::int64_t>(g.nsp, 0), attr_i(c.k, "group"))};
 }
 
 ATs conv_transpose(const Ctx& c) {
@@ -165,9 +165,9 @@ ATs conv_transpose(const Ctx& c) {
   // and bounded, ONNX's need not be.
   std::vector<std::int64_t> out_pad(g.nsp, 0);
   at::Tensor b = c.has(2) ? c.x[2] : at::Tensor();
-  at::Tensor y = at::convolution(c.in(0), c.in(1), b, spatial(g.s, g.nsp),
-                                 std::vector<std::int64_t>(g.nsp, 0), spatial(g.d, g.nsp), true,
-                                 spatial(g.extra, g.nsp), c.node().attr_i("group", 1));
+  at::Tensor y =
+      at::convolution(c.in(0), c.in(1), b, spatial(g.s, g.nsp), std::vector<std::int64_t>(g.nsp, 0),
+                      spatial(g.d, g.nsp), true, spatial(g.extra, g.nsp), attr_i(c.k, "group"));
   for (int i = 0; i < g.nsp; ++i) {
     int j = 3 - g.nsp + i;
     std::int64_t full = y.size(2 + i);
@@ -180,8 +180,9 @@ ATs conv_transpose(const Ctx& c) {
 
 ATs max_pool(const Ctx& c) {
   const Node& n = c.node();
-  if (n.attr_i("storage_order", 0) != 0) c.unsupported("storage_order=1");
-  bool ceil_mode = n.attr_i("ceil_mode", 0) != 0;
+  // storage_order from opset 8, ceil_mode from 10
+  if (attr_i_or(c.k, "storage_order", 0) != 0) c.unsupported("storage_order=1");
+  bool ceil_mode = attr_i_or(c.k, "ceil_mode", 0) != 0;
   Window g = window_geometry(c.k, c.raw[0].shape(), n.attr_ints("kernel_shape"), ceil_mode);
   at::Tensor x = c.in(0);
   auto k = spatial(g.k, g.nsp), s = spatial(g.s, g.nsp), d = spatial(g.d, g.nsp);
@@ -210,7 +211,9 @@ ATs max_pool(const Ctx& c) {
 
 ATs avg_pool(const Ctx& c) {
   const Node& n = c.node();
-  bool ceil_mode = n.attr_i("ceil_mode", 0) != 0, include = n.attr_i("count_include_pad", 0) != 0;
+  // ceil_mode from opset 10, count_include_pad from 7
+  bool ceil_mode = attr_i_or(c.k, "ceil_mode", 0) != 0,
+       include = attr_i_or(c.k, "count_include_pad", 0) != 0;
   Window g = window_geometry(c.k, c.raw[0].shape(), n.attr_ints("kernel_shape"), ceil_mode);
   if (g.d != std::array<std::int64_t, 3>{1, 1, 1}) c.unsupported("dilated average pooling");
   at::Tensor x = c.in(0);
@@ -317,14 +320,14 @@ void add_shape(TorchTable& t) {
   t.add("Reshape", TorchOp{[](const Ctx& c) {
           if (c.k.opset < 5) c.unsupported("Reshape-1 (shape attribute)");
           auto shape = c.raw[1].to_i64();
-          bool allowzero = c.node().attr_i("allowzero", 0) != 0;
+          bool allowzero = attr_i_or(c.k, "allowzero", 0) != 0;  // from opset 14
           for (std::size_t i = 0; i < shape.size(); ++i)
             if (shape[i] == 0 && !allowzero) shape[i] = c.in(0).size(static_cast<std::int64_t>(i));
           return ATs{c.in(0).reshape(shape)};
         }});
   t.add("Flatten", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          std::int64_t axis = c.node().attr_i("axis", 1);
+          std::int64_t axis = attr_i(c.k, "axis");
           if (axis < 0) axis += x.dim();
           std::int64_t a = 1;
           for (std::int64_t d = 0; d < axis; ++d) a *= x.size(d);
@@ -334,7 +337,7 @@ void add_shape(TorchTable& t) {
           const at::Tensor& x = c.in(0);
           std::vector<std::int64_t> perm(x.dim());
           std::iota(perm.rbegin(), perm.rend(), 0);
-          perm = c.node().attr_ints("perm", perm);
+          perm = attr_ints_or(c.k, "perm", perm);
           return ATs{x.permute(perm).contiguous()};
         }});
   t.add("Squeeze", TorchOp{[](const Ctx& c) {
@@ -358,10 +361,11 @@ void add_shape(TorchTable& t) {
         }});
   t.add("Split", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+          // axis: no default in Split-1
+          std::int64_t axis = norm_axis(c.k, attr_i_or(c.k, "axis", 0), x.dim());
           std::vector<std::int64_t> sizes =
               c.k.opset >= 13 ? (c.has(1) ? c.raw[1].to_i64() : std::vector<std::int64_t>{})
-                              : c.node().attr_ints("split", {});
+                              : attr_ints_or(c.k, "split", {});
           auto n = static_cast<std::int64_t>(c.node().outputs.size());
           if (sizes.empty()) sizes.assign(n, x.size(axis) / n);
           auto parts = at::split_with_sizes(x, sizes, axis);
@@ -389,7 +393,7 @@ void add_shape(TorchTable& t) {
         }});
   t.add("Gather", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+          std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
           at::Tensor idx = c.in(1).to(at::kLong);
           idx = at::where(idx < 0, idx + x.size(axis), idx);
           at::Tensor y = at::index_select(x, axis, idx.reshape({-1}));
@@ -400,17 +404,17 @@ void add_shape(TorchTable& t) {
         }});
   t.add("GatherElements", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+          std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
           at::Tensor idx = c.in(1).to(at::kLong);
           idx = at::where(idx < 0, idx + x.size(axis), idx);
           return ATs{at::gather(x, axis, idx)};
         }});
   t.add("ScatterElements", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          std::int64_t axis = norm_axis(c.k, c.node().attr_i("axis", 0), x.dim());
+          std::int64_t axis = norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
           at::Tensor idx = c.in(1).to(at::kLong);
           idx = at::where(idx < 0, idx + x.size(axis), idx);
-          std::string red = c.node().attr_s("reduction", "none");
+          std::string red = attr_s_or(c.k, "reduction", "none");  // from opset 16
           if (red == "none") return ATs{at::scatter(x, axis, idx, c.in(2))};
           static const std::map<std::string, std::string> names = {
               {"add", "sum"}, {"mul", "prod"}, {"max", "amax"}, {"min", "amin"}};
@@ -426,7 +430,7 @@ void add_shape(TorchTable& t) {
           if (c.has(3)) c.unsupported("axes input");
           const at::Tensor& x = c.in(0);
           auto pads = c.raw[1].to_i64();
-          std::string mode = c.node().attr_s("mode", "constant");
+          std::string mode = attr_s(c.k, "mode");
           std::int64_t r = x.dim();
           std::vector<std::int64_t> tp;  // last dim first
           for (std::int64_t d = r - 1; d >= 0; --d) {
@@ -460,7 +464,8 @@ void add_shape(TorchTable& t) {
   t.add("DepthToSpace", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
           std::int64_t b = c.node().attr_i("blocksize");
-          if (c.node().attr_s("mode", "DCR") == "CRD") return ATs{at::pixel_shuffle(x, b)};
+          // mode from opset 11
+          if (attr_s_or(c.k, "mode", "DCR") == "CRD") return ATs{at::pixel_shuffle(x, b)};
           std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
           return ATs{x.reshape({N, b, b, C / (b * b), H, W})
                          .permute({0, 3, 4, 1, 5, 2})
@@ -476,15 +481,14 @@ void add_shape(TorchTable& t) {
         }});
   t.add("Trilu", TorchOp{[](const Ctx& c) {
           std::int64_t k = c.has(1) ? c.raw[1].to_i64().at(0) : 0;
-          return ATs{c.node().attr_i("upper", 1) ? at::triu(c.in(0), k) : at::tril(c.in(0), k)};
+          return ATs{attr_i(c.k, "upper") ? at::triu(c.in(0), k) : at::tril(c.in(0), k)};
         }});
   t.add("Resize", TorchOp{[](const Ctx& c) {
-          const Node& n = c.node();
           if (c.k.opset < 11) c.unsupported("Resize-10");
           const at::Tensor& x = c.in(0);
           if (x.dim() != 4) c.unsupported("only 4-D inputs");
-          std::string mode = n.attr_s("mode", "nearest"),
-                      coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+          std::string mode = attr_s(c.k, "mode"),
+                      coord = attr_s(c.k, "coordinate_transformation_mode");
           std::vector<double> scales = c.has(2) ? c.raw[2].to_f64() : std::vector<double>{};
           std::vector<std::int64_t> sizes =
               c.has(3) ? c.raw[3].to_i64() : std::vector<std::int64_t>{};
@@ -507,7 +511,7 @@ void add_shape(TorchTable& t) {
             sw = sc[3];
           }
           if (mode == "nearest") {
-            if (coord != "asymmetric" || n.attr_s("nearest_mode", "round_prefer_floor") != "floor")
+            if (coord != "asymmetric" || attr_s(c.k, "nearest_mode") != "floor")
               c.unsupported("nearest other than asymmetric + floor (ATen's nearest)");
             return ATs{at::upsample_nearest2d(x, hw, sh, sw)};
           }
@@ -530,7 +534,7 @@ void add_shape(TorchTable& t) {
           if (out[2] == 1 || out[3] == 1) c.unsupported(coord + " to an output size of 1");
           if (mode == "linear") return ATs{at::upsample_bilinear2d(x, hw, align, sh, sw)};
           if (mode == "cubic") {
-            if (n.attr_f("cubic_coeff_a", -0.75) != -0.75 || n.attr_i("exclude_outside", 0))
+            if (attr_f(c.k, "cubic_coeff_a") != -0.75 || attr_i(c.k, "exclude_outside"))
               c.unsupported("cubic with a != -0.75 or exclude_outside");
             return ATs{at::upsample_bicubic2d(x, hw, align, sh, sw)};
           }
