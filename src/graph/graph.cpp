@@ -50,27 +50,14 @@ const Attribute& Node::get(const std::string& a, Attribute::Kind k) const {
 std::int64_t Node::attr_i(const std::string& a) const {
   return get(a, Attribute::Kind::Int).i;
 }
-std::int64_t Node::attr_i(const std::string& a, std::int64_t dflt) const {
-  return has_attr(a) ? attr_i(a) : dflt;
-}
 double Node::attr_f(const std::string& a) const {
   return get(a, Attribute::Kind::Float).f;
-}
-double Node::attr_f(const std::string& a, double dflt) const {
-  return has_attr(a) ? attr_f(a) : dflt;
 }
 std::string Node::attr_s(const std::string& a) const {
   return get(a, Attribute::Kind::String).s;
 }
-std::string Node::attr_s(const std::string& a, const std::string& dflt) const {
-  return has_attr(a) ? attr_s(a) : dflt;
-}
 std::vector<std::int64_t> Node::attr_ints(const std::string& a) const {
   return get(a, Attribute::Kind::Ints).ints;
-}
-std::vector<std::int64_t> Node::attr_ints(const std::string& a,
-                                          const std::vector<std::int64_t>& dflt) const {
-  return has_attr(a) ? attr_ints(a) : dflt;
 }
 std::vector<double> Node::attr_floats(const std::string& a) const {
   return get(a, Attribute::Kind::Floats).floats;

@@ -52,15 +52,13 @@ struct Node {
   std::map<std::string, Attribute> attrs;
 
   bool has_attr(const std::string& a) const { return attrs.count(a) != 0; }
+  // The attribute, failing naming the node where it is missing or of another kind. Defaults are
+  // the schema's (filled in at import; kernels read through attr_f(c, name) and the like,
+  // ops/kernel_util.h), so there is no overload with one.
   std::int64_t attr_i(const std::string& a) const;
-  std::int64_t attr_i(const std::string& a, std::int64_t dflt) const;
   double attr_f(const std::string& a) const;
-  double attr_f(const std::string& a, double dflt) const;
   std::string attr_s(const std::string& a) const;
-  std::string attr_s(const std::string& a, const std::string& dflt) const;
   std::vector<std::int64_t> attr_ints(const std::string& a) const;
-  std::vector<std::int64_t> attr_ints(const std::string& a,
-                                      const std::vector<std::int64_t>& dflt) const;
   std::vector<double> attr_floats(const std::string& a) const;
   const Tensor& attr_t(const std::string& a) const;
   // "node 'conv1' (Conv)": the prefix of every message about this node.
