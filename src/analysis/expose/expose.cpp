@@ -22,6 +22,24 @@ std::string strategy_name(ExposeStrategy s) {
   return "?";
 }
 
+const char* to_string(TargetStatus s) {
+  switch (s) {
+    case TargetStatus::Searching:
+      return "searching";
+    case TargetStatus::Exposed:
+      return "exposed";
+    case TargetStatus::Reached:
+      return "reached";
+    case TargetStatus::Stalled:
+      return "stalled";
+    case TargetStatus::Budget:
+      return "budget";
+    case TargetStatus::Independent:
+      return "independent";
+  }
+  return "?";
+}
+
 std::string vary_name(ExposeVary v) {
   switch (v) {
     case ExposeVary::Inputs:

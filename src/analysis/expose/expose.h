@@ -26,7 +26,13 @@ enum class ExposeStrategy {
 };
 enum class ExposeVary { Inputs, Weights, Both };
 
+// What became of a target: Exposed; Reached (its zone, but the model's output stayed finite);
+// Stalled (no progress after restarts); Budget (still progressing when the budget ran out);
+// Independent (does not depend on the varied tensors). Searching: not settled yet (internal).
+enum class TargetStatus { Searching, Exposed, Reached, Stalled, Budget, Independent };
+
 std::string strategy_name(ExposeStrategy s);
+const char* to_string(TargetStatus s);
 std::string vary_name(ExposeVary v);
 
 struct ExposeOptions {
@@ -75,10 +81,7 @@ std::vector<ExposeTarget> expose_targets(const Graph& g);
 struct TargetOutcome {
   ExposeTarget target;
   bool exposed = false;
-  // exposed; reached (the zone, but the model's output stayed finite); stalled (no progress
-  // after restarts); budget (still progressing when the budget ran out); independent (does not
-  // depend on the varied tensors)
-  std::string status;
+  TargetStatus status = TargetStatus::Searching;
   // Exposed: the search's steps (all targets) until its exposure; otherwise the steps spent on
   // it.
   std::int64_t iterations = 0;

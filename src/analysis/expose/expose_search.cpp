@@ -579,7 +579,7 @@ ExposeResult Searcher::run() {
   for (auto& s : state_)
     if (s.independent && !s.done) {
       s.done = true;
-      s.status = "independent";
+      s.status = TargetStatus::Independent;
     }
   if (opt_.strategy == ExposeStrategy::Random)
     run_random();

@@ -57,7 +57,7 @@ struct TargetState {
   std::int64_t steps = 0, exposed_step = 0;
   std::string found_by;
   bool done = false, independent = false, exposed = false;
-  std::string status;
+  TargetStatus status = TargetStatus::Searching;  // once settled
   double seconds = 0;
   std::vector<std::pair<std::int64_t, double>> history;
   // Verdict of the exposing point.

@@ -90,7 +90,7 @@ void Searcher::verify(const Point& p) {
     const std::size_t node = targets_[t].node;
     if (!bad_outputs.empty() && origin < g_.nodes.size() && reaches(node, origin)) {
       s.exposed = s.done = true;
-      s.status = "exposed";
+      s.status = TargetStatus::Exposed;
       s.seconds = elapsed();
       s.exposed_step = step_in_progress_;
       s.found_by = phase_;
@@ -104,7 +104,7 @@ void Searcher::verify(const Point& p) {
     } else if (bad_outputs.empty() && ++s.harmless >= 3) {
       // In the zone three times over and the output stayed finite: downstream ops absorb it.
       s.done = true;
-      s.status = "reached";
+      s.status = TargetStatus::Reached;
     }
   }
 }
@@ -119,12 +119,12 @@ TargetOutcome Searcher::outcome(std::size_t t) {
   o.start_distance = s.start;
   o.distance = s.best_distance;
   o.history = s.history;
-  if (!s.status.empty())
+  if (s.status != TargetStatus::Searching)
     o.status = s.status;
   else if (s.independent)
-    o.status = "independent";
+    o.status = TargetStatus::Independent;
   else
-    o.status = s.restarts >= 4 ? "stalled" : "budget";
+    o.status = s.restarts >= 4 ? TargetStatus::Stalled : TargetStatus::Budget;
   const Point& p = s.exposed ? s.exposing : s.best;
   if (!p.empty()) {
     apply(p);

@@ -50,8 +50,8 @@ void write_expose_files(ExposeResult& r, const std::string& model_path, const st
   std::vector<std::size_t> closest;
   for (std::size_t i = 0; i < r.targets.size(); ++i) {
     const auto& t = r.targets[i];
-    if (!t.exposed && t.status != "independent" && !t.inputs.empty() && std::isfinite(t.distance) &&
-        t.distance < t.start_distance)
+    if (!t.exposed && t.status != TargetStatus::Independent && !t.inputs.empty() &&
+        std::isfinite(t.distance) && t.distance < t.start_distance)
       closest.push_back(i);
   }
   std::sort(closest.begin(), closest.end(), [&](auto a, auto b) {
@@ -173,7 +173,7 @@ void print_expose_summary(std::FILE* out, const Graph& g, const ExposeResult& r,
         break;
       }
       fmt::print(out, "  {:<32} {:<10} {:<20} {:<12} closest {} (start {}){}\n",
-                 t->target.node_name, t->target.op_type, t->target.kind, t->status,
+                 t->target.node_name, t->target.op_type, t->target.kind, to_string(t->status),
                  fmt_distance(t->distance, t->target.unit),
                  fmt_distance(t->start_distance, t->target.unit),
                  t->detail.empty() ? "" : ": " + t->detail);
@@ -219,7 +219,7 @@ nlohmann::json expose_to_json(const ExposeResult& r, const std::string& model_pa
               {"condition", t.target.condition},
               {"watched", t.target.watched},
               {"exposed", t.exposed},
-              {"status", t.status},
+              {"status", to_string(t.status)},
               {"iterations", t.iterations},
               {"seconds", t.seconds},
               {"distance", json_number(t.distance)},
@@ -274,7 +274,7 @@ void write_expose_html(const Graph& g, const ExposeResult& r, const std::string&
   // Distance over the search, relative to each target's start, on a common grid of steps.
   std::vector<std::size_t> shown;
   for (std::size_t i = 0; i < r.targets.size(); ++i)
-    if (r.targets[i].status != "independent") shown.push_back(i);
+    if (r.targets[i].status != TargetStatus::Independent) shown.push_back(i);
   std::sort(shown.begin(), shown.end(), [&](auto a, auto b) {
     return r.targets[a].distance / r.targets[a].start_distance <
            r.targets[b].distance / r.targets[b].start_distance;
@@ -317,7 +317,7 @@ void write_expose_html(const Graph& g, const ExposeResult& r, const std::string&
         "<tr><td>{}</td><td>{}</td><td>{}</td><td class='{}'>{}</td><td>{}</td><td>{:.3f}</td>"
         "<td>{} ({})</td><td>{}</td><td><code>{}</code></td></tr>",
         html_escape(t.target.node_name), t.target.op_type, t.target.kind, t.exposed ? "bad" : "",
-        t.status, t.iterations, t.seconds, fmt_distance(t.distance, t.target.unit),
+        to_string(t.status), t.iterations, t.seconds, fmt_distance(t.distance, t.target.unit),
         fmt_distance(t.start_distance, t.target.unit), verdict,
         html_escape(fmt::format("{}", fmt::join(t.files, " "))));
   }
