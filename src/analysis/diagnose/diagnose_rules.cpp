@@ -269,14 +269,20 @@ class Rules {
     double high = o_.kind == "adamw" ? kWeightDecayHighDecoupled : kWeightDecayHigh;
     if (loss_stalls && o_.weight_decay >= high) {
       double factor = std::pow(10.0, -std::floor(std::log10(o_.weight_decay)) - 4);
+      std::string pull =
+          o_.kind == "adam"
+              ? fmt::format(
+                    "it adds {:g} x w to every weight's gradient, which outweighs the "
+                    "data's gradient wherever that is below {:g} x |w|",
+                    o_.weight_decay, o_.weight_decay)
+              : fmt::format("it shrinks every weight by lr x decay = {:.3g} of itself per step",
+                            o_.lr * o_.weight_decay);
       Diagnosis d = hyperparameter(
           "weight_decay", 0.9,
-          fmt::format("weight decay {:g} ({}) is {:g} or more: it pulls every weight towards 0 "
-                      "by {:.3g} of itself per step at learning rate {:g}, faster than the "
-                      "data's gradients pull them away (usual: 1e-5 to 1e-3{})",
+          fmt::format("weight decay {:g} ({}) is {:g} or more: {}, and pulls the weights to 0 "
+                      "faster than the data's gradients pull them away (usual: 1e-5 to 1e-3{})",
                       o_.weight_decay, o_.kind == "adamw" ? "decoupled" : "L2, in the gradient",
-                      high, o_.lr * o_.weight_decay, o_.lr,
-                      o_.kind == "adamw" ? ", 0.01 to 0.1 for adamw" : ""));
+                      high, pull, o_.kind == "adamw" ? ", 0.01 to 0.1 for adamw" : ""));
       d.fix.kind = "weight_decay";
       d.fix.factor = factor;
       d.fix.description =

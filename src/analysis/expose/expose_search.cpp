@@ -13,12 +13,13 @@
 
 namespace metaop::expose_detail {
 
-// Every floating-point input, in the clip box (--clip, or the input's own range).
 bool Searcher::chosen(const std::string& name) const {
   return opt_.vary_names.empty() ||
          std::find(opt_.vary_names.begin(), opt_.vary_names.end(), name) != opt_.vary_names.end();
 }
 
+// Every floating-point input (those --vary names), in its clip box (--clip NAME=LO,HI, --clip,
+// or the input's own range).
 void Searcher::vary_inputs() {
   for (const auto& vi : g_.inputs) {
     const Tensor& t = inputs_.at(vi.name);
