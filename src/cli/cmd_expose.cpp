@@ -10,6 +10,7 @@
 #include "bindings/factory.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/plan_options.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/expose/expose_report.h"
@@ -41,18 +42,6 @@ struct ExposeArgs {
   bool no_binding_distances = false;
   int threads = 1;
 };
-
-std::vector<std::string> split_names(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t from = 0;
-  while (from <= s.size()) {
-    auto comma = s.find(',', from);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > from) out.push_back(s.substr(from, comma - from));
-    from = comma + 1;
-  }
-  return out;
-}
 
 std::pair<double, double> parse_box(const std::string& option, const std::string& s) {
   try {
@@ -89,7 +78,7 @@ int run(const ExposeArgs& a) {
     opt.vary = ExposeVary::Both;
   else if (!a.vary.empty()) {
     opt.vary = ExposeVary::Both;
-    opt.vary_names = split_names(a.vary);
+    opt.vary_names = split_list(a.vary);
   } else
     fail("--vary '': expected inputs, weights, both or NAME[,NAME...]");
   if (a.strategy == "gradient")

@@ -82,12 +82,6 @@ bool on_reference(const TrainSetup& s, const TrainResult& r) {
   return true;
 }
 
-bool explains_kind(const Diagnosis& d, const std::string& kind) {
-  for (const auto& l : d.symptoms)
-    if (l.rfind(kind, 0) == 0) return true;
-  return false;
-}
-
 void say(const DiagnoseOptions& o, const std::string& s) {
   if (o.status) o.status(s);
 }
@@ -289,8 +283,7 @@ void small_batch_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
   // Explained already: by a static fault, a framework kernel, or a cause with more evidence
   // than "nothing else explains it" (0.4).
   for (const auto& d : r.diagnoses())
-    if (d.definite || d.category == "framework" ||
-        (d.score > 0.4 && explains_kind(d, "chance_level")))
+    if (d.definite || d.category == "framework" || (d.score > 0.4 && explains(d, "chance_level")))
       return;
   auto& c = r.small_batch;
   std::vector<std::int64_t> rows(static_cast<std::size_t>(s.X.dim(0)));
@@ -324,7 +317,7 @@ void small_batch_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
                : "the model or its training settings cannot fit even those");
   if (!c.fitted) {
     for (auto& d : r.diagnoses())
-      if (explains_kind(d, "chance_level")) d.evidence += "; " + c.note;
+      if (explains(d, "chance_level")) d.evidence += "; " + c.note;
     return;
   }
   Diagnosis d;

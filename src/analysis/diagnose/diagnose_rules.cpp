@@ -18,6 +18,12 @@ std::string symptom_label(const Symptom& s) {
   return s.node.empty() ? s.kind : s.kind + "@" + s.node;
 }
 
+bool explains(const Diagnosis& d, const std::string& label) {
+  for (const auto& s : d.symptoms)
+    if (s.rfind(label, 0) == 0) return true;
+  return false;
+}
+
 namespace {
 
 bool is_loss_node(const std::string& node) {
@@ -81,11 +87,6 @@ class Rules {
   }
   bool stalled_units() const {
     return r_.has("dead_relu") || r_.has("saturation") || r_.has("vanishing_gradient");
-  }
-  static bool explains(const Diagnosis& d, const std::string& label) {
-    for (const auto& s : d.symptoms)
-      if (s.rfind(label, 0) == 0) return true;
-    return false;
   }
   static std::string key(const Diagnosis& d) {
     return d.category + "|" + d.hyperparameter + "|" + d.node + "|" + d.input + "|" + d.loss + "|" +
@@ -170,11 +171,7 @@ class Rules {
     return std::pow(10.0, std::clamp(e, 1.0, 6.0));
   }
   Diagnosis learning_rate(double factor, double score, std::string evidence) const {
-    Diagnosis d;
-    d.category = "hyperparameter";
-    d.hyperparameter = "learning_rate";
-    d.score = score;
-    d.evidence = std::move(evidence);
+    Diagnosis d = hyperparameter("learning_rate", score, std::move(evidence));
     d.fix.kind = "learning_rate";
     d.fix.factor = factor;
     d.fix.description = fmt::format("learning rate {:g} -> {:g}", o_.lr, o_.lr * factor);

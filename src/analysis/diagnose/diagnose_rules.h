@@ -22,5 +22,7 @@ std::vector<Diagnosis> diagnose_causes(const Graph& g, const StaticChecks& check
 
 // "kind" or "kind@node": how a diagnosis names a symptom it explains.
 std::string symptom_label(const Symptom& s);
+// Whether d explains a symptom whose label starts with `label` (a kind matches every node).
+bool explains(const Diagnosis& d, const std::string& label);
 
 }  // namespace metaop
