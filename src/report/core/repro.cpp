@@ -15,6 +15,7 @@
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
 #include "report/core/format.h"
+#include "report/core/native_onednn.h"
 #include "report/core/tracker_report.h"
 #include "tensor/error.h"
 #include "tensor/npy.h"
@@ -63,8 +64,8 @@ json manifest_head(const FindingCore& f, const std::string& node, const std::str
 }
 
 // The Python package a binding's framework-native script needs, and the framework's name in
-// reproduce.py; empty for the bindings that have none yet (LibTorch, oneDNN, OpenCV 4.6, the npm
-// builds of ONNX Runtime).
+// reproduce.py; empty for the bindings whose script is not reproduce.py (oneDNN's is a C++
+// program, native_onednn.h) or that have none yet (the npm builds of ONNX Runtime).
 struct NativeFramework {
   const char* framework;
   const char* package;
@@ -78,6 +79,17 @@ std::optional<NativeFramework> native_framework(const std::string& binding) {
   // torch binding; any torch release, 1.13 for torch-1.13).
   if (binding == "torch" || binding == "torch-1.13") return NativeFramework{"torch", "torch"};
   return std::nullopt;
+}
+
+bool onednn_binding(const std::string& binding) {
+  return binding == "onednn" || binding.starts_with("onednn-");
+}
+
+// Whether repro.json carries the node itself (`onnx_node`, with the initializers as .npy): for the
+// scripts that do not read model.onnx (PyTorch eager, the oneDNN program).
+bool node_in_manifest(const std::string& binding) {
+  auto nf = native_framework(binding);
+  return (nf && std::string(nf->framework) == "torch") || onednn_binding(binding);
 }
 
 // The node's inputs, one per node input: `in` where defined, else the model's initializer.
@@ -135,20 +147,75 @@ json node_json(const fs::path& dir, const Graph& g, const Node& node, const json
   return {{"op_type", node.op_type}, {"opset", g.opset}, {"attributes", attrs}, {"inputs", inputs}};
 }
 
-// reproduce_BINDING.py (src/report/core/native/reproduce.py) in `dir`, for a binding whose
-// framework runs model.onnx from Python; returns the README's lines about it ("" without one).
-std::string write_native_script(const fs::path& dir, const std::string& binding) {
-  auto nf = native_framework(binding);
-  if (!nf) return "";
+// A reproducer's framework-native script: what it needs, the framework's name, and the commands
+// that run it in the folder (one per line).
+struct NativeScript {
+  std::string needs, framework, commands;
+};
+
+// reproduce_onednn.cpp for a forward finding of a oneDNN binding (none for an op the program has
+// no primitive for).
+std::optional<NativeScript> write_onednn_program(const fs::path& dir, const Graph& g,
+                                                 const Finding& f, const json& manifest) {
+  if (f.phase != Phase::Forward) return std::nullopt;
+  const Node& node = g.nodes[f.node];
+  std::vector<std::string> files;
+  for (const auto& file : manifest["onnx_node"]["inputs"])
+    files.push_back(file.is_string() ? file.get<std::string>() : "");
+  std::vector<NativeOutput> outputs;
+  for (const auto& o : manifest["outputs"])
+    if (o["reference"].is_string() && o["got"].is_string())
+      outputs.push_back({o["name"], o["reference"], o["got"]});
+  std::string program = onednn_program(node, g.opset, with_initializers(g, node, f.inputs), files,
+                                       outputs, dispatch_environment(f.binding));
+  if (program.empty()) return std::nullopt;
+  write_file((dir / "reproduce_onednn.cpp").string(), program);
+  bool wheel = binding_version(f.binding).starts_with("3.");
+  return NativeScript{
+      "a C++17 compiler and oneDNN", "oneDNN",
+      fmt::format("DNNL={}  # the folder holding oneDNN's include/ and lib/: {}\n"
+                  "c++ -std=c++17 reproduce_onednn.cpp -I\"$DNNL/include\" -L\"$DNNL/lib\" "
+                  "-Wl,--disable-new-dtags,-rpath,\"$DNNL/lib\" -ldnnl -o reproduce_onednn && "
+                  "./reproduce_onednn\n",
+                  wheel ? "$(python3 -c 'import sys; print(sys.prefix)')" : "/usr",
+                  wheel ? "the Python environment of PyPI's onednn-devel"
+                        : "/usr for Debian's libdnnl-dev")};
+}
+
+// The binding's framework-native script in `dir`: reproduce_BINDING.py
+// (src/report/core/native/reproduce.py) for a framework run from Python, reproduce_onednn.cpp
+// for oneDNN.
+std::optional<NativeScript> write_native_script(const fs::path& dir, const Graph& g,
+                                                const Finding& f, const json& manifest) {
+  if (onednn_binding(f.binding)) return write_onednn_program(dir, g, f, manifest);
+  auto nf = native_framework(f.binding);
+  if (!nf) return std::nullopt;
   std::string script = kReproducePy;
   auto at = script.find("%FRAMEWORK%");
   if (at != std::string::npos) script.replace(at, 11, nf->framework);
-  std::string name = fmt::format("reproduce_{}.py", safe_file_name(binding));
+  std::string name = fmt::format("reproduce_{}.py", safe_file_name(f.binding));
   write_file((dir / name).string(), script);
+  return NativeScript{fmt::format("Python 3 with numpy and {}", nf->package), nf->framework,
+                      fmt::format("python3 {}\n", name)};
+}
+
+// The README's lines about the native script ("" without one).
+std::string native_readme(const std::optional<NativeScript>& s, const Finding& f) {
+  if (!s)
+    return onednn_binding(f.binding)
+               ? fmt::format(
+                     "\nNo oneDNN program for {} {} findings yet: metaop repro . replays it.\n",
+                     printable(f.op_type), to_string(f.phase))
+               : "";
+  std::string commands;
+  for (std::size_t at = 0, end; at < s->commands.size(); at = end + 1) {
+    end = s->commands.find('\n', at);
+    commands += "  " + s->commands.substr(at, end - at) + "\n";
+  }
   return fmt::format(
-      "\nWithout MetaOp (needs Python 3 with numpy and {}; prints {}'s values, the exact ones\n"
-      "and the error in ULPs; exit 1 while the finding reproduces):\n  python3 {}\n",
-      nf->package, nf->framework, name);
+      "\nWithout MetaOp (needs {}; prints {}'s values, the exact ones\n"
+      "and the error in ULPs; exit 1 while the finding reproduces):\n{}",
+      s->needs, s->framework, commands);
 }
 
 // " --onednn-isa sse41": the options that set the dispatch variables `binding` runs under.
@@ -308,13 +375,14 @@ void add_script_fields(json& manifest, const fs::path& dir, const Graph& g, cons
       manifest["outputs"].push_back({{"name", node.outputs[i]},
                                      {"reference", file_at(reference, i)},
                                      {"got", file_at(got, i)}});
-  if (auto nf = native_framework(f.binding); nf && std::string(nf->framework) == "torch")
+  if (node_in_manifest(f.binding))
     manifest["onnx_node"] =
         node_json(dir, g, node, manifest["files"]["inputs"], with_initializers(g, node, f.inputs));
 }
 
 // report.md's case: the node, its inputs (initializers included) and which came from files.
-TrackerCase tracker_case(const Graph& g, const Finding& f, const json& manifest) {
+TrackerCase tracker_case(const Graph& g, const Finding& f, const json& manifest,
+                         const std::optional<NativeScript>& script) {
   const Node& node = g.nodes[f.node];
   TrackerCase tc;
   tc.node = &node;
@@ -327,9 +395,10 @@ TrackerCase tracker_case(const Graph& g, const Finding& f, const json& manifest)
   }
   tc.reference = f.reference_outputs;
   tc.got = f.binding_outputs;
-  if (auto nf = native_framework(f.binding)) {
-    tc.framework = nf->framework;
-    tc.script = fmt::format("reproduce_{}.py", safe_file_name(f.binding));
+  if (script) {
+    tc.framework = script->framework;
+    tc.script_needs = script->needs;
+    tc.script_commands = script->commands;
   }
   return tc;
 }
@@ -363,8 +432,9 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
   manifest["files"]["got"] = save_check_outputs(dir, node, f.binding_outputs, f.binding);
   add_script_fields(manifest, dir, g, f, reference);
   write_file((dir / "repro.json").string(), dump_json(manifest));
-  std::string native = write_native_script(dir, f.binding);
-  write_file((dir / "report.md").string(), tracker_report(f, tracker_case(g, f, manifest)));
+  auto script = write_native_script(dir, g, f, manifest);
+  std::string native = native_readme(script, f);
+  write_file((dir / "report.md").string(), tracker_report(f, tracker_case(g, f, manifest, script)));
   std::string b = shell_quote(f.binding);
   // Names and details are data: escaped, one line each; every command is one line.
   write_file(

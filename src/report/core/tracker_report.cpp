@@ -292,11 +292,10 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c) {
   if (!f.agreement.empty())
     md += fmt::format("Other frameworks on the same inputs, {}.\n\n", printable(f.agreement, 4000));
   md += "## Reproduce\n\n";
-  if (!c.script.empty())
+  if (!c.script_commands.empty())
     md += fmt::format(
-        "With {} and numpy alone, in this folder (exit 1 while it reproduces):\n\n```\npython3 "
-        "{}\n```\n\n",
-        who, c.script);
+        "Without MetaOp (needs {}), in this folder (exit 1 while it reproduces):\n\n```\n{}```\n\n",
+        c.script_needs, c.script_commands);
   md += "With MetaOp: `metaop repro .` (exit 1 while it reproduces).\n";
   return md;
 }

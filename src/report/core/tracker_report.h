@@ -24,7 +24,9 @@ struct TrackerCase {
   std::vector<std::string> input_files;  // the file of each fed input, in node order
   Tensors reference, got;                // the reference's outputs (rounded once) and the binding's
   std::string framework;  // the framework's name as its users know it ("onnxruntime")
-  std::string script;     // the framework-native script's name, "" without one
+  // The framework-native script: what it needs ("onnxruntime and numpy") and the commands that
+  // run it in the folder, one per line; "" without one.
+  std::string script_needs, script_commands;
 };
 
 std::string tracker_report(const FindingCore& f, const TrackerCase& c);
