@@ -5,10 +5,12 @@ that framework has a known defect writes reproduce_BINDING.py and report.md besi
 reproducer, and a minimized reproducer (probe --minimize); the script, run by a Python that
 has only numpy and the framework (the project's environment, with no MetaOp variable, path or
 module), prints the framework's value, the exact one and the error in ULPs, and exits 1 because
-the finding reproduces. A folder whose recorded value no longer matches exits 0.
+the finding reproduces. A folder whose recorded value no longer matches exits 0. The npm builds
+of ONNX Runtime (ort-1.30, ort-wasm) get reproduce_BINDING.js, run by Node.js with only the npm
+package (NODE_PATH naming NODE_MODULES).
 
-Usage: native_repro.py METAOP VENV_PYTHON WORK_DIR   (Debian's python3; the scripts run under
-VENV_PYTHON, the project's virtual environment)
+Usage: native_repro.py METAOP VENV_PYTHON WORK_DIR NODE_MODULES   (Debian's python3; the Python
+scripts run under VENV_PYTHON, the project's virtual environment)
 """
 import glob
 import json
@@ -21,7 +23,7 @@ import numpy as np
 
 from testlib import check, finish
 
-METAOP, VENV_PYTHON, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
+METAOP, VENV_PYTHON, WORK, NODE_MODULES = (os.path.abspath(a) for a in sys.argv[1:5])
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 
@@ -29,15 +31,25 @@ os.makedirs(WORK)
 # docs/findings.md (the probe of one op takes seconds; TVM compiles each case).
 CASES = [("ort", "Sigmoid", "onnxruntime"), ("openvino", "Erf", "openvino"),
          ("tvm", "Tanh", "tvm"), ("opencv", "Tanh", "opencv"),
-         ("torch", "TopK", "torch")]  # PyTorch eager: the order of equal values (+0 and -0)
+         ("torch", "TopK", "torch"),  # PyTorch eager: the order of equal values (+0 and -0)
+         ("ort-1.30", "Sigmoid", "onnxruntime"), ("ort-wasm", "Sigmoid", "onnxruntime")]
 # Minimized too (probe --minimize), but for TVM, which compiles each candidate for seconds.
 MINIMIZE = {"ort", "openvino", "opencv", "torch"}
 # Only the framework: a clean environment, run from elsewhere, MetaOp's tree out of reach.
 ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
 
 
+def command(script):
+    """The script's interpreter and environment: the project's Python, or Node.js with the npm
+    packages (what `npm install` beside the script would give)."""
+    if script.endswith(".js"):
+        return ["node", script], dict(ENV, NODE_PATH=NODE_MODULES)
+    return [VENV_PYTHON, script], ENV
+
+
 def reproduces(script, framework):
-    r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=ENV, cwd=WORK)
+    argv, env = command(script)
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=WORK)
     ok = (r.returncode == 1 and f"{framework} " in r.stdout and "ULPs" in r.stdout and
           "reproduced" in r.stdout)
     return ok, r.stdout + r.stderr
@@ -54,10 +66,13 @@ for binding, op, framework in CASES:
     if not folders:
         continue
     folder = folders[0]
-    script = os.path.join(folder, f"reproduce_{binding}.py")
-    check(os.path.exists(script), f"{binding}: reproduce_{binding}.py written")
+    node = binding.startswith("ort-")
+    script_name = f"reproduce_{binding}.{'js' if node else 'py'}"
+    run_line = f"{'node' if node else 'python3'} {script_name}"
+    script = os.path.join(folder, script_name)
+    check(os.path.exists(script), f"{binding}: {script_name} written")
     readme = open(os.path.join(folder, "README.txt")).read()
-    check(f"python3 reproduce_{binding}.py" in readme, f"{binding}: the README says how to run it")
+    check(run_line in readme, f"{binding}: the README says how to run it")
     ok, text = reproduces(script, framework)
     check(ok, f"{binding}: the script reproduces it (exit 1)", text)
     # report.md, for the framework's tracker: the framework's values against the exact ones,
@@ -65,7 +80,7 @@ for binding, op, framework in CASES:
     report = open(os.path.join(folder, "report.md")).read()
     title = report.splitlines()[0]
     check(title.startswith(f"# {framework} ") and "exact" in title and "ULPs" in report and
-          "**Class: defect.**" in report and f"python3 reproduce_{binding}.py" in report and
+          "**Class: defect.**" in report and run_line in report and
           "```\nopset " in report, f"{binding}: report.md: {title}", report[:3000])
     check(WORK not in report and os.path.dirname(METAOP) not in report,
           f"{binding}: report.md names no path of this machine", report[:3000])
@@ -89,7 +104,7 @@ for binding, op, framework in CASES:
             check(nonzero <= 1 and size <= 16 and m.get("class") == big.get("class"),
                   f"{binding}: minimized to {size} element(s), {nonzero} not 0, class "
                   f"{m.get('class')} kept", json.dumps(m)[:2000])
-            ok, text = reproduces(os.path.join(small, f"reproduce_{binding}.py"), framework)
+            ok, text = reproduces(os.path.join(small, script_name), framework)
             check(ok, f"{binding}: the minimized folder's script reproduces it (exit 1)", text)
     # The folder with the recorded outputs replaced by the exact ones: not reproduced, exit 0.
     got = sorted(glob.glob(os.path.join(folder, f"{binding}_[0-9]_*.npy")))
@@ -97,8 +112,8 @@ for binding, op, framework in CASES:
     if got and len(got) == len(ref):
         for g, r in zip(got, ref):
             np.save(g, np.load(r))
-        r = subprocess.run([VENV_PYTHON, script], capture_output=True, text=True, env=ENV,
-                           cwd=WORK)
+        argv, env = command(script)
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=WORK)
         check(r.returncode == 0 and "not reproduced" in r.stdout,
               f"{binding}: a recorded value the framework no longer gives: exit 0",
               r.stdout + r.stderr)

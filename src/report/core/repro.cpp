@@ -26,7 +26,9 @@ namespace metaop {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-extern const char* const kReproducePy;  // generated from native/reproduce.py (CMakeLists.txt)
+// Generated from native/reproduce.py and native/reproduce.js (CMakeLists.txt).
+extern const char* const kReproducePy;
+extern const char* const kReproduceJs;
 
 namespace {
 
@@ -65,7 +67,7 @@ json manifest_head(const FindingCore& f, const std::string& node, const std::str
 
 // The Python package a binding's framework-native script needs, and the framework's name in
 // reproduce.py; empty for the bindings whose script is not reproduce.py (oneDNN's is a C++
-// program, native_onednn.h) or that have none yet (the npm builds of ONNX Runtime).
+// program, native_onednn.h; the npm builds of ONNX Runtime run reproduce.js) or that have none.
 struct NativeFramework {
   const char* framework;
   const char* package;
@@ -182,12 +184,33 @@ std::optional<NativeScript> write_onednn_program(const fs::path& dir, const Grap
                         : "/usr for Debian's libdnnl-dev")};
 }
 
+// reproduce_BINDING.js (src/report/core/native/reproduce.js) for the npm builds of ONNX Runtime:
+// Node.js with onnxruntime-node (ort-1.30) or onnxruntime-web (ort-wasm).
+std::optional<NativeScript> write_node_script(const fs::path& dir, const std::string& binding) {
+  bool wasm = binding == "ort-wasm";
+  std::string package = wasm ? "onnxruntime-web" : "onnxruntime-node";
+  std::string script = kReproduceJs;
+  for (auto [key, value] : {std::pair<std::string, std::string>{"%PACKAGE%", package},
+                            {"%PROVIDER%", wasm ? "wasm" : "cpu"}})
+    script.replace(script.find(key), key.size(), value);
+  std::string name = fmt::format("reproduce_{}.js", safe_file_name(binding));
+  write_file((dir / name).string(), script);
+  std::string version = binding_version(binding);
+  version = version.substr(0, version.find(' '));
+  return NativeScript{
+      fmt::format("Node.js and the npm package {} {}", package, version), "onnxruntime",
+      fmt::format("npm install --ignore-scripts {}@{}  # or NODE_PATH naming a node_modules "
+                  "that has it\nnode {}\n",
+                  package, version, name)};
+}
+
 // The binding's framework-native script in `dir`: reproduce_BINDING.py
-// (src/report/core/native/reproduce.py) for a framework run from Python, reproduce_onednn.cpp
-// for oneDNN.
+// (src/report/core/native/reproduce.py) for a framework run from Python, reproduce_BINDING.js
+// for the npm builds of ONNX Runtime, reproduce_onednn.cpp for oneDNN.
 std::optional<NativeScript> write_native_script(const fs::path& dir, const Graph& g,
                                                 const Finding& f, const json& manifest) {
   if (onednn_binding(f.binding)) return write_onednn_program(dir, g, f, manifest);
+  if (f.binding == "ort-1.30" || f.binding == "ort-wasm") return write_node_script(dir, f.binding);
   auto nf = native_framework(f.binding);
   if (!nf) return std::nullopt;
   std::string script = kReproducePy;
