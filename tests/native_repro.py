@@ -33,6 +33,8 @@ CASES = [("ort", "Sigmoid", "onnxruntime"), ("openvino", "Erf", "openvino"),
          ("tvm", "Tanh", "tvm"), ("opencv", "Tanh", "opencv"),
          ("torch", "TopK", "torch"),  # PyTorch eager: the order of equal values (+0 and -0)
          ("ort-1.30", "Sigmoid", "onnxruntime"), ("ort-wasm", "Sigmoid", "onnxruntime")]
+# The level a finding was made at is recorded and used by the script and `metaop repro`.
+LEVEL = {"ort": ["--ort-opt", "basic"]}
 # Minimized too (probe --minimize), but for TVM, which compiles each candidate for seconds.
 MINIMIZE = {"ort", "openvino", "opencv", "torch"}
 # Only the framework: a clean environment, run from elsewhere, MetaOp's tree out of reach.
@@ -58,8 +60,8 @@ for binding, op, framework in CASES:
     out = os.path.join(WORK, binding)
     json_file = os.path.join(WORK, binding + ".json")
     p = subprocess.run([METAOP, "probe", "--op", op, "--bind", binding, "--out", out, "--json",
-                        json_file] + (["--minimize"] if binding in MINIMIZE else []),
-                       capture_output=True, text=True)
+                        json_file] + (["--minimize"] if binding in MINIMIZE else []) +
+                       LEVEL.get(binding, []), capture_output=True, text=True)
     folders = sorted(glob.glob(os.path.join(out, f"{binding}_accuracy_{op}_*")))
     check(p.returncode == 1 and folders, f"probe --op {op} --bind {binding}: an accuracy finding",
           p.stdout[-2000:] + p.stderr[-2000:])
@@ -73,6 +75,17 @@ for binding, op, framework in CASES:
     check(os.path.exists(script), f"{binding}: {script_name} written")
     readme = open(os.path.join(folder, "README.txt")).read()
     check(run_line in readme, f"{binding}: the README says how to run it")
+    if binding in LEVEL:
+        option, level = LEVEL[binding]
+        recorded = json.load(open(os.path.join(folder, "repro.json"))).get("level")
+        check(recorded == {"option": option, "value": level} and
+              any(line.strip().startswith("metaop check") and f"{option} {level}" in line
+                  for line in readme.splitlines()),
+              f"{binding}: repro.json and the README's commands record {option} {level}",
+              json.dumps(recorded) + readme[-1500:])
+        r = subprocess.run([METAOP, "repro", folder], capture_output=True, text=True)
+        check(r.returncode == 1, f"{binding}: metaop repro replays it at {option} {level}",
+              r.stdout[-1500:] + r.stderr[-1500:])
     ok, text = reproduces(script, framework)
     check(ok, f"{binding}: the script reproduces it (exit 1)", text)
     # report.md, for the framework's tracker: the framework's values against the exact ones,

@@ -15,6 +15,7 @@
 #include "bindings/dispatch.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
+#include "bindings/onnx_import/import_binding.h"
 #include "bindings/update_kernel.h"
 #include "cli/commands.h"
 #include "cli/repro_minimize.h"
@@ -315,6 +316,15 @@ ReproFolder read_folder(const ReproArgs& a) {
   // The kernels the finding was made on (--onednn-isa, --torch-isa), set before the worker
   // starts.
   apply_dispatch_environment(r.m.environment, r.manifest);
+  // And the level its framework ran at (--ort-opt ...), for the binding that recorded it.
+  if (!r.m.level_option.empty()) {
+    std::string option = import_binding_level(r.m.binding).first;
+    if (!option.empty() && option != r.m.level_option)
+      fail("{}: 'level.option' {} is not {}'s level option", r.manifest,
+           printable(r.m.level_option, 80), printable(r.m.binding, 80));
+    if (import_binding_level(r.binding).first == r.m.level_option)
+      set_import_level(r.m.level_option, r.m.level);
+  }
   for (const auto& s : r.m.inject) {
     FaultSpec f = parse_fault(s);
     if (f.binding.empty() || f.binding == r.binding) r.faults.push_back(f);

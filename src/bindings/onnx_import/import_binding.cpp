@@ -155,6 +155,13 @@ void set_import_level(const std::string& option, const std::string& level) {
   chosen_levels()[option] = level;
 }
 
+std::pair<std::string, std::string> import_binding_level(const std::string& binding) {
+  for (const auto& spec : import_binding_specs())
+    if (spec.name == binding && !spec.level_option.empty())
+      return {spec.level_option, spec.levels[static_cast<std::size_t>(current_level(spec))]};
+  return {};
+}
+
 void set_import_threads(int n) {
   g_threads = n;
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/binding.h"
@@ -70,6 +71,9 @@ std::unique_ptr<WholeModelRunner> make_import_model_runner(const ImportBindingSp
 // the value and the levels when it is not one of them).
 std::string import_level(const std::string& option);
 void set_import_level(const std::string& option, const std::string& level);
+// The level option of the import binding named `binding` ("--ort-opt") and the level it runs at
+// here (the chosen one, else its default): what a reproducer records. Empty for other bindings.
+std::pair<std::string, std::string> import_binding_level(const std::string& binding);
 // Intra-op threads of every import binding's sessions (--threads).
 void set_import_threads(int n);
 

@@ -12,6 +12,7 @@
 #include "analysis/probe/probe.h"
 #include "bindings/dispatch.h"
 #include "bindings/factory.h"
+#include "bindings/onnx_import/import_binding.h"
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
 #include "report/core/format.h"
@@ -58,6 +59,10 @@ json manifest_head(const FindingCore& f, const std::string& node, const std::str
   if (std::string v = binding_version(f.binding); !v.empty()) j["binding_version"] = v;
   // The kernels it dispatched to, where a variable chose them (--onednn-isa, --torch-isa).
   if (auto env = dispatch_environment(f.binding); !env.empty()) j["environment"] = env;
+  // The level an ONNX-import binding's framework ran at (--ort-opt ...): its kernels and
+  // rewrites differ by level (ONNX Runtime's NCHWc convolutions only at "all").
+  if (auto [option, level] = import_binding_level(f.binding); !option.empty())
+    j["level"] = {{"option", option}, {"value", level}};
   if (f.cls != FindingClass::None) {
     j["class"] = to_string(f.cls);
     j["class_basis"] = f.class_basis;
@@ -241,7 +246,8 @@ std::string native_readme(const std::optional<NativeScript>& s, const Finding& f
       s->needs, s->framework, commands);
 }
 
-// " --onednn-isa sse41": the options that set the dispatch variables `binding` runs under.
+// " --onednn-isa sse41", " --ort-opt basic": the options that set the dispatch variables and the
+// level `binding` runs under.
 std::string dispatch_args(const std::string& binding) {
   std::string out;
   auto env = dispatch_environment(binding);
@@ -251,6 +257,8 @@ std::string dispatch_args(const std::string& binding) {
     for (const auto& [name, value] : v.values)
       if (value == it->second) out += fmt::format(" {} {}", v.option, name);
   }
+  if (auto [option, level] = import_binding_level(binding); !option.empty())
+    out += fmt::format(" {} {}", option, level);
   return out;
 }
 

@@ -62,6 +62,9 @@ struct ReproManifest {
   // The framework's dispatch variables the finding was made under (bindings/dispatch.h), as
   // written: checked and set by `metaop repro`.
   std::map<std::string, std::string> environment;
+  // The ONNX-import binding's level option and the level the finding was made at ("--ort-opt",
+  // "basic"; bindings/onnx_import/import_binding.h), as written; empty without one.
+  std::string level_option, level;
   // Role ("inputs", "outputs", "output_grads", "got") -> files in order: the name as written
   // and its path resolved inside the folder; nullopt for an omitted tensor.
   struct File {

@@ -96,6 +96,11 @@ ReproManifest parse_repro_manifest(const std::string& text, const std::string& d
       m.environment[name] = value.get<std::string>();
     }
   }
+  if (auto level = j.find("level"); level != j.end() && !level->is_null()) {
+    if (!level->is_object()) fail("{}: 'level' is {}, expected an object", label, type_of(*level));
+    m.level_option = get_string(*level, "option", label + ": 'level'", true);
+    m.level = get_string(*level, "value", label + ": 'level'", true);
+  }
   if (m.phase == Phase::Update) {
     auto step = j.find("step");
     if (step == j.end() || !step->is_number_integer())

@@ -1,6 +1,6 @@
 // ONNX Runtime's npm build alone on this reproducer folder (no MetaOp): runs model.onnx on the
-// folder's inputs through PACKAGE (as MetaOp's binding runs it: graph optimization level "all",
-// one intra-op thread) and prints, per output, ONNX Runtime's value, the exact value (MetaOp's
+// folder's inputs through PACKAGE (as MetaOp's binding runs it: the graph optimization level the
+// finding was made at, "all" by default, and one intra-op thread) and prints, per output, ONNX Runtime's value, the exact value (MetaOp's
 // float64 reference, rounded once to the output's dtype) and the error in ULPs at the worst
 // element, with how many elements are off by more than 4 ULPs or non-finite on one side only.
 // Exit 1 when ONNX Runtime still gives, at that element, the value the finding recorded (the
@@ -113,7 +113,8 @@ async function main() {
     }
     const session = await ort.InferenceSession.create(
       new Uint8Array(fs.readFileSync(path.join(HERE, 'model.onnx'))),
-      { executionProviders: [PROVIDER], graphOptimizationLevel: 'all',
+      { executionProviders: [PROVIDER],
+        graphOptimizationLevel: (manifest.level && manifest.level.value) || 'all',
         executionMode: 'sequential', intraOpNumThreads: 1 });
     const feeds = {};
     for (const [name, file] of manifest.feeds) {

@@ -18,17 +18,27 @@ import numpy as np
 
 FRAMEWORK = "%FRAMEWORK%"  # written by MetaOp: onnxruntime, openvino, tvm, opencv or torch
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The level the finding was made at (repro.json `level`: --ort-opt, --openvino-precision,
+# --tvm-opt), the framework's default when it names none.
+LEVEL = None
 
 
 def run_onnxruntime(path, feeds, names):
     import onnxruntime as ort
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    options.graph_optimization_level = levels[LEVEL or "all"]
+    options.intra_op_num_threads = 1  # as MetaOp's binding runs it: sums split over threads differ
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     return f"onnxruntime {ort.__version__}", session.run(names, feeds)
 
 
 def run_openvino(path, feeds, names):
     import openvino as ov
-    compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": LEVEL or "f32"})
     port = {n: p for p in compiled.inputs for n in p.get_names()}
     result = compiled({port[k]: v for k, v in feeds.items() if k in port})
     by_name = {n: result[p] for p in compiled.outputs for n in p.get_names()}
@@ -40,8 +50,9 @@ def run_tvm(path, feeds, names):
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
-    mod = relax.get_pipeline("zero")(from_onnx(onnx.load(path)))
-    vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+    with tvm.transform.PassContext(opt_level=0 if LEVEL == "O0" else 2):
+        mod = relax.get_pipeline("zero")(from_onnx(onnx.load(path)))
+        vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(np.require(v, requirements="C")) for v in feeds.values()])
     out = [out] if len(names) == 1 else list(out)
     return f"tvm {tvm.__version__}", [o.numpy() for o in out]
@@ -240,6 +251,8 @@ def main():
     # The variables that chose the framework's CPU kernels when the finding was made
     # (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY), set before the framework is imported.
     os.environ.update(manifest.get("environment", {}))
+    global LEVEL
+    LEVEL = manifest.get("level", {}).get("value")
     feeds = {name: np.load(os.path.join(HERE, f)) for name, f in manifest["feeds"]}
     outputs = manifest["outputs"]
     try:
