@@ -242,6 +242,44 @@ TEST(Graph, SubgraphExportRoundTrips) {
   EXPECT_EQ(res.outputs.at("y").to_f64(), (std::vector<double>{-1, 4, -3}));
 }
 
+// Exported sub-models and the one-node models of the ONNX-import bindings keep what the source
+// model says of itself (a framework may act on its producer or imported opsets).
+TEST(Graph, ExportsKeepTheSourceModelsMetadata) {
+  Graph g = small_graph();
+  SubgraphSpec spec;
+  spec.nodes = {0};
+  spec.values = {{"x", Tensor(DType::Float32, {1, 3})},
+                 {"r", Tensor(DType::Float32, {1, 3})},
+                 {"y", Tensor(DType::Float32, {1, 3})}};
+  onnx::ModelProto plain;
+  ASSERT_TRUE(plain.ParseFromString(export_subgraph(g, spec)));
+  EXPECT_EQ(plain.producer_name(), "metaop");  // a graph MetaOp built has none of its own
+  g.meta.producer_name = "pytorch";
+  g.meta.producer_version = "2.15.0";
+  g.meta.model_version = 3;
+  g.meta.domain = "org.example";
+  g.meta.opset_imports = {{"", 13}, {"ai.onnx.ml", 3}};
+  g.meta.metadata_props = {{"author", "someone"}};
+  Graph source = load_onnx_from_bytes(export_subgraph(g, spec), "source", ".");
+  EXPECT_EQ(source.meta.producer_name, "pytorch");
+  for (const std::string& bytes :
+       {export_subgraph(source, spec), export_node(source.nodes[0], source.opset, spec, "one")}) {
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(bytes));
+    EXPECT_EQ(m.producer_name(), "pytorch");
+    EXPECT_EQ(m.producer_version(), "2.15.0");
+    EXPECT_EQ(m.model_version(), 3);
+    EXPECT_EQ(m.domain(), "org.example");
+    ASSERT_EQ(m.opset_import_size(), 2);
+    std::map<std::string, std::int64_t> opsets;
+    for (const auto& o : m.opset_import()) opsets[o.domain()] = o.version();
+    EXPECT_EQ(opsets, (std::map<std::string, std::int64_t>{{"", g.opset}, {"ai.onnx.ml", 3}}));
+    ASSERT_EQ(m.metadata_props_size(), 1);
+    EXPECT_EQ(m.metadata_props(0).value(), "someone");
+  }
+  set_node_export_metadata({});
+}
+
 TEST(Graph, ReadsExternalDataNextToTheModel) {
   // y = x + w, with w stored in a separate file next to the model.
   onnx::ModelProto m;

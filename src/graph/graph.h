@@ -77,6 +77,17 @@ struct ValueInfo {
   std::optional<std::vector<std::int64_t>> dims;  // -1 for a symbolic or unknown dimension
 };
 
+// What a model says of itself besides its graph, kept from the source model by every model MetaOp
+// exports from it (one-node and sub-models, reproducers): a framework that acts on it (its
+// producer, imported opsets) is then judged as its users run it. Empty for graphs MetaOp builds
+// itself. (The exports' IR version is the ONNX library's: their structure is MetaOp's.)
+struct ModelMetadata {
+  std::string producer_name, producer_version, domain, doc_string;
+  std::int64_t model_version = 0;
+  std::map<std::string, std::int64_t> opset_imports;  // every domain's, the default one's as ""
+  std::vector<std::pair<std::string, std::string>> metadata_props;
+};
+
 struct Graph {
   std::string path;  // file it came from, for messages
   std::string name;
@@ -86,6 +97,7 @@ struct Graph {
   std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
   std::vector<ValueInfo> outputs;
   std::map<std::string, ValueInfo> value_info;  // from ONNX shape inference
+  ModelMetadata meta;
 
   const ValueInfo* find_value_info(const std::string& name) const;
 };

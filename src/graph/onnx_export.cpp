@@ -1,9 +1,11 @@
+#include <fmt/format.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <set>
 
 #include "graph/onnx_io.h"
@@ -158,13 +160,38 @@ void type_outputs(const Graph& g, onnx::ModelProto& m) {
 
 }  // namespace
 
+namespace {
+
+// The source model's metadata (ModelMetadata), or MetaOp's name for a graph it built; the default
+// domain at the graph's opset. The IR version is this ONNX library's: the exported model's
+// structure is MetaOp's (older IR versions require what it does not write, such as shapes).
+void set_metadata(const Graph& g, onnx::ModelProto& m) {
+  const ModelMetadata& meta = g.meta;
+  m.set_ir_version(onnx::IR_VERSION);
+  m.set_producer_name(meta.opset_imports.empty() ? "metaop" : meta.producer_name);
+  m.set_producer_version(meta.producer_version);
+  m.set_domain(meta.domain);
+  m.set_doc_string(meta.doc_string);
+  m.set_model_version(meta.model_version);
+  std::map<std::string, std::int64_t> opsets = meta.opset_imports;
+  opsets[""] = g.opset;
+  for (const auto& [domain, version] : opsets) {
+    auto* op = m.add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
+  for (const auto& [key, value] : meta.metadata_props) {
+    auto* p = m.add_metadata_props();
+    p->set_key(key);
+    p->set_value(value);
+  }
+}
+
+}  // namespace
+
 std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
   onnx::ModelProto m;
-  m.set_ir_version(onnx::IR_VERSION);
-  m.set_producer_name("metaop");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(g.opset);
+  set_metadata(g, m);
   auto* gp = m.mutable_graph();
   gp->set_name(g.name.empty() ? "metaop_subgraph" : g.name + "_subgraph");
   add_inputs(g, spec, add_nodes(g, spec, gp), gp);
@@ -178,12 +205,44 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
   return m.SerializeAsString();
 }
 
+namespace {
+
+std::mutex g_node_metadata_mutex;
+ModelMetadata& node_metadata() {
+  static ModelMetadata m;
+  return m;
+}
+
+}  // namespace
+
+void set_node_export_metadata(const ModelMetadata& meta) {
+  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+  node_metadata() = meta;
+}
+
+std::string node_export_metadata_key() {
+  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+  const ModelMetadata& m = node_metadata();
+  std::string key = fmt::format("{}:{}|{}:{}|{}|{}:{}|", m.producer_name.size(), m.producer_name,
+                                m.producer_version.size(), m.producer_version, m.model_version,
+                                m.domain.size(), m.domain);
+  for (const auto& [domain, version] : m.opset_imports)
+    key += fmt::format("{}={};", domain, version);
+  for (const auto& [k, v] : m.metadata_props)
+    key += fmt::format("{}:{}={}:{};", k.size(), k, v.size(), v);
+  return key + fmt::format("{}:{}", m.doc_string.size(), m.doc_string);
+}
+
 std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec& spec,
                         const std::string& graph_name) {
   Graph g;
   g.path = node.label();
   g.name = graph_name;
   g.opset = opset;
+  {
+    std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+    g.meta = node_metadata();
+  }
   g.nodes = {node};
   return export_subgraph(g, spec);
 }

@@ -490,6 +490,23 @@ std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t
   return convert_attr(it->second.default_value, ".", name);
 }
 
+namespace {
+
+ModelMetadata model_metadata(const onnx::ModelProto& m) {
+  ModelMetadata meta;
+  meta.producer_name = m.producer_name();
+  meta.producer_version = m.producer_version();
+  meta.domain = m.domain();
+  meta.doc_string = m.doc_string();
+  meta.model_version = m.model_version();
+  for (const auto& o : m.opset_import())
+    meta.opset_imports[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  for (const auto& p : m.metadata_props()) meta.metadata_props.emplace_back(p.key(), p.value());
+  return meta;
+}
+
+}  // namespace
+
 Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
                            const std::string& base_dir, const ImportOptions& options) {
   onnx::ModelProto m;
@@ -513,6 +530,10 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
       check_and_infer(m, options, label);
   }
 
+  g.meta = model_metadata(m);
+  // The one-node models the ONNX-import bindings run carry it: the model under test is the one
+  // read last.
+  set_node_export_metadata(g.meta);
   const auto& gp = m.graph();
   convert_values(gp, base_dir, label, g);
   g.nodes.reserve(static_cast<std::size_t>(gp.node_size()));

@@ -49,9 +49,14 @@ struct SubgraphSpec {
 // A standalone, checker-valid ONNX model (serialized) of the chosen nodes.
 std::string export_subgraph(const Graph& g, const SubgraphSpec& spec);
 // The node alone as such a model (graph `graph_name`, at `opset`; spec.nodes is {0}), as the
-// bindings that import ONNX run a node.
+// bindings that import ONNX run a node; with the metadata set below.
 std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec& spec,
                         const std::string& graph_name);
+// The metadata of the model under test, which export_node's models carry (process-wide; set by
+// load_onnx for the model it reads, empty until then).
+void set_node_export_metadata(const ModelMetadata& meta);
+// That metadata in one string, for keys of caches of such models.
+std::string node_export_metadata_key();
 void write_file(const std::string& path, const std::string& bytes);
 
 // The model file at `path` with the given initializers' values replaced (written inline, also

@@ -240,7 +240,8 @@ Tensors ImportBinding::forward(const Node& node, std::int64_t opset, const Tenso
     n.outputs[j] = fmt::format("out{}", j);
     outputs.push_back(n.outputs[j]);
   }
-  key += fmt::format("{}", fmt::join(outputs, ","));
+  key += fmt::format("{}|", fmt::join(outputs, ","));
+  key += node_export_metadata_key();  // the one-node model carries the model's metadata
   const std::string what = fmt::format("{}: {}", node.label(), name());
   std::uint32_t id = st.session(
       key, level, [&] { return export_node(n, opset, spec, "metaop_node"); }, what);
