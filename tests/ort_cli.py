@@ -164,6 +164,29 @@ for b, level in (("ort", "extended"), ("opencv-4.6", "fusion")):
     rc, out = metaop(*clean, cwd=repro)
     check(rc == 0, f"{b}: the reduced model without the planted fault is clean", out)
 
+# 6b. A planted refusal: ONNX Runtime refuses the model at the levels that fuse Conv and Relu and
+#     runs it at "disabled". A defect ("refused"), localized like a discrepancy: to the pair, the
+#     level that first refuses it named, the reduced model refused again from its files.
+rc, out = metaop("check", TINY, "--bind", "ort", "--whole-graph", "--inject-fusion",
+                 "/features/features.4/Conv+Relu:refuse@ort", "--json", "refused.json",
+                 "--repro", "repro-refused")
+v = json.load(open(os.path.join(WORK, "refused.json")))["whole_graph"]["verdicts"][0]
+red = v.get("reduction", {})
+check(rc == 1 and v["status"] == "refused" and v.get("runs_at") == "disabled",
+      f"a model refused at 'all' that runs at 'disabled' is a refused verdict (exit {rc})",
+      out + json.dumps(v)[:600])
+check(red.get("window") == ["/features/features.4/Conv", "/features/features.6/Relu"] and
+      red.get("level") == "extended" and red.get("verified") is True,
+      f"the refusal is reduced to the Conv -> Relu pair, first at 'extended', and verified",
+      json.dumps(red)[:1500])
+if red.get("repro"):
+    repro = os.path.join(WORK, red["repro"])
+    readme = open(os.path.join(repro, "README.txt")).read()
+    cmd = shlex.split(re.search(r"^  metaop (check .*)$", readme, re.M).group(1))
+    rc, out = metaop(*cmd, cwd=repro)
+    check(rc == 1 and "refused" in out and "refuses the model whole" in readme,
+          "the refusal's reproducer command exits 1", out + readme)
+
 # 7. Bad usage: one line, exit 2.
 for args, what in [(["run", TINY, "--random-inputs", "--bind", "ort", "--ort-opt", "max"],
                     "--ort-opt max"),

@@ -21,7 +21,8 @@ std::string serialize_model(const WholeModel& m) {
 
 namespace {
 
-// The fusion fault: where `first` feeds only a `second`, A's output is scaled before B.
+// The fusion fault: where `first` feeds only a `second`, A's output is scaled before B, or the
+// model is refused.
 class FusionFaultRunner final : public WholeModelRunner {
  public:
   FusionFaultRunner(std::unique_ptr<WholeModelRunner> inner, std::vector<FusionFault> faults)
@@ -54,6 +55,9 @@ class FusionFaultRunner final : public WholeModelRunner {
         bool graph_output = false;
         for (const auto& o : g.outputs) graph_output |= o.name == out;
         if (users.size() != 1 || graph_output || g.nodes[users[0]].op_type != f.second) continue;
+        if (f.kind == FusionFault::Kind::Refuse)
+          throw Unsupported(fmt::format("{} refuses the model at level '{}' (planted: {})", name(),
+                                        level, f.spec));
         // A -> Mul(A's output, 1 + 2^-8) -> B.
         std::string raw = out + "__metaop_unscaled", scale = out + "__metaop_scale";
         a.outputs[0] = raw;
@@ -111,12 +115,14 @@ FusionFault parse_fusion_fault(const std::string& spec) {
   }
   auto colon = s.rfind(':');
   auto plus = s.find('+');
+  std::string kind = colon == std::string::npos ? "" : s.substr(colon + 1);
   if (colon == std::string::npos || plus == std::string::npos || plus > colon || plus == 0 ||
-      colon == plus + 1 || s.substr(colon + 1) != "scale")
+      colon == plus + 1 || (kind != "scale" && kind != "refuse"))
     fail(
-        "--inject-fusion '{}': expected FIRST+SECOND:scale[@BINDING] (FIRST an op type or node "
-        "name, SECOND an op type)",
+        "--inject-fusion '{}': expected FIRST+SECOND:scale[@BINDING] or FIRST+SECOND:refuse"
+        "[@BINDING] (FIRST an op type or node name, SECOND an op type)",
         spec);
+  f.kind = kind == "refuse" ? FusionFault::Kind::Refuse : FusionFault::Kind::Scale;
   f.first = s.substr(0, plus);
   f.second = s.substr(plus + 1, colon - plus - 1);
   if (!f.binding.empty() && !has_whole_model_runner(f.binding))

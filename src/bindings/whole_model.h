@@ -51,15 +51,19 @@ bool has_whole_model_runner(const std::string& binding);
 
 // Evaluation: a planted defect that only a whole-graph run shows, imitating a wrong fusion.
 // Where node A (by name or op type) feeds only node B (by op type) and both are in the model
-// run, A's output is scaled by (1 + 2^-8) before B at the runner's levels from `from_level` on
-// (ONNX Runtime fuses Conv with its activation at "extended"; OpenCV at "fusion"). A model
-// without the pair -- each node alone, as node-by-node runs have it -- is run unchanged.
+// run, at the runner's levels from `from_level` on (ONNX Runtime fuses Conv with its activation
+// at "extended"; OpenCV at "fusion"): `scale` multiplies A's output by (1 + 2^-8) before B;
+// `refuse` makes the framework refuse the model (Unsupported), as an optimizer that rejects a
+// pattern it rewrites. A model without the pair -- each node alone, as node-by-node runs have
+// it -- is run unchanged.
 struct FusionFault {
+  enum class Kind { Scale, Refuse };
   std::string first, second;  // "Conv", "Relu"; first may be a node name
-  std::string binding;        // empty: every whole-model binding
-  std::string spec;           // as given
+  Kind kind = Kind::Scale;
+  std::string binding;  // empty: every whole-model binding
+  std::string spec;     // as given
 };
-// "FIRST+SECOND:scale[@BINDING]".
+// "FIRST+SECOND:scale[@BINDING]" or "FIRST+SECOND:refuse[@BINDING]".
 FusionFault parse_fusion_fault(const std::string& spec);
 std::unique_ptr<WholeModelRunner> with_fusion_faults(std::unique_ptr<WholeModelRunner> runner,
                                                      const std::vector<FusionFault>& faults);

@@ -78,15 +78,21 @@ WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
           (fs::path(red.repro) / ("reference_" + safe_file_name(vi.name) + ".npy")).string());
     TensorVerdict evidence;
     red.verify_runs = 1;
-    red.verified = verify_reduced(reduced, in, ref, v.binding, red.level, wopt, evidence);
-    red.verification =
-        red.verified
-            ? fmt::format(
-                  "the reduced model read back from {} shows it at level '{}': {} {:.3g} "
-                  "vs node-by-node {:.3g}",
-                  red.repro, red.level, evidence.value, evidence.whole, evidence.node_by_node)
-            : fmt::format("the reduced model read back from {} does not show it at level '{}'",
-                          red.repro, red.level);
+    bool refusal = v.status == WholeGraphStatus::Refused;
+    red.verified = verify_reduced(reduced, in, ref, v.binding, red.level, wopt, evidence, refusal);
+    if (!red.verified)
+      red.verification =
+          fmt::format("the reduced model read back from {} does not show it at level '{}'",
+                      red.repro, red.level);
+    else if (refusal)
+      red.verification =
+          fmt::format("the reduced model read back from {} is refused at level '{}': {}", red.repro,
+                      red.level, evidence.mismatch);
+    else
+      red.verification = fmt::format(
+          "the reduced model read back from {} shows it at level '{}': {} {:.3g} vs node-by-node "
+          "{:.3g}",
+          red.repro, red.level, evidence.value, evidence.whole, evidence.node_by_node);
   }
   print_whole_graph_summary(stdout, w, wopt.factor);
   return w;
@@ -249,8 +255,9 @@ void add_check_command(CLI::App& app, Action& action) {
       "discrepancy by reduction (docs/whole-graph.md)");
   cmd->add_option("--inject-fusion", a->inject_fusion,
                   "Plant a whole-graph defect: FIRST+SECOND:scale[@BINDING] scales FIRST's output "
-                  "by 1+2^-8 where it feeds only a SECOND, in whole-model runs from the fusing "
-                  "level on (evaluation)");
+                  "by 1+2^-8 where it feeds only a SECOND, FIRST+SECOND:refuse[@BINDING] makes "
+                  "the framework refuse such a model, in whole-model runs from the fusing level "
+                  "on (evaluation)");
   cmd->callback([a, bind, &action] {
     if (!bind->count()) a->bind = default_bindings(a->bind, a->bind_note);
     action = [a] { return run(*a); };

@@ -21,6 +21,8 @@ std::string_view to_string(WholeGraphStatus s) {
       return "discrepancy";
     case WholeGraphStatus::Unsupported:
       return "unsupported";
+    case WholeGraphStatus::Refused:
+      return "refused";
     case WholeGraphStatus::Crash:
       return "crash";
     case WholeGraphStatus::Hang:
@@ -175,7 +177,9 @@ class WholeGraphChecker {
       ref_ = run_graph(g_, samples[s], ref_plan, keep).values;
       for (const auto& b : opt_.bindings) {
         WholeGraphVerdict v = check(b, static_cast<int>(s), samples[s]);
-        if (v.status == WholeGraphStatus::Discrepancy && opt_.reduce && !reduced.count(b)) {
+        bool localize =
+            v.status == WholeGraphStatus::Discrepancy || v.status == WholeGraphStatus::Refused;
+        if (localize && opt_.reduce && !reduced.count(b)) {
           reduced.insert(b);
           v.reduction = reduce(v);
         }
@@ -229,6 +233,7 @@ class WholeGraphChecker {
     } catch (const Unsupported& e) {
       v.status = WholeGraphStatus::Unsupported;
       v.detail = e.what();
+      refused_but_runs(v, m, inputs, outs);
       return v;
     } catch (const Error& e) {
       // The framework failed on a model it accepted (TVM's compile of a valid model): a defect
@@ -248,7 +253,27 @@ class WholeGraphChecker {
     return v;
   }
 
+  // A model the framework refuses at the users' level: if it runs at the lowest level, its
+  // optimizations break a model it supports (Refused), localized as a discrepancy is.
+  void refused_but_runs(WholeGraphVerdict& v, const WholeModel& m, const Values& inputs,
+                        const std::vector<std::string>& outs) {
+    auto levels = runner_->levels();
+    if (levels.empty() || levels.front() == v.level) return;
+    status(fmt::format("whole-graph sample {}: {} refuses it at level {}; at level {}", v.sample,
+                       v.binding, v.level, levels.front()));
+    try {
+      runner_->run(m, inputs, outs, levels.front());
+    } catch (const Error&) {
+      return;  // refused (or failing) at every level: unsupported, as before
+    }
+    v.status = WholeGraphStatus::Refused;
+    v.runs_at = levels.front();
+    v.detail = fmt::format("{}; runs at level '{}'", v.detail, v.runs_at);
+    inputs_ = inputs;
+  }
+
   // Runs `nodes` whole with `outputs` marked at `level`; the first bad output's verdict, or none.
+  // Localizing a refusal (refusal_), what shows it is the framework refusing the model.
   std::optional<TensorVerdict> shows(const std::vector<std::size_t>& nodes,
                                      const std::vector<std::string>& outputs,
                                      const std::string& level, const Values& yard, int& runs,
@@ -262,7 +287,12 @@ class WholeGraphChecker {
       got = runner_->run(WholeModel{sub, ""}, feed, outputs, level);
     } catch (const Unsupported& e) {
       if (refused) *refused = e.what();
-      return std::nullopt;
+      if (!refusal_) return std::nullopt;
+      TensorVerdict t;
+      t.value = outputs.empty() ? "" : outputs[0];
+      t.mismatch = fmt::format("refused: {}", e.what());
+      t.bad = true;
+      return t;
     } catch (const Crash& e) {
       TensorVerdict t;
       t.value = outputs.empty() ? "" : outputs[0];
@@ -270,6 +300,7 @@ class WholeGraphChecker {
       t.bad = true;
       return t;
     }
+    if (refusal_) return std::nullopt;  // it runs: what is being localized does not show
     for (const auto& o : outputs) {
       TensorVerdict t = judge_tensor(o, got[o], yard.at(o), ref_.at(o), opt_.factor);
       if (t.bad) return t;
@@ -282,6 +313,7 @@ class WholeGraphChecker {
   // run node by node on them.
   Values window_yardstick(const std::vector<std::size_t>& nodes,
                           const std::vector<std::string>& outputs, Reduction& r) {
+    if (refusal_) return {};  // a refusal needs no yardstick
     Graph sub = cut(g_, nodes, outputs, ref_);
     Values feed;
     for (const auto& in : sub.inputs) feed[in.name] = ref_.at(in.name);
@@ -415,7 +447,17 @@ class WholeGraphChecker {
         static_cast<int>(std::ceil(std::log2(static_cast<double>(std::max<std::size_t>(N, 2))))) +
         4;
     std::size_t hi = N;
+    refusal_ = v.status == WholeGraphStatus::Refused;
     r.first_value = bisect_prefixes(v, r, hi);
+    if (refusal_) {
+      // The shortest refused prefix's last node is the one whose addition the framework refuses.
+      for (const auto& o : g_.nodes[order_[hi - 1]].outputs)
+        if (!o.empty() && r.first_value.empty()) r.first_value = o;
+      if (r.first_value.empty()) {
+        r.note = "the node the refusal comes with has no output";
+        return r;
+      }
+    }
     std::size_t end = position_.at(producer_.at(r.first_value));
     std::vector<std::string> outs;
     for (const auto& o : g_.nodes[order_[end]].outputs)
@@ -451,6 +493,7 @@ class WholeGraphChecker {
   std::string bytes_;
   std::unique_ptr<WholeModelRunner> runner_;
   Values ref_, nbn_, inputs_;
+  bool refusal_ = false;  // localizing a refusal (Refused), not a discrepancy
 };
 
 }  // namespace
@@ -466,25 +509,31 @@ WholeGraphResult check_whole_graph(const Graph& g, const std::string& model_path
 
 bool verify_reduced(const Graph& reduced, const Values& inputs, const Values& reference,
                     const std::string& binding, const std::string& level,
-                    const WholeGraphOptions& options, TensorVerdict& evidence) {
+                    const WholeGraphOptions& options, TensorVerdict& evidence, bool refusal) {
   auto runner = with_fusion_faults(make_whole_model_runner(binding), options.faults);
   std::vector<std::string> outs;
   outs.reserve(reduced.outputs.size());
   for (const auto& o : reduced.outputs) outs.push_back(o.name);
   Plan plan;
   plan.set_default(binding);
-  Values yard = run_graph(reduced, inputs, plan).outputs;
+  Values yard = refusal ? Values{} : run_graph(reduced, inputs, plan).outputs;
   Values got;
   try {
     got = runner->run(WholeModel{reduced, ""}, inputs, outs, level);
-  } catch (const Unsupported&) {
-    return false;
+  } catch (const Unsupported& e) {
+    if (!refusal) return false;
+    evidence = TensorVerdict{};
+    evidence.value = outs.empty() ? "" : outs[0];
+    evidence.mismatch = fmt::format("refused: {}", e.what());
+    evidence.bad = true;
+    return true;
   } catch (const Crash& e) {
     evidence = TensorVerdict{};
     evidence.mismatch = e.what();
     evidence.bad = true;
     return true;
   }
+  if (refusal) return false;  // it runs the reduced model at that level
   for (const auto& o : outs) {
     TensorVerdict t = judge_tensor(o, got[o], yard.at(o), reference.at(o), options.factor);
     if (t.bad) {

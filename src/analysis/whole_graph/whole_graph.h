@@ -51,7 +51,7 @@ struct Reduction {
   std::string first_value;               // the first tensor (prefix bisection) that shows it
   std::vector<std::string> window;       // the reduced model's nodes, in order
   std::vector<std::string> window_ops;
-  std::string level;  // the lowest level that shows it
+  std::string level;  // the lowest level that shows it (Refused: that refuses the reduced model)
   std::vector<std::pair<std::string, bool>> levels_tried;
   TensorVerdict evidence;  // the reduced model's output
   bool verified = false;   // re-running the written reproducer shows it again
@@ -64,13 +64,16 @@ struct Reduction {
 };
 
 // A whole-model run against the node-by-node run: ok, a discrepancy beyond the rule, or the
-// framework refused the model, crashed or hung.
-enum class WholeGraphStatus { Ok, Discrepancy, Unsupported, Crash, Hang };
+// framework refused the model, crashed or hung. `Refused`: it refuses the model at the users'
+// level but runs it at its lowest -- its optimizations break a model it supports, a defect
+// (`Unsupported`: it refuses it at every level, a limitation).
+enum class WholeGraphStatus { Ok, Discrepancy, Unsupported, Refused, Crash, Hang };
 std::string_view to_string(WholeGraphStatus s);
 
 struct WholeGraphVerdict {
   std::string binding, level;
   std::string level_option;  // the option that chooses the level ("--ort-opt"), if any
+  std::string runs_at;       // Refused: the lowest level, at which the framework runs the model
   int sample = 0;
   WholeGraphStatus status = WholeGraphStatus::Ok;
   std::string detail;
@@ -78,8 +81,8 @@ struct WholeGraphVerdict {
   double seconds_whole = 0, seconds_node_by_node = 0;
   std::optional<Reduction> reduction;
   bool defect() const {
-    return status == WholeGraphStatus::Discrepancy || status == WholeGraphStatus::Crash ||
-           status == WholeGraphStatus::Hang;
+    return status == WholeGraphStatus::Discrepancy || status == WholeGraphStatus::Refused ||
+           status == WholeGraphStatus::Crash || status == WholeGraphStatus::Hang;
   }
 };
 
@@ -94,11 +97,12 @@ WholeGraphResult check_whole_graph(const Graph& g, const std::string& model_path
                                    const WholeGraphOptions& options);
 
 // Re-runs a reduced model (as read back from its reproducer) whole at `level` and judges its
-// outputs with the rule; true when the discrepancy shows again (`evidence` then says how).
+// outputs with the rule; true when the discrepancy shows again (`evidence` then says how). With
+// `refusal`, what must show again is the framework refusing it at `level`.
 bool verify_reduced(const Graph& reduced, const std::map<std::string, Tensor>& inputs,
                     const std::map<std::string, Tensor>& reference, const std::string& binding,
                     const std::string& level, const WholeGraphOptions& options,
-                    TensorVerdict& evidence);
+                    TensorVerdict& evidence, bool refusal = false);
 
 // Judges one tensor: whole-graph value, node-by-node value, reference value.
 TensorVerdict judge_tensor(const std::string& name, const Tensor& whole, const Tensor& nbn,

@@ -115,6 +115,7 @@ nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {
                      {"level", v.level},
                      {"status", to_string(v.status)},
                      {"detail", v.detail},
+                     {"runs_at", v.runs_at},
                      {"seconds_whole", v.seconds_whole},
                      {"seconds_node_by_node", v.seconds_node_by_node}};
     e["outputs"] = nlohmann::json::array();
@@ -171,13 +172,19 @@ std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::
   write_file(
       (dir / "README.txt").string(),
       fmt::format(
-          "metaop check --whole-graph: {} computes the model whole worse than node by node.\n"
+          "metaop check --whole-graph: {} {}.\n"
           "Reduced to {} node(s) ({}), fed the float64 reference's values of their inputs\n"
           "(input_*.npy); reference_*.npy are the reference's outputs. Introduced at level "
           "'{}'.\n\n"
           "Show it:\n  metaop check model.onnx --whole-graph --bind {}{}{}\n",
-          v.binding, red.window.size(), fmt::join(red.window_ops, " -> "), red.level, v.binding,
-          level_arg, args));
+          v.binding,
+          v.status == WholeGraphStatus::Refused
+              ? fmt::format("refuses the model whole at its optimization levels from '{}' on, "
+                            "and runs it at level '{}'",
+                            red.level, v.runs_at)
+              : "computes the model whole worse than node by node",
+          red.window.size(), fmt::join(red.window_ops, " -> "), red.level, v.binding, level_arg,
+          args));
   return dir.string();
 }
 
