@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/window.h"
 
 namespace metaop {
 
@@ -110,6 +111,40 @@ Convention nan_selection() {
                     !slice_has_nan(x, xv, idx, axis, to_end))
                   return false;
               }
+            }
+            return true;
+          }};
+}
+
+Convention padded_infinities() {
+  return {"padded-infinities",
+          "the ONNX text pads the input with zeros, so a padded tap times an infinite weight is "
+          "0 x inf = NaN; it does not say whether a kernel may skip padded taps, which add "
+          "nothing to a finite sum",
+          [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (in.size() < 2 || !in[0].defined() || !in[1].defined() || ref.empty() ||
+                got.empty() || bad.empty())
+              return false;
+            bool infinite_weight = false;
+            for (double w : in[1].to_f64()) infinite_weight = infinite_weight || std::isinf(w);
+            if (!infinite_weight) return false;
+            const Shape& ws = in[1].shape();
+            Window g = window_geometry(
+                c, in[0].shape(), attr_ints_or(c, "kernel_shape", Shape(ws.begin() + 2, ws.end())),
+                false);
+            auto r = ref[0].to_f64(), k = got[0].to_f64();
+            for (std::size_t i = 0; i < bad[0].size(); ++i) {
+              if (!bad[0][i]) continue;
+              if (!std::isnan(r[i]) || std::isnan(k[i])) return false;
+              auto idx = unflatten(ref[0].shape(), static_cast<std::int64_t>(i));
+              bool padded = false;
+              for (int d = 3 - g.nsp; d < 3; ++d) {
+                std::int64_t o = idx[idx.size() - static_cast<std::size_t>(3 - d)];
+                std::int64_t first = o * g.s[d] - g.pb[d], last = first + (g.k[d] - 1) * g.d[d];
+                padded = padded || first < 0 || last >= g.in[d];
+              }
+              if (!padded) return false;
             }
             return true;
           }};

@@ -18,4 +18,11 @@ Convention nan_propagation();
 // every element outside the model lies in a slice along `axis` that holds one.
 Convention nan_selection();
 
+// Conv's padded taps against an infinite weight: the text pads the input with zeros, so such a
+// tap is 0 x inf = NaN and so is the output; a kernel that skips padded taps (they add nothing
+// to a finite sum) gives the sum of the others. Explains a finding when the weights hold an
+// infinity and every element outside the model is NaN in the reference, not NaN in the kernel,
+// and has a window that reaches into the padding.
+Convention padded_infinities();
+
 }  // namespace metaop

@@ -679,6 +679,7 @@ void register_float32_definitions(OpRegistry& r) {
   for (const char* op : {"ArgMax", "ArgMin", "Hardmax", "TopK"})
     r.amend(op).float32_rounded().conventions({nan_selection()});
   for (const char* op : {"Resize", "Upsample"}) r.amend(op).conventions({align_corners_length()});
+  r.amend("Conv").conventions({padded_infinities()});
   // Scatters: data movement, except where a reduction combines repeated indices in an order the
   // text leaves open (no float32 evaluation declared for those).
   for (const char* op : {"ScatterElements", "Scatter", "ScatterND"}) {
