@@ -196,6 +196,27 @@ TEST(Triage, ArgMaxWithNanIsAConventionInItsRowOnly) {
   EXPECT_EQ(judge(n, in, {idx({1, 1})}).cls, FindingClass::Defect);
 }
 
+// Conv with an infinite weight and pads: a kernel that skips the padded taps (+inf where the
+// zero padding gives 0 x inf = NaN) follows a convention at the border only; the same kernel
+// wrong at an output whose window has no padded tap is a defect.
+TEST(Triage, SkippedPaddedTapsAreAConventionAtTheBorderOnly) {
+  Node n = make_node("Conv", {"x", "w"}, {"y"});
+  n.attrs["kernel_shape"] = Attribute::of_ints({3});
+  n.attrs["pads"] = Attribute::of_ints({1, 1});
+  Tensors in{f32({-INFINITY, -INFINITY, -INFINITY, -INFINITY}, {1, 1, 4}),
+             f32({-INFINITY, -INFINITY, -INFINITY}, {1, 1, 3})};
+  Tensors ref = unit::run_ref(n, in);
+  auto y = ref[0].to_f64();
+  ASSERT_TRUE(std::isnan(y[0]) && std::isinf(y[1]) && std::isinf(y[2]) && std::isnan(y[3]));
+  EXPECT_EQ(judge(n, in, {f32({INFINITY, INFINITY, INFINITY, INFINITY}, {1, 1, 4})}).cls,
+            FindingClass::Convention);
+  EXPECT_EQ(judge(n, in, {f32({INFINITY, 0, INFINITY, INFINITY}, {1, 1, 4})}).cls,
+            FindingClass::Defect);
+  // Finite weights: no padded tap is 0 x inf, the convention does not apply.
+  Tensors finite{in[0], f32({1, 1, 1}, {1, 1, 3})};
+  EXPECT_NE(judge(n, finite, {f32({1, 1, 1, 1}, {1, 1, 4})}).cls, FindingClass::Convention);
+}
+
 // A kernel that reads subnormal inputs as zero (denormals-are-zero) follows a convention.
 TEST(Triage, SubnormalInputsReadAsZeroAreAConvention) {
   Node n = make_node("Hardmax", {"x"}, {"y"});

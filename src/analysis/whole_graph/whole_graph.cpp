@@ -451,6 +451,7 @@ class WholeGraphChecker {
     r.first_value = bisect_prefixes(v, r, hi);
     if (refusal_) {
       // The shortest refused prefix's last node is the one whose addition the framework refuses.
+      r.first_value.clear();
       for (const auto& o : g_.nodes[order_[hi - 1]].outputs)
         if (!o.empty() && r.first_value.empty()) r.first_value = o;
       if (r.first_value.empty()) {

@@ -366,17 +366,6 @@ constexpr WriteBody kFamilies[] = {eltwise,   binary, softmax, pooling,
 
 }  // namespace
 
-std::vector<std::string> onednn_program_ops() {
-  std::vector<std::string> ops;
-  for (const auto& [op, e] : eltwise_names()) ops.push_back(op);
-  for (const auto& [op, e] : binary_names()) ops.push_back(op);
-  for (const auto& [op, e] : reduction_names()) ops.push_back(op);
-  for (const char* op :
-       {"Softmax", "LogSoftmax", "MaxPool", "AveragePool", "MatMul", "Gemm", "Conv"})
-    ops.emplace_back(op);
-  return ops;
-}
-
 std::string onednn_program(const Node& node, std::int64_t opset, const std::vector<Tensor>& in,
                            const std::vector<std::string>& input_files,
                            const std::vector<NativeOutput>& outputs,

@@ -4,8 +4,8 @@
 // onednn-2.6) make for it, on the folder's .npy inputs, and prints oneDNN's value, the exact one
 // and the error in ULPs (native/reproduce_onednn.cpp.in is its fixed part). The primitive's
 // parameters come from the same readers the binding uses (ops/params.h, ops/window.h,
-// ops/kernel_util.h); the op-to-algorithm names are restated here, and the ctest native_repro
-// holds each family's program to the binding's bits.
+// ops/kernel_util.h); the op-to-algorithm names are restated here, and the ctest
+// native_repro_onednn holds one op of each family to the binding's values.
 #include <map>
 #include <string>
 #include <vector>
@@ -30,8 +30,5 @@ std::string onednn_program(const Node& node, std::int64_t opset, const std::vect
                            const std::vector<std::string>& input_files,
                            const std::vector<NativeOutput>& outputs,
                            const std::map<std::string, std::string>& environment);
-
-// The ops onednn_program writes a primitive for (the test runs one of each family).
-std::vector<std::string> onednn_program_ops();
 
 }  // namespace metaop

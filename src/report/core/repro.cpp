@@ -236,9 +236,10 @@ std::string native_readme(const std::optional<NativeScript>& s, const Finding& f
                      printable(f.op_type), to_string(f.phase))
                : "";
   std::string commands;
-  for (std::size_t at = 0, end; at < s->commands.size(); at = end + 1) {
-    end = s->commands.find('\n', at);
+  for (std::size_t at = 0; at < s->commands.size();) {
+    std::size_t end = std::min(s->commands.find('\n', at), s->commands.size());
     commands += "  " + s->commands.substr(at, end - at) + "\n";
+    at = end + 1;
   }
   return fmt::format(
       "\nWithout MetaOp (needs {}; prints {}'s values, the exact ones\n"
