@@ -93,6 +93,12 @@ function num(v) {
   return Number(v.toPrecision(9)).toString();
 }
 
+// An error in ULPs as Python's %.3g writes it ("9.47e+06", "inf").
+function ulpText(e) {
+  if (!Number.isFinite(e)) return num(e);
+  return e.toPrecision(3).replace(/e([+-])(\d)$/, 'e$10$2');
+}
+
 function index(dims, i) {
   const out = [];
   for (let d = dims.length - 1; d >= 0; --d) {
@@ -146,7 +152,7 @@ async function main() {
       if (e === Infinity) ++oneSided;
     }
     console.log(`${o.name}${index(exact.dims, worst)}: onnxruntime ${num(value(got, worst))}, exact ` +
-                `${num(value(exact, worst))}, error ${err(got, worst).toPrecision(3)} ULPs; ${off} of ${n} ` +
+                `${num(value(exact, worst))}, error ${ulpText(err(got, worst))} ULPs; ${off} of ${n} ` +
                 `elements off by more than 4 ULPs, ${oneSided} non-finite on one side only`);
     if (!o.got) continue;
     // Reproduced: ONNX Runtime gives again the wrong value the finding recorded at its worst
