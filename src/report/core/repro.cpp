@@ -15,6 +15,7 @@
 #include "bindings/onnx_import/import_binding.h"
 #include "graph/onnx_io.h"
 #include "ops/optimizer.h"
+#include "ops/registry.h"
 #include "report/core/format.h"
 #include "report/core/native_onednn.h"
 #include "report/core/tracker_report.h"
@@ -284,11 +285,13 @@ std::string binding_with_version(const std::string& binding) {
 // omitted input). The commands pass them by position, in the order they are model.onnx's graph
 // inputs (first use in the node; a value used twice is one input): names never need quoting.
 json save_check_inputs(const fs::path& dir, const Graph& g, const Node& node, const Tensors& in,
-                       std::string& input_args, std::string& input_list) {
+                       const std::set<std::string>& constants, std::string& input_args,
+                       std::string& input_list) {
   std::vector<std::string> files(node.inputs.size());
   std::map<std::string, std::string> file_of;
   for (std::size_t i = 0; i < node.inputs.size() && i < in.size(); ++i) {
-    if (node.inputs[i].empty() || !in[i].defined() || g.initializers.count(node.inputs[i]))
+    if (node.inputs[i].empty() || !in[i].defined() || g.initializers.count(node.inputs[i]) ||
+        constants.count(node.inputs[i]))
       continue;
     std::string file = fmt::format("input_{}_{}.npy", i, safe_file_name(node.inputs[i]));
     write_npy((dir / file).string(), in[i]);
@@ -451,14 +454,22 @@ std::string write_check_reproducer(const Graph& g, const Finding& f, const std::
   fs::create_directories(dir);
   SubgraphSpec spec;
   spec.nodes = {f.node};
-  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i)
-    if (!node.inputs[i].empty() && f.inputs[i].defined()) spec.values[node.inputs[i]] = f.inputs[i];
+  // The node's parameters (shapes, axes, split sizes, slopes ...: not data, ops/manifest.h) are
+  // initializers, as exporters write them and as the ONNX-import bindings ran the node: a
+  // framework may fold or refuse a node by whether they are constant (TVM's Split).
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  for (std::size_t i = 0; i < node.inputs.size() && i < f.inputs.size(); ++i) {
+    if (node.inputs[i].empty() || !f.inputs[i].defined()) continue;
+    spec.values[node.inputs[i]] = f.inputs[i];
+    if (op && !op->inputs.is_data(i, f.inputs[i].dtype())) spec.constants.insert(node.inputs[i]);
+  }
   for (std::size_t i = 0; i < node.outputs.size() && i < f.reference_outputs.size(); ++i)
     if (!node.outputs[i].empty() && f.reference_outputs[i].defined())
       spec.values[node.outputs[i]] = f.reference_outputs[i];
   write_file((dir / "model.onnx").string(), export_subgraph(g, spec));
   std::string input_args, input_list;
-  manifest["files"]["inputs"] = save_check_inputs(dir, g, node, f.inputs, input_args, input_list);
+  manifest["files"]["inputs"] =
+      save_check_inputs(dir, g, node, f.inputs, spec.constants, input_args, input_list);
   input_args += extra_args;
   json reference = save_check_outputs(dir, node, f.reference_outputs, "reference");
   manifest["files"]["got"] = save_check_outputs(dir, node, f.binding_outputs, f.binding);

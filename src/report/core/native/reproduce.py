@@ -5,7 +5,8 @@ and prints, per output, the framework's value, the exact value (MetaOp's float64
 rounded once to the output's dtype) and the error in ULPs at the worst element, with how many
 elements are off by more than 4 ULPs or non-finite on one side only. Exit 1 when the framework
 still gives, at that element, the value the finding recorded (the finding reproduces), 0 when
-it no longer does, 2 when the framework cannot run the model.
+it no longer does, 2 when the framework cannot run the model (1 for a crash finding when it
+fails the way the finding recorded).
 
 Needs numpy and the framework's Python package (PIP); nothing else. Usage:
   python3 reproduce_BINDING.py
@@ -260,6 +261,12 @@ def main():
                                                    [o["name"] for o in outputs])
     except Exception as e:  # the framework refuses the model or fails running it
         print(f"{FRAMEWORK} cannot run model.onnx: {e}")
+        # A crash finding (the framework failed on a valid model) reproduces when it fails the
+        # same way: its message's last line is in the one the finding recorded.
+        last = ([line.strip() for line in str(e).splitlines() if line.strip()] or [""])[-1]
+        if manifest.get("kind") == "crash" and last and last in manifest.get("detail", ""):
+            print("  the finding recorded the same failure: reproduced")
+            return 1
         return 2
     print(f"{version}: {manifest['op_type']} node '{manifest['node']}' of model.onnx on "
           f"{', '.join(f for _, f in manifest['feeds']) or 'no inputs'}")
