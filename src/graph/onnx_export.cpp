@@ -5,7 +5,6 @@
 
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <set>
 
 #include "graph/onnx_io.h"
@@ -205,44 +204,13 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
   return m.SerializeAsString();
 }
 
-namespace {
-
-std::mutex g_node_metadata_mutex;
-ModelMetadata& node_metadata() {
-  static ModelMetadata m;
-  return m;
-}
-
-}  // namespace
-
-void set_node_export_metadata(const ModelMetadata& meta) {
-  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
-  node_metadata() = meta;
-}
-
-std::string node_export_metadata_key() {
-  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
-  const ModelMetadata& m = node_metadata();
-  std::string key = fmt::format("{}:{}|{}:{}|{}|{}:{}|", m.producer_name.size(), m.producer_name,
-                                m.producer_version.size(), m.producer_version, m.model_version,
-                                m.domain.size(), m.domain);
-  for (const auto& [domain, version] : m.opset_imports)
-    key += fmt::format("{}={};", domain, version);
-  for (const auto& [k, v] : m.metadata_props)
-    key += fmt::format("{}:{}={}:{};", k.size(), k, v.size(), v);
-  return key + fmt::format("{}:{}", m.doc_string.size(), m.doc_string);
-}
-
 std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec& spec,
                         const std::string& graph_name) {
   Graph g;
   g.path = node.label();
   g.name = graph_name;
   g.opset = opset;
-  {
-    std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
-    g.meta = node_metadata();
-  }
+  g.meta = node_export_metadata();
   g.nodes = {node};
   return export_subgraph(g, spec);
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -488,6 +489,39 @@ std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t
       it->second.default_value.type() == onnx::AttributeProto::UNDEFINED)
     return std::nullopt;
   return convert_attr(it->second.default_value, ".", name);
+}
+
+namespace {
+
+// The metadata of the model read last (set_node_export_metadata, onnx_io.h).
+std::mutex g_node_metadata_mutex;
+ModelMetadata& node_metadata() {
+  static ModelMetadata m;
+  return m;
+}
+
+}  // namespace
+
+void set_node_export_metadata(const ModelMetadata& meta) {
+  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+  node_metadata() = meta;
+}
+
+ModelMetadata node_export_metadata() {
+  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+  return node_metadata();
+}
+
+std::string node_export_metadata_key() {
+  ModelMetadata m = node_export_metadata();
+  std::string key = fmt::format("{}:{}|{}:{}|{}|{}:{}|", m.producer_name.size(), m.producer_name,
+                                m.producer_version.size(), m.producer_version, m.model_version,
+                                m.domain.size(), m.domain);
+  for (const auto& [domain, version] : m.opset_imports)
+    key += fmt::format("{}={};", domain, version);
+  for (const auto& [k, v] : m.metadata_props)
+    key += fmt::format("{}:{}={}:{};", k.size(), k, v.size(), v);
+  return key + fmt::format("{}:{}", m.doc_string.size(), m.doc_string);
 }
 
 namespace {

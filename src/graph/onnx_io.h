@@ -55,6 +55,7 @@ std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec
 // The metadata of the model under test, which export_node's models carry (process-wide; set by
 // load_onnx for the model it reads, empty until then).
 void set_node_export_metadata(const ModelMetadata& meta);
+ModelMetadata node_export_metadata();
 // That metadata in one string, for keys of caches of such models.
 std::string node_export_metadata_key();
 void write_file(const std::string& path, const std::string& bytes);
