@@ -142,6 +142,14 @@ lr = json.load(open(hp))["lr"] if os.path.exists(hp) else None
 check(rc == 1 and got.get("fix_verified") and lr is not None and lr < 20 and
       any(r["verified"] for r in doc["repairs"]),
       f"lr too high: a lower learning rate verifies ({got.get('fix_result')}; written lr {lr})", out)
+# Accuracy for classification: per step in the JSON, per epoch on the console, and the verified
+# repair's last epoch well above the diverged run's (3 classes: about a third by chance).
+repaired = [r.get("accuracy_last_epoch") for r in doc.get("repairs", []) if r["verified"]]
+check(len(doc.get("accuracies", [])) == doc.get("steps") and "accuracy:" in out and
+      isinstance(doc.get("accuracy_last_epoch"), float) and doc["accuracy_last_epoch"] < 0.5 and
+      repaired and isinstance(repaired[0], float) and repaired[0] > 0.8,
+      f"accuracy: the diverged run's last epoch {doc.get('accuracy_last_epoch')}, the repaired "
+      f"run's {repaired}", out)
 if lr is not None:  # the written hyperparameters train the model healthily
     s = SETUPS["lr_high_sgd_mlp"]
     p = subprocess.run([METAOP, "train", os.path.join(WORK, s["model"] + ".onnx"), "--data",
@@ -229,6 +237,9 @@ for name, expect in [("hp_weight_decay_typo", {"category": "hyperparameter",
           f"({got.get('place')}: {got.get('fix_result')}; hollow {hollow(doc)})", out)
     if name == "hp_momentum_above_one":
         check("warning: --momentum 1.1" in out, "momentum above 1 runs, with a warning", out)
+    if name == "data_target_scale":  # regression (mse): no accuracy
+        check(doc.get("accuracies") == [] and doc.get("accuracy_last_epoch") is None and
+              "accuracy:" not in out, "mse: no accuracy is reported", out)
 # The two planted framework faults without NaN: named with their node, phase and binding.
 gemm = SETUPS["framework_grad_sign_gemm"]["expect"]["node"]
 for name, where in [("framework_grad_sign_gemm", {"node": gemm, "phase": "backward"}),

@@ -6,6 +6,7 @@
 // when the symptom goes away there, naming the framework kernel with `train --check`; and
 // mechanical repairs verified by training again (diagnose_repair).
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,8 @@ struct RepairAttempt {
   std::vector<std::string> remaining;    // definite static faults left
   double loss_first = 0, loss_last = 0;  // mean of the first and the last quarter of its steps
   double trivial = 0;  // the trivial predictor's loss on the repaired data (0: none)
+  // Classification: the repaired run's accuracy in its last epoch (NaN otherwise).
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
   std::size_t steps = 0;
   bool verified = false;
   std::string result;  // in words

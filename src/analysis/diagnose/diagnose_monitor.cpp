@@ -257,6 +257,7 @@ TrainMonitor::TrainMonitor(const Graph& g, const TrainConfig& c, std::int64_t sa
   rec_.window = t.window ? t.window : std::max<std::size_t>(rec_.steps_per_epoch, 1);
   rec_.total = rec_.steps_per_epoch * static_cast<std::size_t>(std::max(c.epochs, 1));
   if (!g.outputs.empty()) output_ = g.outputs[0].name;
+  loss_ = c.loss;
   // Trainable weights in the order of the nodes that read them.
   auto trainable = trainable_initializers(g);
   std::set<std::string> todo(trainable.begin(), trainable.end());
@@ -317,11 +318,54 @@ bool TrainMonitor::watch(const StepView& v) {
                      "threshold {:g}x)",
                      first, v.loss, step, v.loss / first, t_.loss_growth)});
   }
+  record_accuracy(v);
   judge_gradients(v);
   judge_activations(v);
   if (!std::isfinite(v.loss)) find_nonfinite(v);
   if (step % rec_.window == 0 || step == rec_.total) end_window(step);
   return !(stop_on_nonfinite && !std::isfinite(v.loss));
+}
+
+void TrainMonitor::record_accuracy(const StepView& v) {
+  bool classes = loss_ == LossKind::CrossEntropy || loss_ == LossKind::NLL;
+  bool binary = loss_ == LossKind::BCE || loss_ == LossKind::BCEWithLogits;
+  if ((!classes && !binary) || !v.forward) return;
+  auto out = v.forward->values.find(output_), lab = v.forward->values.find(kLabelsInput);
+  if (out == v.forward->values.end() || lab == v.forward->values.end()) return;
+  const Tensor& y = out->second;
+  auto o = y.to_f64(), l = lab->second.to_f64();
+  std::int64_t right = 0, total = 0;
+  if (binary) {
+    double cut = loss_ == LossKind::BCE ? 0.5 : 0.0;  // probabilities, or logits
+    if (o.size() != l.size()) return;
+    for (std::size_t i = 0; i < o.size(); ++i, ++total) right += (o[i] > cut) == (l[i] > 0.5);
+  } else {
+    // Output [N, C, d...], labels [N, d...]: the class is the largest output along axis 1.
+    if (y.rank() < 2) return;
+    std::int64_t n = y.dim(0), c = y.dim(1), inner = n * c != 0 ? y.numel() / (n * c) : 0;
+    if (static_cast<std::int64_t>(l.size()) != n * inner) return;
+    for (std::int64_t s = 0; s < n; ++s)
+      for (std::int64_t i = 0; i < inner; ++i, ++total) {
+        std::int64_t best = 0;
+        for (std::int64_t k = 1; k < c; ++k)
+          if (o[static_cast<std::size_t>((s * c + k) * inner + i)] >
+              o[static_cast<std::size_t>((s * c + best) * inner + i)])
+            best = k;
+        right += static_cast<double>(best) == l[static_cast<std::size_t>(s * inner + i)];
+      }
+  }
+  if (total > 0) rec_.accuracies.push_back(static_cast<double>(right) / static_cast<double>(total));
+}
+
+double MonitorRecord::epoch_accuracy(std::size_t e) const {
+  if (accuracies.empty() || steps_per_epoch == 0) return NAN;
+  std::size_t epochs = (accuracies.size() + steps_per_epoch - 1) / steps_per_epoch;
+  if (e == SIZE_MAX) e = epochs - 1;
+  if (e >= epochs) return NAN;
+  std::size_t from = e * steps_per_epoch, to = std::min(accuracies.size(), from + steps_per_epoch);
+  double sum = 0;
+  for (std::size_t i = from; i < to; ++i) sum += accuracies[i];
+  return sum / static_cast<double>(to - from);
 }
 
 void TrainMonitor::judge_gradients(const StepView& v) {

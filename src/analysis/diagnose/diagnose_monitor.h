@@ -75,6 +75,10 @@ struct MonitorRecord {
   DiagnoseThresholds thresholds;  // those the symptoms were judged with
   std::size_t steps_per_epoch = 0, window = 0, total = 0;
   std::vector<double> losses;
+  // Classification losses (cross_entropy, nll: the largest output is the label; bce, on
+  // probabilities above 0.5 or logits above 0): per step, the share of the batch's samples
+  // predicted right. Empty for the others.
+  std::vector<double> accuracies;
   // The trivial predictor's loss (predicting the label frequencies or the targets' mean); NaN
   // where the loss has none.
   double trivial_loss = std::numeric_limits<double>::quiet_NaN();
@@ -88,6 +92,9 @@ struct MonitorRecord {
   Tensor first_output;
   bool has(const std::string& kind) const;
   const Symptom* first(const std::string& kind) const;
+  // The mean accuracy of epoch `e` (from 0), or of the last epoch with e = SIZE_MAX; NaN
+  // without accuracies.
+  double epoch_accuracy(std::size_t e) const;
 };
 
 class TrainMonitor {
@@ -117,10 +124,12 @@ class TrainMonitor {
   void find_nonfinite(const StepView& v);
   void judge_loss_windows();
   void judge_chance(double last_epoch, std::size_t step);
+  void record_accuracy(const StepView& v);
 
   DiagnoseThresholds t_;
   MonitorRecord rec_;
-  std::string output_;                                            // the model's output value
+  std::string output_;  // the model's output value
+  LossKind loss_ = LossKind::MSE;
   std::size_t first_kernel_ = SIZE_MAX, last_kernel_ = SIZE_MAX;  // into rec_.weights
   std::vector<std::vector<std::uint8_t>> alive_;     // per ReLU: units alive in the window
   std::vector<double> window_ratio_, window_first_;  // gradient ratio, first norm, this window

@@ -126,6 +126,10 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
   a.symptoms = rec.symptoms;
   a.steps = rec.losses.size();
   std::tie(a.loss_first, a.loss_last) = quarters(rec.losses);
+  a.accuracy = rec.epoch_accuracy(SIZE_MAX);
+  std::string accuracy = std::isfinite(a.accuracy)
+                             ? fmt::format(", accuracy {:.1f}% in the last epoch", 100 * a.accuracy)
+                             : "";
   std::set<std::string> mine;
   for (const auto& l : d.symptoms) mine.insert(kind_of(l));
   std::vector<std::string> stay, fresh;
@@ -152,10 +156,10 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
   if (a.verified) {
     a.result = fmt::format(
         "verified: {} steps without {}, loss {:.4g} -> {:.4g} (first and last "
-        "quarter){}",
+        "quarter){}{}",
         a.steps, d.symptoms.empty() ? "symptoms" : fmt::format("{}", fmt::join(mine, ", ")),
         a.loss_first, a.loss_last,
-        trivial > 0 ? fmt::format(", the trivial predictor's {:.4g}", trivial) : "");
+        trivial > 0 ? fmt::format(", the trivial predictor's {:.4g}", trivial) : "", accuracy);
     return;
   }
   std::vector<std::string> why;
@@ -171,7 +175,7 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
         fmt::format("the loss ends at {:.4g}, not below {:g} times the trivial "
                     "predictor's {:.4g}",
                     a.loss_last, margin, trivial));
-  a.result = fmt::format("not verified: {}", fmt::join(why, "; "));
+  a.result = fmt::format("not verified: {}{}", fmt::join(why, "; "), accuracy);
 }
 
 // Whether the only symptoms a repaired run shows that the original did not are those of steps

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "bindings/factory.h"
@@ -22,6 +23,11 @@ void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& 
     fmt::print(out, "not trained: the static checks found labels the loss cannot take\n");
   if (rec.trivial_loss > 0)
     fmt::print(out, "trivial predictor: loss {:.4g}, {}\n", rec.trivial_loss, rec.trivial_what);
+  if (double last = rec.epoch_accuracy(SIZE_MAX); std::isfinite(last))
+    fmt::print(out,
+               "accuracy: {:.1f}% of the samples predicted right in the first epoch, {:.1f}% in "
+               "the last\n",
+               100 * rec.epoch_accuracy(0), 100 * last);
   print_run_diagnosis(out, r.run);
   if (r.healthy()) return;
   if (!r.split.note.empty()) fmt::print(out, "model or framework: {}\n", r.split.note);
@@ -29,6 +35,11 @@ void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& 
 }
 
 namespace {
+
+// An accuracy, or null where the loss is not a classification's.
+nlohmann::json accuracy_json(double a) {
+  return std::isfinite(a) ? nlohmann::json(a) : nlohmann::json();
+}
 
 nlohmann::json monitors_json(const MonitorRecord& rec) {
   nlohmann::json m;
@@ -92,6 +103,7 @@ nlohmann::json repairs_json(const std::vector<RepairAttempt>& repairs) {
                    {"loss_first_quarter", json_number(a.loss_first)},
                    {"loss_last_quarter", json_number(a.loss_last)},
                    {"trivial_loss", json_number(a.trivial)},
+                   {"accuracy_last_epoch", accuracy_json(a.accuracy)},
                    {"verified", a.verified},
                    {"result", a.result}});
   }
@@ -113,6 +125,11 @@ nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
   j["window"] = rec.window;
   j["losses"] = nlohmann::json::array();
   for (double l : rec.losses) j["losses"].push_back(json_number(l));
+  // Classification: the share of each step's batch predicted right, and per epoch at both ends.
+  j["accuracies"] = nlohmann::json::array();
+  for (double x : rec.accuracies) j["accuracies"].push_back(json_number(x));
+  j["accuracy_first_epoch"] = accuracy_json(rec.epoch_accuracy(0));
+  j["accuracy_last_epoch"] = accuracy_json(rec.epoch_accuracy(SIZE_MAX));
   j["injected"] = r.injected;
   j["trivial_loss"] = json_number(rec.trivial_loss);
   j["trivial_what"] = rec.trivial_what;
