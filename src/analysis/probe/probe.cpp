@@ -549,6 +549,58 @@ Tensors fill_inputs(const ProbeTest& t, const std::vector<double>& values) {
   return any ? in : Tensors{};
 }
 
+// Lengths across the vector widths of CPU kernels (4, 8, 16 floats and multiples): a vector
+// body with a scalar tail, and a tail alone, so that both code paths are judged.
+constexpr std::int64_t kSimdLengths[] = {1, 7, 9, 15, 17, 31, 33, 63, 65};
+
+// The probe's values for the SIMD lengths: the edges and wide magnitudes, taken with a stride
+// coprime to their count so that every prefix (a short tensor, its tail) mixes them.
+std::vector<double> simd_values() {
+  auto patterns = probe_patterns({});
+  std::vector<double> all;
+  for (const auto& [name, v] : patterns)
+    if (name == "edges" || name == "wide") all.insert(all.end(), v.begin(), v.end());
+  std::vector<double> out(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) out[i] = all[(i * 13) % all.size()];
+  return out;
+}
+
+// An element-wise test's inputs at length n: every input of input 0's shape (floating data
+// inputs only) becomes 1-D of n values, the others (scalars, size-1 bounds) stay; empty when
+// the test is not such a one (broadcasting, other shapes, non-floating inputs of that shape).
+Tensors simd_inputs(const ProbeTest& t, std::int64_t n, const std::vector<double>& values) {
+  const Node& node = t.g.nodes[0];
+  if (t.op->family != Family::elementwise) return {};
+  Tensors in;
+  Shape shape0;
+  for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+    Tensor x;
+    if (!node.inputs[k].empty()) {
+      if (auto it = t.inputs.find(node.inputs[k]); it != t.inputs.end())
+        x = it->second;
+      else if (auto init = t.g.initializers.find(node.inputs[k]); init != t.g.initializers.end())
+        x = init->second;
+    }
+    if (k == 0) {
+      if (!x.defined() || !is_floating(x.dtype()) || x.numel() < 2) return {};
+      shape0 = x.shape();
+    }
+    if (x.defined() && x.shape() == shape0) {
+      auto& data = t.op->domain.data_inputs;
+      if (!is_floating(x.dtype()) ||
+          std::find(data.begin(), data.end(), static_cast<int>(k)) == data.end())
+        return {};
+      std::vector<double> v(static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = values[(i + 31 * k) % values.size()];
+      x = Tensor::from_f64(v, {n}, x.dtype());
+    } else if (x.defined() && x.numel() != 1) {
+      return {};
+    }
+    in.push_back(x);
+  }
+  return in;
+}
+
 // Judge: one binding on one case, into the tally (ok, unsupported, or a finding).
 void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::string& pattern,
            const Tensors& in, const Tensors& ref, const std::vector<std::vector<double>>& tol,
@@ -613,6 +665,8 @@ ProbeResult probe(const ProbeOptions& o) {
   if (tally.resumed() && o.progress)
     o.progress(fmt::format("resuming: {} cases done already", tally.resumed()));
   std::size_t done = 0;
+  std::set<std::string> simd_done;  // ops probed at the SIMD lengths already
+  const std::vector<double> simd = simd_values();
   for (const auto& dir : dirs) {
     ++done;
     std::optional<ProbeTest> t = select_test(dir, o);
@@ -623,11 +677,11 @@ ProbeResult probe(const ProbeOptions& o) {
     std::vector<double> critical;
     if (t->op->domain.critical) critical = t->op->domain.critical(KernelContext{node, t->g.opset});
     std::string test = fs::path(dir).filename().string();
-    for (const auto& [pattern, values] : probe_patterns(critical)) {
+    // One case: the node on `in` under every binding (false: no input took the pattern).
+    auto run_case = [&](const std::string& pattern, const Tensors& in) {
       std::string key = fmt::format("{}|{}", test, pattern);
-      if (tally.done(key)) continue;
-      Tensors in = fill_inputs(*t, values);
-      if (in.empty()) break;
+      if (tally.done(key)) return true;
+      if (in.empty()) return false;
       Tensors ref;
       std::vector<std::vector<double>> tol;
       try {
@@ -635,11 +689,20 @@ ProbeResult probe(const ProbeOptions& o) {
         ref = t->op->reference(ctx, in);
         tol = tolerances(*t->op, ctx, in, ref, o.bound);
       } catch (const std::exception&) {
-        continue;  // inputs the op rejects (the reference says why); nothing to judge
+        return true;  // inputs the op rejects (the reference says why); nothing to judge
       }
       tally.begin(key, node.op_type, test, pattern);
       for (auto& b : bindings) judge(*b, *t, test, pattern, in, ref, tol, tally);
       tally.end();
+      return true;
+    };
+    for (const auto& [pattern, values] : probe_patterns(critical))
+      if (!run_case(pattern, fill_inputs(*t, values))) break;
+    // The SIMD lengths, on the first test of an element-wise op that takes them.
+    if (!simd_done.count(node.op_type) && !simd_inputs(*t, 2, simd).empty()) {
+      simd_done.insert(node.op_type);
+      for (std::int64_t n : kSimdLengths)
+        run_case(fmt::format("len{}", n), simd_inputs(*t, n, simd));
     }
   }
   if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), "update") != o.ops.end())

@@ -2,7 +2,7 @@
 // `metaop probe`: an op-level sweep. For each op, the ONNX node tests of that op (their attribute
 // settings and shapes) are run with data inputs replaced by edge values -- zeros, signed
 // subnormals, tiny and huge magnitudes up to overflow, NaN and infinities, windows and rows
-// that are all -inf, and the op's own
+// that are all -inf (element-wise ops also at lengths across SIMD widths), and the op's own
 // critical points (from its meta operator's Domain) exactly and one ULP on either side -- and
 // every binding is judged against the reference with the op's error model, as `check` does.
 // The update ("update" among the ops) is probed the same way: each framework's optimizer on
