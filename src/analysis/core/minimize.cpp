@@ -140,47 +140,62 @@ class Minimizer {
     return true;
   }
 
-  // Simpler values one element at a time: 0, 1, then fewer significant digits.
+  // Simpler values one element at a time: 0, 1, then fewer significant digits; passes until
+  // one changes nothing (an element may need the others simpler first: a kernel's fast path
+  // for a vector of small values).
   void simplify() {
     std::int64_t total = 0;
     for (std::size_t i = 0; i < r_.inputs.size(); ++i)
       if (free(i)) total += r_.inputs[i].numel();
     if (total > opt_.simplify_up_to) return;
     int changed = 0;
-    for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
-      if (!free(i)) continue;
-      for (std::int64_t e = 0; e < r_.inputs[i].numel() && !out_of_budget(); ++e) {
-        std::vector<double> v = r_.inputs[i].to_f64();
-        for (double s : simpler(v[static_cast<std::size_t>(e)], r_.inputs[i].dtype())) {
-          v[static_cast<std::size_t>(e)] = s;
-          Tensors cand = r_.inputs;
-          cand[i] = Tensor::from_f64(v, r_.inputs[i].shape(), r_.inputs[i].dtype());
-          if (test(cand)) {
-            r_.inputs = std::move(cand);
+    for (bool again = true; again && !out_of_budget();) {
+      again = false;
+      for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
+        if (!free(i)) continue;
+        for (std::int64_t e = 0; e < r_.inputs[i].numel() && !out_of_budget(); ++e)
+          if (simplify_element(i, e)) {
             ++changed;
-            break;
+            again = true;
           }
-        }
       }
     }
     if (changed) r_.steps.push_back(fmt::format("{} value(s) made simpler", changed));
   }
 
  private:
+  // Element e of input i replaced by the simplest value that still shows it; false if none does.
+  bool simplify_element(std::size_t i, std::int64_t e) {
+    std::vector<double> v = r_.inputs[i].to_f64();
+    for (double s : simpler(v[static_cast<std::size_t>(e)], r_.inputs[i].dtype())) {
+      v[static_cast<std::size_t>(e)] = s;
+      Tensors cand = r_.inputs;
+      cand[i] = Tensor::from_f64(v, r_.inputs[i].shape(), r_.inputs[i].dtype());
+      if (test(cand)) {
+        r_.inputs = std::move(cand);
+        return true;
+      }
+    }
+    return false;
+  }
+
   bool free(std::size_t i) const {
     return i < opt_.free.size() && opt_.free[i] && r_.inputs[i].defined() &&
            is_floating(r_.inputs[i].dtype());
   }
 
-  // The simpler values to try for `x` in `dtype`, simplest first, each different from x.
+  // The simpler values to try for `x` in `dtype`, simplest first, each different from x and
+  // simpler than it: none for 0, only 0 for 1.
   static std::vector<double> simpler(double x, DType dtype) {
     std::vector<double> out;
+    if (x == 0) return out;
     auto add = [&](double s) {
       double r = Tensor::scalar(s, dtype).f64_at(0);
       bool same = r == x || (std::isnan(r) && std::isnan(x));
       if (!same && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
     };
     add(0);
+    if (x == 1) return out;
     add(1);
     if (std::isfinite(x))
       for (int digits = 1; digits <= 6; ++digits)
