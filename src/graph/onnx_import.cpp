@@ -493,35 +493,51 @@ std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t
 
 namespace {
 
-// The metadata of the model read last (set_node_export_metadata, onnx_io.h).
+// The metadata of the model read last (set_node_export_metadata, onnx_io.h), and a number that
+// changes whenever it does: the key of the import bindings' session cache, which asks for it at
+// every node they run.
+struct NodeMetadata {
+  ModelMetadata meta;
+  std::string text;  // all of it, to tell a change
+  std::uint64_t generation = 0;
+};
 std::mutex g_node_metadata_mutex;
-ModelMetadata& node_metadata() {
-  static ModelMetadata m;
+NodeMetadata& node_metadata() {
+  static NodeMetadata m;
   return m;
+}
+
+std::string metadata_text(const ModelMetadata& m) {
+  std::string text = fmt::format("{}:{}|{}:{}|{}|{}:{}|", m.producer_name.size(), m.producer_name,
+                                 m.producer_version.size(), m.producer_version, m.model_version,
+                                 m.domain.size(), m.domain);
+  for (const auto& [domain, version] : m.opset_imports)
+    text += fmt::format("{}={};", domain, version);
+  for (const auto& [k, v] : m.metadata_props)
+    text += fmt::format("{}:{}={}:{};", k.size(), k, v.size(), v);
+  return text + fmt::format("{}:{}", m.doc_string.size(), m.doc_string);
 }
 
 }  // namespace
 
 void set_node_export_metadata(const ModelMetadata& meta) {
+  std::string text = metadata_text(meta);
   std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
-  node_metadata() = meta;
+  NodeMetadata& n = node_metadata();
+  if (text == n.text) return;
+  n.meta = meta;
+  n.text = std::move(text);
+  ++n.generation;
 }
 
 ModelMetadata node_export_metadata() {
   std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
-  return node_metadata();
+  return node_metadata().meta;
 }
 
 std::string node_export_metadata_key() {
-  ModelMetadata m = node_export_metadata();
-  std::string key = fmt::format("{}:{}|{}:{}|{}|{}:{}|", m.producer_name.size(), m.producer_name,
-                                m.producer_version.size(), m.producer_version, m.model_version,
-                                m.domain.size(), m.domain);
-  for (const auto& [domain, version] : m.opset_imports)
-    key += fmt::format("{}={};", domain, version);
-  for (const auto& [k, v] : m.metadata_props)
-    key += fmt::format("{}:{}={}:{};", k.size(), k, v.size(), v);
-  return key + fmt::format("{}:{}", m.doc_string.size(), m.doc_string);
+  std::lock_guard<std::mutex> lock(g_node_metadata_mutex);
+  return fmt::format("meta#{}", node_metadata().generation);
 }
 
 namespace {

@@ -56,7 +56,7 @@ std::string export_node(const Node& node, std::int64_t opset, const SubgraphSpec
 // load_onnx for the model it reads, empty until then).
 void set_node_export_metadata(const ModelMetadata& meta);
 ModelMetadata node_export_metadata();
-// That metadata in one string, for keys of caches of such models.
+// A short key that changes whenever that metadata does, for caches of such models.
 std::string node_export_metadata_key();
 void write_file(const std::string& path, const std::string& bytes);
 

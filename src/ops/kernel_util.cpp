@@ -92,6 +92,12 @@ std::vector<std::int64_t> strides_of(const Shape& s) {
   return st;
 }
 
+Shape with_rank(const Shape& s, std::size_t r) {
+  Shape o(r - std::min(r, s.size()), 1);
+  o.insert(o.end(), s.begin(), s.end());
+  return o;
+}
+
 Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes) {
   std::size_t rank = 0;
   for (const auto& s : shapes) rank = std::max(rank, s.size());

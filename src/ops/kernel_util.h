@@ -33,6 +33,8 @@ std::vector<std::int64_t> norm_axes(const KernelContext& c, std::vector<std::int
                                     std::int64_t rank);
 std::vector<std::int64_t> strides_of(const Shape& s);
 Shape broadcast_shapes(const KernelContext& c, const std::vector<Shape>& shapes);
+// `s` with leading dims of size 1 up to rank `r` (unchanged when it has r or more).
+Shape with_rank(const Shape& s, std::size_t r);
 // For each flat index of `out`, the flat index of an `in` broadcast to it.
 std::vector<std::int64_t> broadcast_map(const Shape& in, const Shape& out);
 // Elements grouped over `axes` (as a reduction over them groups them): the shape with those axes

@@ -4,6 +4,12 @@
 
 namespace metaop {
 
+Shape spatial_tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus) {
+  Shape d;
+  for (int i = 3 - nsp; i < 3; ++i) d.push_back(a[i] - minus);
+  return d;
+}
+
 Window window_geometry(const KernelContext& c, const Shape& x_shape,
                        const std::vector<std::int64_t>& kernel, bool ceil_mode) {
   const Node& n = c.node;

@@ -23,6 +23,10 @@ struct Window {
   }
 };
 
+// The spatial part of one of a Window's promoted arrays (its last `nsp` entries), each minus
+// `minus` (oneDNN counts dilation from 0).
+Shape spatial_tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus = 0);
+
 // x_shape is [N, C, spatial...]; kernel has the spatial rank.
 Window window_geometry(const KernelContext& c, const Shape& x_shape,
                        const std::vector<std::int64_t>& kernel, bool ceil_mode);

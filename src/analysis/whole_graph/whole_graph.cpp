@@ -106,6 +106,16 @@ TensorVerdict judge_tensor(const std::string& name, const Tensor& whole, const T
 
 namespace {
 
+// A whole-model run that failed (a crash, or a refusal while one is localized) as the verdict
+// of its first output.
+TensorVerdict failed_run(const std::vector<std::string>& outputs, std::string why) {
+  TensorVerdict t;
+  t.value = outputs.empty() ? "" : outputs[0];
+  t.mismatch = std::move(why);
+  t.bad = true;
+  return t;
+}
+
 // The sub-model of `nodes` (indices into g.nodes, in order): values they read that they do not
 // produce are inputs (initializers stay initializers), `outputs` its outputs; types and shapes
 // from `values`.
@@ -288,17 +298,9 @@ class WholeGraphChecker {
     } catch (const Unsupported& e) {
       if (refused) *refused = e.what();
       if (!refusal_) return std::nullopt;
-      TensorVerdict t;
-      t.value = outputs.empty() ? "" : outputs[0];
-      t.mismatch = fmt::format("refused: {}", e.what());
-      t.bad = true;
-      return t;
+      return failed_run(outputs, fmt::format("refused: {}", e.what()));
     } catch (const Crash& e) {
-      TensorVerdict t;
-      t.value = outputs.empty() ? "" : outputs[0];
-      t.mismatch = e.what();
-      t.bad = true;
-      return t;
+      return failed_run(outputs, e.what());
     }
     if (refusal_) return std::nullopt;  // it runs: what is being localized does not show
     for (const auto& o : outputs) {
@@ -523,10 +525,7 @@ bool verify_reduced(const Graph& reduced, const Values& inputs, const Values& re
     got = runner->run(WholeModel{reduced, ""}, inputs, outs, level);
   } catch (const Unsupported& e) {
     if (!refusal) return false;
-    evidence = TensorVerdict{};
-    evidence.value = outs.empty() ? "" : outs[0];
-    evidence.mismatch = fmt::format("refused: {}", e.what());
-    evidence.bad = true;
+    evidence = failed_run(outs, fmt::format("refused: {}", e.what()));
     return true;
   } catch (const Crash& e) {
     evidence = TensorVerdict{};

@@ -100,8 +100,8 @@ Tensors pool_bwd(const Ctx& c, const Tensors&, const Tensors& grads) {
   PoolSetup p = pool_setup(c);
   Shape ys = p.g.out_shape(x.dim(0), x.dim(1));
   auto xd = md(x.shape()), yd = md(ys);
-  auto st = tail(p.g.s, p.g.nsp), k = tail(p.g.k, p.g.nsp), dl = tail(p.g.d, p.g.nsp, 1),
-       pl = tail(p.g.pb, p.g.nsp);
+  auto st = spatial_tail(p.g.s, p.g.nsp), k = spatial_tail(p.g.k, p.g.nsp),
+       dl = spatial_tail(p.g.d, p.g.nsp, 1), pl = spatial_tail(p.g.pb, p.g.nsp);
   auto hint = make_pd<pooling_forward>(prop::forward_training, p.a, xd, yd, st, k, dl, pl, p.pr);
   // Max pooling's backward needs the forward's workspace (where each maximum came from).
   Tensor y(DType::Float32, ys);

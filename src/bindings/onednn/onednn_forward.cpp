@@ -26,12 +26,6 @@ dims to_dims(const Shape& s) {
   return dims(s.begin(), s.end());
 }
 
-Shape with_rank(const Shape& s, std::size_t r) {
-  Shape o(r - std::min(r, s.size()), 1);
-  o.insert(o.end(), s.begin(), s.end());
-  return o;
-}
-
 // oneDNN built for SYCL (the onednn wheel's) runs its CPU primitives on SYCL's CPU device, which
 // is Intel's OpenCL CPU runtime: unless the user chose OpenCL drivers, the OpenCL loader gets the
 // one installed beside libdnnl (the wheel's dependencies put it there), which no system folder
@@ -216,12 +210,6 @@ Tensors binary_fwd(const Ctx& c) {
 }
 
 // ---- convolution and deconvolution
-dims tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus) {
-  dims d;
-  for (int i = 3 - nsp; i < 3; ++i) d.push_back(a[i] - minus);
-  return d;
-}
-
 ConvSetup conv_setup(const Ctx& c) {
   const Tensor& x = c.x(0);
   const Tensor& w = c.x(1);
@@ -236,10 +224,10 @@ ConvSetup conv_setup(const Ctx& c) {
     s.ws.insert(s.ws.begin(), G);
   }
   s.ys = s.g.out_shape(x.dim(0), s.M);
-  s.strides = tail(s.g.s, s.g.nsp);
-  s.dilates = tail(s.g.d, s.g.nsp, 1);  // oneDNN counts dilation from 0
-  s.pad_l = tail(s.g.pb, s.g.nsp);
-  s.pad_r = tail(s.g.pe, s.g.nsp);
+  s.strides = spatial_tail(s.g.s, s.g.nsp);
+  s.dilates = spatial_tail(s.g.d, s.g.nsp, 1);  // oneDNN counts dilation from 0
+  s.pad_l = spatial_tail(s.g.pb, s.g.nsp);
+  s.pad_r = spatial_tail(s.g.pe, s.g.nsp);
   return s;
 }
 
@@ -304,7 +292,7 @@ Tensors deconv_fwd(const Ctx& c) {
   }
   auto pd = make_pd<dnnl::deconvolution_forward>(
       prop::forward_inference, algo::deconvolution_direct, xd, any_layout(wdims), bd, yd,
-      tail(g.s, g.nsp), tail(g.d, g.nsp, 1), tail(g.pb, g.nsp), pr);
+      spatial_tail(g.s, g.nsp), spatial_tail(g.d, g.nsp, 1), spatial_tail(g.pb, g.nsp), pr);
   args[DNNL_ARG_WEIGHTS] = in_layout(pd.weights_desc(), wd, w);
   run(dnnl::deconvolution_forward(pd), args);
   return {y};
@@ -413,9 +401,10 @@ Tensors pool_fwd(const Ctx& c) {
   Shape ys = p.g.out_shape(x.dim(0), x.dim(1));
   auto xd = md(x.shape()), yd = md(ys);
   Tensor y(DType::Float32, ys);
-  auto pd = make_pd<pooling_forward>(prop::forward_inference, p.a, xd, yd, tail(p.g.s, p.g.nsp),
-                                     tail(p.g.k, p.g.nsp), tail(p.g.d, p.g.nsp, 1),
-                                     tail(p.g.pb, p.g.nsp), p.pr);
+  auto pd =
+      make_pd<pooling_forward>(prop::forward_inference, p.a, xd, yd, spatial_tail(p.g.s, p.g.nsp),
+                               spatial_tail(p.g.k, p.g.nsp), spatial_tail(p.g.d, p.g.nsp, 1),
+                               spatial_tail(p.g.pb, p.g.nsp), p.pr);
   run(pooling_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});
   return {y};
 }

@@ -115,7 +115,6 @@ const std::map<std::string, algo>& binary_ops();
 Tensors binary_fwd(const Ctx& c);
 
 // ---- convolution and deconvolution
-dims tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus = 0);
 
 // Convolution geometry and oneDNN's view of the weights: [G, M/G, C/G, k...] when grouped.
 struct ConvSetup {

@@ -46,12 +46,6 @@ std::string dims_of(const Shape& s) {
   return fmt::format("{{{}}}", fmt::join(s.empty() ? Shape{1} : s, ", "));
 }
 
-Shape with_rank(const Shape& s, std::size_t r) {
-  Shape o(r - std::min(r, s.size()), 1);
-  o.insert(o.end(), s.begin(), s.end());
-  return o;
-}
-
 // What one op's program body needs: the node, its inputs and files; the body writes C++ lines.
 struct Gen {
   const KernelContext& k;
@@ -180,12 +174,6 @@ bool softmax(Gen& g) {
   return true;
 }
 
-Shape tail(const std::array<std::int64_t, 3>& a, int nsp, std::int64_t minus = 0) {
-  Shape d;
-  for (int i = 3 - nsp; i < 3; ++i) d.push_back(a[i] - minus);
-  return d;
-}
-
 bool pooling(Gen& g) {
   const std::string& op = g.k.node.op_type;
   if (op != "MaxPool" && op != "AveragePool") return false;
@@ -206,8 +194,8 @@ bool pooling(Gen& g) {
       is_max    ? "pooling_max"
       : include ? "pooling_avg_include_padding"
                 : "pooling_avg_exclude_padding",
-      dims_of(tail(w.s, w.nsp)), dims_of(tail(w.k, w.nsp)), dims_of(tail(w.d, w.nsp, 1)),
-      dims_of(tail(w.pb, w.nsp)), dims_of(pr)));
+      dims_of(spatial_tail(w.s, w.nsp)), dims_of(spatial_tail(w.k, w.nsp)),
+      dims_of(spatial_tail(w.d, w.nsp, 1)), dims_of(spatial_tail(w.pb, w.nsp)), dims_of(pr)));
   g.line("run(pooling_forward(pd), {{DNNL_ARG_SRC, mem(xd, x)}, {DNNL_ARG_DST, mem(yd, y)}});");
   g.line("return {y};");
   return true;
@@ -352,8 +340,8 @@ bool conv(Gen& g) {
   g.line(
       fmt::format("auto pd = make_pd<dnnl::convolution_forward>(prop::forward_inference, "
                   "algo::convolution_direct, xd, any_w, bd, yd, dims{}, dims{}, dims{}, dims{});",
-                  dims_of(tail(w.s, w.nsp)), dims_of(tail(w.d, w.nsp, 1)),
-                  dims_of(tail(w.pb, w.nsp)), dims_of(tail(w.pe, w.nsp))));
+                  dims_of(spatial_tail(w.s, w.nsp)), dims_of(spatial_tail(w.d, w.nsp, 1)),
+                  dims_of(spatial_tail(w.pb, w.nsp)), dims_of(spatial_tail(w.pe, w.nsp))));
   g.line("args[DNNL_ARG_WEIGHTS] = reordered(pd.weights_desc(), mem(wd, w));");
   g.line("run(dnnl::convolution_forward(pd), args);");
   g.line("return {y};");
