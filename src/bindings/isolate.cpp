@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +17,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -115,6 +118,10 @@ std::size_t page_size() {
   static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return page;
 }
+
+// The smallest arena a worker gets (a tight `ulimit -v`: address_space_problem() refuses less
+// than 32 times this).
+constexpr std::size_t kMinArena = std::size_t{16} << 20;
 
 // MetaOp's side of a worker's arena (isolate_wire.h): its mapping, which lives as long as a
 // tensor over one of its blocks does, the worker's life or not. MetaOp checks that no two of the
@@ -255,6 +262,7 @@ class Worker {
       if (k == 'U') throw Unsupported(msg);
       if (k == 'H') throw Hang(msg);
       if (k == 'C') throw Crash(msg);
+      if (k == 'N') throw BindingUnavailable(msg);
       throw Error(msg);
     }
     auto peak = rd.get<std::int64_t>();
@@ -272,17 +280,23 @@ class Worker {
   }
 
   void start(Binding& inner) {
-    if (region_.fd < 0) {
-      region_.fd = ::memfd_create(("metaop-" + name_).c_str(), MFD_CLOEXEC);
-      if (region_.fd < 0) fail("isolated kernel: memfd_create failed: {}", std::strerror(errno));
-      region_.grow(std::size_t{8} << 20);
-    }
-    kept_.clear();
-    dropped_updates_.clear();
-    new_arena();
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      fail("isolated kernel: socketpair failed: {}", std::strerror(errno));
+    try {
+      if (region_.fd < 0) {
+        region_.fd = ::memfd_create(("metaop-" + name_).c_str(), MFD_CLOEXEC);
+        if (region_.fd < 0) fail("memfd_create failed: {}", std::strerror(errno));
+        region_.grow(std::size_t{8} << 20);
+      }
+      kept_.clear();
+      dropped_updates_.clear();
+      new_arena();
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        fail("socketpair failed: {}", std::strerror(errno));
+    } catch (const Error& e) {
+      // The machine's limits (memory, file descriptors, address space), not a kernel's fault.
+      throw BindingUnavailable(
+          fmt::format("binding '{}' cannot start its worker process: {}", name_, e.what()));
+    }
     std::fflush(stdout);
     std::fflush(stderr);
     pid_t parent = ::getpid();
@@ -290,7 +304,9 @@ class Worker {
     if (pid < 0) {
       ::close(sv[0]);
       ::close(sv[1]);
-      fail("isolated kernel: fork failed: {}", std::strerror(errno));
+      throw BindingUnavailable(
+          fmt::format("binding '{}' cannot start its worker process: fork failed: {}", name_,
+                      std::strerror(errno)));
     }
     if (pid == 0) become_worker(inner, parent, sv);
     ::close(sv[1]);
@@ -322,7 +338,7 @@ class Worker {
     if (rd.get<char>() != 'R') {
       std::string msg = rd.str();
       close_link();
-      throw Error(msg);
+      throw BindingUnavailable(fmt::format("binding '{}' cannot start: {}", name_, msg));
     }
   }
 
@@ -330,10 +346,14 @@ class Worker {
   void new_arena() {
     if (arena_) arena_->retire();
     int fd = ::memfd_create(("metaop-" + name_ + "-arena").c_str(), MFD_CLOEXEC);
-    if (fd < 0) fail("isolated kernel: memfd_create failed: {}", std::strerror(errno));
-    // Twice what the worker may keep: room for the blocks and the gaps between them.
-    std::size_t reserve =
-        std::max(2 * kept_.cap(), std::size_t{64} << 20) / page_size() * page_size();
+    if (fd < 0) fail("memfd_create failed: {}", std::strerror(errno));
+    // Twice what the worker may keep: room for the blocks and the gaps between them. Under an
+    // address-space limit (ulimit -v), a quarter of what it leaves: MetaOp maps the arena once,
+    // the worker twice, and the framework needs the rest. A smaller arena only means fewer
+    // outputs read in place (the others cross through the region).
+    std::size_t reserve = std::max(2 * kept_.cap(), std::size_t{64} << 20);
+    reserve = std::max(std::min(reserve, address_space_left() / 4), kMinArena);
+    reserve = reserve / page_size() * page_size();
     arena_ = std::make_shared<ArenaHold>(fd, reserve);
   }
 
@@ -365,7 +385,14 @@ class Worker {
       ready.str(e.what());
     }
     if (send_frame(sv[1], ready.buffer(), WorkerClock::time_point::max()) != Io::Ok) _exit(0);
-    serve(inner, sv[1], region_, arena_->fd(), arena_->reserved());
+    try {
+      serve(inner, sv[1], region_, arena_->fd(), arena_->reserved());
+    } catch (const std::exception& e) {
+      // Never back into MetaOp's code in this forked copy: the worker ends, and MetaOp sees it
+      // die (its arena could not be mapped, say).
+      fmt::print(stderr, "metaop: {}'s worker: {}\n", name_, e.what());
+      _exit(3);
+    }
   }
 
   void close_link() {
@@ -424,6 +451,32 @@ Worker& worker_for(const std::string& name) {
 
 void set_isolation(Isolation mode) {
   isolation_mode = mode;
+}
+
+std::size_t address_space_left() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+    return std::numeric_limits<std::size_t>::max();
+  std::size_t pages = 0;  // the first field of statm: the address space mapped now, in pages
+  std::ifstream("/proc/self/statm") >> pages;
+  std::size_t used = pages * page_size();
+  return lim.rlim_cur > used ? lim.rlim_cur - used : 0;
+}
+
+std::string address_space_problem() {
+  // MetaOp's BLAS (OpenBLAS) takes a buffer of 128 MiB per thread and, refused one, retries
+  // for ever: under such a limit even a reference run would hang.
+  constexpr std::size_t kNeeded = std::size_t{512} << 20;
+  std::size_t left = address_space_left();
+  if (left >= kNeeded) return {};
+  rlimit lim{};
+  ::getrlimit(RLIMIT_AS, &lim);
+  return fmt::format(
+      "the address-space limit (ulimit -v, {}) leaves {}; MetaOp needs at least {} (its BLAS "
+      "library alone takes 134 MB per thread); raise the limit",
+      format_bytes(static_cast<std::int64_t>(lim.rlim_cur)),
+      format_bytes(static_cast<std::int64_t>(left)),
+      format_bytes(static_cast<std::int64_t>(kNeeded)));
 }
 
 Isolation isolation() {

@@ -17,6 +17,7 @@
 //
 // run_isolated runs one function in a one-off child (whole-model runs; planted faults when the
 // user asked for in-process kernels).
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,6 +35,12 @@ namespace metaop {
 enum class Isolation { Process, None };
 void set_isolation(Isolation mode);
 Isolation isolation();
+// Bytes of address space a new mapping may still take under RLIMIT_AS (ulimit -v); the size_t
+// maximum without a limit. Workers' shared-memory arenas are sized within it.
+std::size_t address_space_left();
+// Empty, or why MetaOp cannot run under the address-space limit (the CLI refuses to start: a
+// run would hang).
+std::string address_space_problem();
 
 class IsolatedBinding final : public Binding {
  public:

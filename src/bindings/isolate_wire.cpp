@@ -173,8 +173,7 @@ Arena::Arena(int fd, std::size_t reserve, bool dont_fork, bool writable)
   void* p =
       ::mmap(nullptr, reserve_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
-    fail("isolated kernel: reserving {} of addresses failed",
-         format_bytes(static_cast<std::int64_t>(reserve_)));
+    fail("reserving {} of addresses failed", format_bytes(static_cast<std::int64_t>(reserve_)));
   base_ = static_cast<char*>(p);
   if (dont_fork_) ::madvise(base_, reserve_, MADV_DONTFORK);
   struct stat st {};

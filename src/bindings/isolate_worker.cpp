@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <new>
 #include <unordered_map>
@@ -251,6 +252,8 @@ Writer answer_or_failure(const std::string& body, WorkerState& w) {
     return failure('C', e.what());
   } catch (const Unsupported& e) {
     return failure('U', e.what());
+  } catch (const BindingUnavailable& e) {
+    return failure('N', e.what());
   } catch (const std::bad_alloc&) {
     return failure('E',
                    fmt::format("out of memory (an allocation of {} refused; memory budget {})",
@@ -267,7 +270,13 @@ Writer answer_or_failure(const std::string& body, WorkerState& w) {
 [[noreturn]] void serve(Binding& b, int sock, Region region, int arena_fd,
                         std::size_t arena_reserve) {
   set_heap_poison(true);
-  WorkerState w{b, region, ArenaBlocks(arena_fd, arena_reserve), {}, {}};
+  // The worker maps the arena twice, after its framework started (which can take hundreds of MB
+  // of addresses): under an address-space limit, within a third of what is left. Its blocks then
+  // end below MetaOp's reservation, which maps them all; a full arena sends outputs through the
+  // region instead.
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  arena_reserve = std::min(arena_reserve, address_space_left() / 3) / page * page;
+  WorkerState w{b, region, ArenaBlocks(arena_fd, std::max(arena_reserve, page)), {}, {}};
   std::string body;
   for (;;) {
     Io io;

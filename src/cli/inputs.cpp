@@ -43,8 +43,15 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
   if (vi.dims)
     for (auto d : *vi.dims) s.push_back(d < 0 ? 1 : d);  // symbolic dims become 1
   // Checked before the values are made (overflow, memory budget).
-  check_budget(shape_nbytes(s, DType::Float64),
-               fmt::format("random values for input '{}' {}", printable(vi.name), shape_str(s)));
+  const std::string what =
+      fmt::format("random values for input '{}' {}", printable(vi.name), shape_str(s));
+  std::int64_t bytes = 0;
+  try {
+    bytes = shape_nbytes(s, DType::Float64);
+  } catch (const Error& e) {
+    fail("{}: {}", what, e.what());
+  }
+  check_budget(bytes, what);
   std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
   if (is_floating(*vi.dtype)) {
     std::uniform_real_distribution<double> dist(range.first, range.second);

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <string>
 
 #include "bindings/isolate.h"
 #include "tensor/error.h"
@@ -72,6 +73,7 @@ std::int64_t parse_bytes(const std::string& option, const std::string& value) {
 
 void apply_process_options(const ProcessOptions& o) {
   if (!o.max_memory.empty()) set_memory_budget(parse_bytes("--max-memory", o.max_memory));
+  if (std::string why = address_space_problem(); !why.empty()) fail("{}", why);
   if (o.isolation == "process")
     set_isolation(Isolation::Process);
   else if (o.isolation == "none")

@@ -86,6 +86,8 @@ Tensors node_backward(const Graph& g, const Node& node, Plan& plan, const Tensor
     b = plan.reference();
     t0 = std::chrono::steady_clock::now();
     gin = b->backward(node, g.opset, ins, outs, grads);
+  } catch (const BindingUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     if (b == plan.reference()) throw;
     rec.crash = fmt::format("{}: {} backward threw: {}", node.label(), b->name(), e.what());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "bindings/factory.h"
@@ -185,6 +186,10 @@ Tensors run_reference(const Graph& g, const Node& node, Plan& plan, const Tensor
   } catch (const std::bad_alloc&) {
     fail("{}: an allocation of {} was refused: past the memory budget of {} (--max-memory)",
          node.label(), format_bytes(refused_allocation()), format_bytes(memory_budget()));
+  } catch (const std::length_error& e) {
+    // A size past what a container holds (a vector of 2^62 elements): the node's values, not
+    // MetaOp, asked for it.
+    fail("{}: an output or buffer too large to hold ({})", node.label(), e.what());
   } catch (const Unsupported&) {
     throw;
   } catch (const Error& e) {
@@ -224,6 +229,8 @@ Tensors run_node(const Graph& g, const Node& node, Plan& plan, const Tensors& in
     b = plan.reference();
     t0 = std::chrono::steady_clock::now();
     outs = run_reference(g, node, plan, ins);
+  } catch (const BindingUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     // The framework's kernel crashed or threw on this node: recorded, and the run goes on on
     // the reference (whose own errors are the model's, and propagate).

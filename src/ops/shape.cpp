@@ -9,6 +9,7 @@
 #include "ops/kernel_util.h"
 #include "ops/params.h"
 #include "ops/vjp_util.h"
+#include "tensor/heap.h"
 
 // GCC 12 at -O2 reports a false -Wfree-nonheap-object on std::vector<int64_t> locals here
 // (GCC bug 108088); the vectors are ordinary heap allocations.
@@ -416,8 +417,18 @@ Tensors range(const KernelContext& c, const Tensors& in) {
   const Tensor& st = input(c, in, 0);
   double start = st.f64_at(0), limit = input(c, in, 1).f64_at(0), delta = input(c, in, 2).f64_at(0);
   if (delta == 0) fail("{}: delta is 0", c.node.label());
-  auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
-  std::vector<double> v(n);
+  // The count as a double first: (limit - start) / delta can be past what int64 holds, or NaN.
+  double count = std::ceil((limit - start) / delta);
+  if (std::isnan(count))
+    fail("{}: start {}, limit {}, delta {} give no element count", c.node.label(), start, limit,
+         delta);
+  if (count > 0x1p62)
+    fail("{}: start {}, limit {}, delta {} make {:g} elements", c.node.label(), start, limit, delta,
+         count);
+  auto n = static_cast<std::int64_t>(std::max(0.0, count));
+  check_budget(shape_nbytes({n}, DType::Float64),
+               fmt::format("{}: output of {} elements", c.node.label(), n));
+  std::vector<double> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * delta;
   return {Tensor::from_f64(v, {n}, st.dtype())};
 }

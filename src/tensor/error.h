@@ -20,6 +20,13 @@ class Unsupported : public Error {
   using Error::Error;
 };
 
+// The binding cannot run here at all: its plugin does not load, its worker cannot start, its
+// framework finds no device. Not a finding about a node: the run ends (exit 2) with the reason.
+class BindingUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 // A framework kernel that crashed (a signal such as SIGSEGV, or abort) while running a node.
 // A finding in its own right; the run goes on with the other nodes.
 class Crash : public Error {

@@ -12,6 +12,7 @@ Usage: corpus.py METAOP DATA_DIR WORK_DIR [--generate-only] [--only SUBSTRING]
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import struct
@@ -125,14 +126,24 @@ def one_node(op, inputs, outputs, attrs=None, inits=(), name=None, in_vis=None, 
 CASES = []
 
 
-def case(name, cls, argv, code, pattern, cwd=None, then=None, timeout=120, lines=1):
+def case(name, cls, argv, code, pattern, cwd=None, then=None, timeout=120, lines=1,
+         address_space=None):
+    """address_space: an address-space limit (bytes, as `ulimit -v`) for the run."""
     CASES.append(dict(name=name, cls=cls, argv=argv, code=code, pattern=pattern, cwd=cwd,
-                      then=then, timeout=timeout, lines=lines))
+                      then=then, timeout=timeout, lines=lines, address_space=address_space))
 
 
-def run(argv, cwd=None, timeout=120):
-    p = subprocess.run([METAOP] + argv, cwd=cwd or WORK, capture_output=True, timeout=timeout)
+def run(argv, cwd=None, timeout=120, address_space=None):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    p = subprocess.run([METAOP] + argv, cwd=cwd or WORK, capture_output=True, timeout=timeout,
+                       preexec_fn=limit if address_space else None)
     return p.returncode, p.stdout, p.stderr
+
+
+# AddressSanitizer maps terabytes of shadow memory: an address-space limit is not for its build.
+SANITIZED = b"__asan_init" in subprocess.run(["nm", "-D", METAOP], capture_output=True).stdout
 
 
 # --- class: external data and reproducer files outside their folder
@@ -375,6 +386,38 @@ for op, (ins, inits, in_vis, attrs) in computed.items():
          ["run", f"memory/computed_{op}.onnx", "--random-inputs"], 2,
          rf"node 'big_{op.lower()}' \({op}\).*(needs|allocation of) [0-9.]+ [GTP]B.*memory budget",
          timeout=60)
+# Sizes past what int64 or a container holds: named after the node or input, never "internal
+# error" (a Range of 1e30 elements was std::vector's max_size() message).
+for what, limit, delta in (("huge", 1e30, 1.0), ("nan", 1.0, float("nan"))):
+    save(one_node("Range", ["start", "limit", "delta"], ["y"], None,
+                  [numpy_helper.from_array(np.array(0, np.float32), "start"),
+                   numpy_helper.from_array(np.array(limit, np.float32), "limit"),
+                   numpy_helper.from_array(np.array(delta, np.float32), "delta")],
+                  name="range", in_vis=[], out_vis=[vi("y", TensorProto.FLOAT, ["n"])]),
+         path("memory", f"range_{what}.onnx"))
+case("range_count_past_int64", "memory", ["run", "memory/range_huge.onnx"], 2,
+     r"node 'range' \(Range\): start 0, limit 1.0+\d*e\+30, delta 1 make 1e\+30 elements")
+case("range_nan_delta", "memory", ["run", "memory/range_nan.onnx"], 2,
+     r"node 'range' \(Range\): start 0, limit 1, delta nan give no element count")
+save(one_node("Relu", ["x"], ["y"], None, [], name="relu",
+              in_vis=[vi("x", TensorProto.FLOAT, [2**31, 2**31, 8])],
+              out_vis=[vi("y", TensorProto.FLOAT, ["a", "b", "c"])]),
+     path("memory", "input_past_int64.onnx"))
+case("random_input_past_int64", "memory",
+     ["run", "memory/input_past_int64.onnx", "--random-inputs"], 2,
+     r"random values for input 'x' \[2147483648, 2147483648, 8\]: .*more than 2\^63 elements")
+
+# An address-space limit (ulimit -v): workers' shared memory is sized within it (it was
+# reserved at a quarter of the memory budget, and every torch node became a "crash" under 8 GB);
+# below what MetaOp needs at all (its BLAS would retry for ever), one line and exit 2.
+if not SANITIZED:
+    case("address_space_8g", "memory",
+         ["check", TINY, "--bind", "torch-1.13,onednn-2.6,ort"], 0, r"0 finding\(s\)|1 unsupported",
+         lines=0, address_space=8 << 30, timeout=180)
+    case("address_space_too_small", "memory", ["run", TINY, "--random-inputs"], 2,
+         r"the address-space limit \(ulimit -v, 315 MB\) leaves [0-9.]+ MB; MetaOp needs at "
+         r"least 537 MB", address_space=300 << 20, timeout=60)
+
 save(one_node("Expand", ["x", "shape"], ["y"], None,
               [numpy_helper.from_array(np.array([4000, 1000], np.int64), "shape")],
               name="expand", in_vis=[vi("x", TensorProto.FLOAT, [1])],
@@ -565,6 +608,19 @@ case("legal_not_utf8_name", "legal",
      ["check", "legal/not_utf8.onnx", "--bind", "torch", "--inject", "Relu:nan@torch", "--json",
       "legal/not_utf8.json", "--repro", "legal/repro_utf8"], 1, r"relu\\xff\\xfe", lines=0,
      then=json_ok("not_utf8", "nonfinite"))
+# A 0-d graph input given as a 0-d .npy and as a 0-d TensorProto: run on the reference and
+# checked under a framework binding (it was refused once as "shape [1] does not match").
+save(one_node("Neg", ["x"], ["y"], None, [], name="neg", in_vis=[vi("x", TensorProto.FLOAT, [])],
+              out_vis=[vi("y", TensorProto.FLOAT, [])]), path("legal", "scalar.onnx"))
+np.save(path("legal", "scalar.npy"), np.array(-1.5, np.float32))
+write(path("legal", "scalar.pb"),
+      numpy_helper.from_array(np.array(2.5, np.float32), "x").SerializeToString())
+case("legal_0d_npy_input", "legal",
+     ["check", "legal/scalar.onnx", "--input", "legal/scalar.npy", "--bind", "torch-1.13"], 0,
+     r"0 finding\(s\)", lines=0)
+case("legal_0d_pb_input", "legal", ["run", "legal/scalar.onnx", "--input", "x=legal/scalar.pb"],
+     0, r"y +\[\] +float32 +min +-2\.5 ", lines=0)
+
 case("legal_inject_in_run", "legal",
      ["run", TINY, "--random-inputs", "--bind", "torch", "--inject", "Relu:nan@torch"], 0,
      r"nan [1-9]", lines=0)
@@ -653,7 +709,7 @@ def main():
         classes.setdefault(c["cls"], 0)
         classes[c["cls"]] += 1
         try:
-            rc, out, err = run(c["argv"], c["cwd"], c["timeout"])
+            rc, out, err = run(c["argv"], c["cwd"], c["timeout"], c["address_space"])
         except subprocess.TimeoutExpired:
             check(False, f"{c['cls']}/{c['name']}: timed out after {c['timeout']} s")
             continue

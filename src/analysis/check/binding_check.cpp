@@ -93,6 +93,8 @@ NodeVerdict guarded(F&& f) {
     return {NodeStatus::Unsupported, e.what(), 0, ""};
   } catch (const Crash& e) {
     return {NodeStatus::Crash, e.what(), INFINITY, "crash"};
+  } catch (const BindingUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     return {NodeStatus::Error, e.what(), INFINITY, "error"};
   }

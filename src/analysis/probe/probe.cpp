@@ -435,6 +435,8 @@ void probe_update_case(const ProbeOptions& o, Tally& tally, const std::string& b
     tally.unsupported(b);
     tally.end();
     return;
+  } catch (const BindingUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     kind = FindingKind::Crash;
     detail = fmt::format("threw: {}", e.what());
@@ -626,6 +628,8 @@ void judge(Binding& b, const ProbeTest& t, const std::string& test, const std::s
     kind = FindingKind::Crash;
     detail = e.what();
     s.score = INFINITY;
+  } catch (const BindingUnavailable&) {
+    throw;
   } catch (const std::exception& e) {
     kind = FindingKind::Crash;
     detail = fmt::format("threw: {}", e.what());

@@ -45,12 +45,14 @@ dnnl::engine make_engine() {
   try {
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {
-    // No engine, no kernel: a failure of the binding, not an op oneDNN declines.
-    fail("oneDNN {}.{}: no CPU engine ({}){}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, e.what(),
-         DNNL_CPU_RUNTIME == DNNL_RUNTIME_SYCL
-             ? ": this oneDNN runs on SYCL's CPU device, Intel's OpenCL CPU runtime (the "
-               "intel-opencl-rt wheel's libintelocl.so beside libdnnl, or OCL_ICD_FILENAMES)"
-             : "");
+    // No engine, no kernel: the binding cannot run here (not an op oneDNN declines, nor a
+    // finding about a node).
+    throw BindingUnavailable(fmt::format(
+        "oneDNN {}.{}: no CPU engine ({}){}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, e.what(),
+        DNNL_CPU_RUNTIME == DNNL_RUNTIME_SYCL
+            ? ": this oneDNN runs on SYCL's CPU device, Intel's OpenCL CPU runtime (the "
+              "intel-opencl-rt wheel's libintelocl.so beside libdnnl, or OCL_ICD_FILENAMES)"
+            : ""));
   }
 }
 
