@@ -68,6 +68,48 @@ void print_summary(const std::string& name, const Tensor& t) {
                shape_str(t.shape()), dtype_name(t.dtype()), nan, inf);
 }
 
+// .npy has no bfloat16: such a value is written widened to float32, which holds every bfloat16
+// value exactly.
+Tensor npy_ready(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 ? Tensor::from_f64(t.to_f64(), t.shape(), DType::Float32) : t;
+}
+
+// Every value of the run (--dump), one file per value, with an index in run order.
+void write_dump(const Graph& g, const RunResult& res, const std::string& dir) {
+  std::string index;
+  std::size_t k = 0;
+  for (const auto& rec : res.records)
+    for (const auto& o : g.nodes[rec.node].outputs) {
+      auto it = res.values.find(o);
+      if (o.empty() || it == res.values.end()) continue;
+      // Numbered in run order, so that names that differ only in punctuation stay apart; a
+      // bfloat16 value's file says it holds float32.
+      bool bf16 = it->second.dtype() == DType::BFloat16;
+      std::string file =
+          fmt::format("{:05}_{}{}.npy", k++, safe_file_name(o), bf16 ? ".bfloat16_as_float32" : "");
+      write_npy((std::filesystem::path(dir) / file).string(), npy_ready(it->second));
+      // Names escaped: a tab or newline in a name would break the table.
+      index += fmt::format("{}\t{}\t{}\t{}\t{}\n", printable(g.nodes[rec.node].name, 1 << 20),
+                           printable(g.nodes[rec.node].op_type), rec.binding, printable(o, 1 << 20),
+                           file);
+    }
+  write_file((std::filesystem::path(dir) / "index.txt").string(), index);
+  fmt::print("wrote every intermediate value into {} (index.txt lists them in run order)\n", dir);
+}
+
+// The graph's outputs (--out), one .npy each.
+void write_outputs(const Graph& g, const RunResult& res, const std::string& dir) {
+  for (const auto& o : g.outputs) {
+    auto path = (std::filesystem::path(dir) / (safe_file_name(o.name) + ".npy")).string();
+    const Tensor& t = res.outputs.at(o.name);
+    write_npy(path, npy_ready(t));
+    fmt::print("wrote {}{}\n", path,
+               t.dtype() == DType::BFloat16
+                   ? " (bfloat16 as float32: .npy has no bfloat16; the values are exact)"
+                   : "");
+  }
+}
+
 int run(const RunArgs& a) {
   if (!a.out_dir.empty()) check_writable_dir("--out", a.out_dir);
   if (!a.dump_dir.empty()) check_writable_dir("--dump", a.dump_dir);
@@ -104,26 +146,7 @@ int run(const RunArgs& a) {
   fmt::print("{}: {} nodes, opset {}\n", a.model, g.nodes.size(), g.opset);
   print_plan_summary(g, res.records);
   for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));
-  if (!a.dump_dir.empty()) {
-    // Every value of the run, one file per value, with an index in run order.
-    std::string index;
-    std::size_t k = 0;
-    for (const auto& rec : res.records)
-      for (const auto& o : g.nodes[rec.node].outputs) {
-        auto it = res.values.find(o);
-        if (o.empty() || it == res.values.end() || it->second.dtype() == DType::BFloat16) continue;
-        // Numbered in run order, so that names that differ only in punctuation stay apart.
-        std::string file = fmt::format("{:05}_{}.npy", k++, safe_file_name(o));
-        write_npy((std::filesystem::path(a.dump_dir) / file).string(), it->second);
-        // Names escaped: a tab or newline in a name would break the table.
-        index += fmt::format("{}\t{}\t{}\t{}\t{}\n", printable(g.nodes[rec.node].name, 1 << 20),
-                             printable(g.nodes[rec.node].op_type), rec.binding,
-                             printable(o, 1 << 20), file);
-      }
-    write_file((std::filesystem::path(a.dump_dir) / "index.txt").string(), index);
-    fmt::print("wrote every intermediate value into {} (index.txt lists them in run order)\n",
-               a.dump_dir);
-  }
+  if (!a.dump_dir.empty()) write_dump(g, res, a.dump_dir);
   if (a.propagate > 0) {
     // What the error models predict end to end: every node's outputs moved within its
     // tolerance, on the reference (analysis/core/propagate).
@@ -132,13 +155,7 @@ int run(const RunArgs& a) {
       fmt::print("propagated tolerance of {} ({} samples): normwise {:.3e} (largest sample)\n",
                  name, v.size(), *std::max_element(v.begin(), v.end()));
   }
-  if (!a.out_dir.empty()) {
-    for (const auto& o : g.outputs) {
-      auto path = (std::filesystem::path(a.out_dir) / (safe_file_name(o.name) + ".npy")).string();
-      write_npy(path, res.outputs.at(o.name));
-      fmt::print("wrote {}\n", path);
-    }
-  }
+  if (!a.out_dir.empty()) write_outputs(g, res, a.out_dir);
   return 0;
 }
 

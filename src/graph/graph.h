@@ -41,6 +41,12 @@ struct Attribute {
     a.ints = std::move(v);
     return a;
   }
+  static Attribute of_string(std::string v) {
+    Attribute a;
+    a.kind = Kind::String;
+    a.s = std::move(v);
+    return a;
+  }
 };
 
 struct Node {

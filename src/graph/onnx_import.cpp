@@ -22,6 +22,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/onnx_current.h"
 #include "graph/onnx_io.h"
 #include "tensor/files.h"
 #include "tensor/tensor_proto.h"
@@ -288,9 +289,16 @@ bool recv_message(int fd, std::string& m, int timeout_ms) {
 // process, forked at the first load and kept for the next ones, so that such a crash is an
 // error about the model and never takes MetaOp down. The worker sends back only what inference
 // adds: the value infos and the outputs' types.
+//
+// Models of opsets newer than that library knows (kMaxLinkedOnnxOpset) go to a worker of the same
+// protocol that runs the current `onnx` package of the project's Python environment
+// (onnx_current.py), which also fills in the nodes' schema defaults, and sends the nodes back.
 class OnnxWorker {
  public:
   static constexpr int kTimeoutMs = 300 * 1000;
+
+  // python: the current ONNX package's worker instead of a fork of this process.
+  explicit OnnxWorker(bool python = false) : python_(python) {}
 
   // The worker's answer to one model: 'O' and the inferred graph parts, or 'E' and a message.
   std::string run(const std::string& model, const ImportOptions& options,
@@ -341,9 +349,20 @@ class OnnxWorker {
       fail("{}: socketpair failed: {}", label, std::strerror(errno));
     std::fflush(stdout);
     std::fflush(stderr);
+    // The Python worker's command, made before the fork (the child only calls what is safe in a
+    // forked copy of a threaded process, then execs).
+    std::string python = venv_python(), script = metaop_source("src/graph/onnx_current.py");
+    std::vector<char*> argv{python.data(), const_cast<char*>("-s"), script.data(), nullptr};
+    // Its environment: this one, with PYTHONDONTWRITEBYTECODE (the source tree stays clean).
+    std::string no_bytecode = "PYTHONDONTWRITEBYTECODE=1";
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) envp.push_back(*e);
+    envp.push_back(no_bytecode.data());
+    envp.push_back(nullptr);
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) fail("{}: fork failed: {}", label, std::strerror(errno));
+    if (pid == 0 && python_) exec_python(parent, sv, argv.data(), envp.data());
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) _exit(0);
@@ -360,6 +379,19 @@ class OnnxWorker {
     ::close(sv[1]);
     sock_ = sv[0];
     pid_ = pid;
+  }
+
+  // The child becomes `python -s onnx_current.py` (argv, envp), its socket on fd 3.
+  [[noreturn]] static void exec_python(pid_t parent, const int sv[2], char* const argv[],
+                                       char* const envp[]) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);
+    std::signal(SIGINT, SIG_IGN);
+    // dup2 onto itself would keep close-on-exec: then clear it instead.
+    if (sv[1] == 3 ? ::fcntl(3, F_SETFD, 0) < 0 : ::dup2(sv[1], 3) < 0) _exit(127);
+    ::close_range(4, ~0u, 0);
+    ::execve(argv[0], argv, envp);
+    _exit(127);
   }
 
   [[noreturn]] static void serve(int sock) {
@@ -393,14 +425,30 @@ class OnnxWorker {
     _exit(0);
   }
 
+  bool python_ = false;
   pid_t pid_ = -1;
   int sock_ = -1;
 };
 
+OnnxWorker& current_onnx_worker() {
+  static auto* python = new OnnxWorker(true);  // lives as long as the process
+  return *python;
+}
+
+// The linked ONNX library's checker and shape inference in a forked worker, or (current) the
+// current ONNX package's, which also sends the nodes back with their schema defaults filled in.
 void check_and_infer_isolated(onnx::ModelProto& m, const std::string& bytes,
-                              const ImportOptions& options, const std::string& label) {
+                              const ImportOptions& options, const std::string& label,
+                              std::int64_t opset) {
+  const bool current = opset > kMaxLinkedOnnxOpset;
   static auto* worker = new OnnxWorker();  // lives as long as the process
-  std::string reply = worker->run(bytes, options, label);
+  if (current && ::access(venv_python().c_str(), X_OK) != 0)
+    throw Unsupported(fmt::format(
+        "{}: opset {} is newer than the ONNX library MetaOp links knows (opsets up to {}): it "
+        "needs the current onnx package of the project's Python environment, {} (run "
+        "scripts/install-deps.sh, or set METAOP_PYTHON)",
+        label, opset, kMaxLinkedOnnxOpset, venv_python()));
+  std::string reply = (current ? &current_onnx_worker() : worker)->run(bytes, options, label);
   if (reply.empty() || (reply[0] != 'O' && reply[0] != 'E'))
     fail("{}: ONNX's checker and shape inference ended without an answer", label);
   // The worker's messages start with ": " where the label goes.
@@ -410,6 +458,12 @@ void check_and_infer_isolated(onnx::ModelProto& m, const std::string& bytes,
     fail("{}: ONNX shape inference's answer is unreadable", label);
   *m.mutable_graph()->mutable_value_info() = inferred.value_info();
   *m.mutable_graph()->mutable_output() = inferred.output();
+  if (current) {
+    if (inferred.node_size() != m.graph().node_size())
+      fail("{}: the current ONNX package sent {} nodes back for {}", label, inferred.node_size(),
+           m.graph().node_size());
+    *m.mutable_graph()->mutable_node() = inferred.node();
+  }
 }
 
 // The opset of the default domain, which MetaOp must follow.
@@ -463,8 +517,9 @@ Node convert_node(const onnx::NodeProto& np, int i, std::int64_t opset, const st
   for (const auto& a : np.attribute())
     n.attrs[a.name()] =
         convert_attr(a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
-  // Fill in the schema's defaults so kernels read every attribute from one place.
-  fill_schema_defaults(n, opset);
+  // Fill in the schema's defaults so kernels read every attribute from one place (past the
+  // linked ONNX library's opsets, the current ONNX package filled them in).
+  if (opset <= kMaxLinkedOnnxOpset) fill_schema_defaults(n, opset);
   return n;
 }
 
@@ -569,13 +624,18 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
   g.path = label;
   g.name = m.graph().name();
   g.opset = default_opset(m, label);
-  check_known_ops(m, g.opset, label);
+  // Past the linked ONNX library's opsets, the current ONNX package checks the model, infers its
+  // shapes and fills in the schema defaults (always: the nodes need their defaults).
+  const bool current = g.opset > kMaxLinkedOnnxOpset;
+  if (!current) check_known_ops(m, g.opset, label);
   validate_external_data(m.graph(), base_dir, label);
   validate_attributes(m.graph(), label);
 
-  if (options.run_checker || options.infer_shapes) {
+  if (current)
+    check_and_infer_isolated(m, bytes, options, label, g.opset);
+  else if (options.run_checker || options.infer_shapes) {
     if (options.isolate_onnx)
-      check_and_infer_isolated(m, bytes, options, label);
+      check_and_infer_isolated(m, bytes, options, label, g.opset);
     else
       check_and_infer(m, options, label);
   }
@@ -607,6 +667,25 @@ void write_file(const std::string& path, const std::string& bytes) {
   if (!out) fail("{}: cannot open for writing", path);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out) fail("{}: write failed", path);
+}
+
+void infer_outputs_with_current_onnx(onnx::ModelProto& m, const std::string& label) {
+  if (::access(venv_python().c_str(), X_OK) != 0)
+    throw Unsupported(fmt::format(
+        "{}: typing a model of an opset past {} needs the current onnx package of the project's "
+        "Python environment, {} (run scripts/install-deps.sh, or set METAOP_PYTHON)",
+        label, kMaxLinkedOnnxOpset, venv_python()));
+  ImportOptions options;
+  options.run_checker = false;
+  std::string reply = current_onnx_worker().run(m.SerializeAsString(), options, label);
+  if (reply.empty() || reply[0] != 'O')
+    fail("{}{}", label,
+         reply.empty() ? ": the current ONNX package did not answer" : reply.substr(1));
+  onnx::GraphProto inferred;
+  if (!inferred.ParseFromString(reply.substr(1)))
+    fail("{}: ONNX shape inference's answer is unreadable", label);
+  *m.mutable_graph()->mutable_value_info() = inferred.value_info();
+  *m.mutable_graph()->mutable_output() = inferred.output();
 }
 
 }  // namespace metaop

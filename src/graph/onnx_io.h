@@ -12,7 +12,10 @@ namespace metaop {
 
 // Opsets of the default domain that MetaOp's meta operators follow.
 constexpr std::int64_t kMinOpset = 1;
-constexpr std::int64_t kMaxOpset = 17;
+constexpr std::int64_t kMaxOpset = 23;
+// The newest opset the linked ONNX library (Debian's 1.12) knows: its checker, shape inference
+// and schemas serve models up to it; newer ones go to the current ONNX package (.venv).
+constexpr std::int64_t kMaxLinkedOnnxOpset = 17;
 
 struct ImportOptions {
   bool run_checker = true;

@@ -15,6 +15,7 @@
 #include "ops/conventions.h"
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
+#include "tensor/text.h"
 
 namespace metaop {
 
@@ -55,6 +56,12 @@ struct UnaryRow {
   // The definition branches on a comparison of x, which NaN fails: ONNX leaves open whether NaN
   // takes that branch or propagates (the reference propagates it).
   bool nan_branch = false;
+  // A string attribute read as one more number after `attrs` (Gelu's approximate): its name, the
+  // schema's default (for nodes built without it), and each value's code (Unsupported for a
+  // value the row does not know).
+  const char* string_attr = nullptr;
+  const char* string_default = nullptr;
+  double (*string_code)(const KernelContext& c, const std::string& value) = nullptr;
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -456,6 +463,102 @@ std::vector<UnaryRow> piecewise_activation_rows() {
 
 // clang-format on
 
+// Smooth activations of newer opsets: Mish (18), Gelu (20).
+// Gelu: 0.5 x (1 + erf(x / sqrt 2)), or with approximate = tanh
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); Phi and phi are the normal CDF and density.
+constexpr double kSqrtTwoOverPi = 0.7978845608028654, kGeluCubic = 0.044715;
+double gelu_approximate(const KernelContext& c, const std::string& v) {
+  if (v == "none") return 0;
+  if (v == "tanh") return 1;
+  throw Unsupported(fmt::format("{}: approximate '{}'", c.node.label(), printable(v, 64)));
+}
+double gelu_tanh_inner(double x) {
+  return kSqrtTwoOverPi * (x + kGeluCubic * x * x * x);
+}
+// 0.5 (1 + tanh z) = sigmoid(2z), which keeps the small results of z < 0.
+double gelu(double x, Attrs a) {
+  if (a[0] != 0) return x * sigmoid(2 * gelu_tanh_inner(x));
+  return 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // erfc keeps the small results for x < 0
+}
+// d/dx: Phi(x) + x phi(x); with tanh, 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3c x^2).
+double gelu_slope_parts(double x, Attrs a, double& second) {
+  if (a[0] != 0) {
+    double h = sigmoid(2 * gelu_tanh_inner(x));  // 0.5 (1 + t); 1 - t^2 = 4 h (1 - h)
+    second = 2 * x * h * (1 - h) * kSqrtTwoOverPi * (1 + 3 * kGeluCubic * x * x);
+    return h;
+  }
+  second = x * std::exp(-0.5 * x * x) / std::sqrt(2 * kPi);
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+double gelu_df(double x, double, Attrs a) {
+  double second = 0;
+  double first = gelu_slope_parts(x, a, second);
+  return first + second;
+}
+// Mish: x tanh(softplus(x)); d/dx = t + x (1 - t^2) sigmoid(x), t = tanh(softplus(x)).
+double mish(double x, Attrs) {
+  return x * std::tanh(softplus(x));
+}
+double mish_df(double x, double, Attrs) {
+  double t = std::tanh(softplus(x));
+  return t + x * (1 - t * t) * sigmoid(x);
+}
+
+// clang-format off
+std::vector<UnaryRow> smooth_activation_rows() {
+  return {
+      // A float32 kernel: softplus (4 ulp), tanh of it (4 ulp; its condition number
+      // s (1 - t^2) / t is at most 1), the product (1/2 ulp): 8 ulp, rounded up.
+      {.where = here(), .name = "Mish", .f = mish, .df = mish_df, .ulps = 9,
+       .doc = "9 ulp: softplus and tanh (4 ulp each, tanh's condition number at most 1) and a "
+              "product",
+       .dmag = [](double x, double, Attrs) {
+         double t = std::tanh(softplus(x));
+         return 9 * std::fabs(t) + 9 * std::fabs(x * (1 - t * t) * sigmoid(x)) *
+                                        one_minus_square_rel(t);
+       },
+       .ddoc = "|g| (|f'| + 9|t| + 9|x (1 - t^2) sigmoid(x)| (t^2 + |1 - t^2|) / |1 - t^2|): t "
+               "and sigmoid 9 ulp, 1 - t^2 from a rounded t",
+       .critical = [](Attrs) { return std::vector<double>{0, -1.19, 20, -20, 88.7228, -103.97}; },
+        .cases = {{18, {case_input::whole({2, 3, 4, 5})}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}},
+        .f32 = [](float x, Attrs) { return x * std::tanh(std::log(1.0f + std::exp(x))); },
+        .formula = "x tanh(ln(1 + exp(x)))",
+        .better = "log1p(exp(x)) keeps softplus's small results for x < 0, and x + "
+                  "log1p(exp(-x)) avoids exp's overflow for x > 88"},
+      // A float32 kernel: x / sqrt 2 (1/2 ulp), erf or erfc of it (4 ulp, and the argument's
+      // rounding times erf's condition number, under 1/2 ulp for x >= 0), 1 + erf, the two
+      // products (1 ulp): 6 ulp where the result is not small (x >= 0); erf-based kernels lose
+      // the small results of x < 0, which the float32 definition loses too (triage).
+      {.where = here(), .name = "Gelu", .f = gelu, .df = gelu_df, .ulps = 6,
+       .doc = "6 ulp: x / sqrt 2, erf (4 ulp) and the products (tanh form alike)",
+       .dmag = [](double x, double, Attrs a) {
+         double second = 0;
+         double first = gelu_slope_parts(x, a, second);
+         return 6 * std::fabs(first) + 8 * std::fabs(second);
+       },
+       .ddoc = "|g| (|f'| + 6|Phi(x)| + 8|x phi(x)|): erf (or tanh) and exp 4 ulp, their "
+               "products",
+       .critical = [](Attrs) { return std::vector<double>{0, -3, 3, -10, 10, -20, 20}; },
+        .cases = {{20, {case_input::whole({2, 3, 4, 5})}},
+                  {20, {case_input::whole({2, 3, 4, 5})}, {{"approximate", Attribute::of_string("tanh")}}}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}},
+        .f32 = [](float x, Attrs a) {
+          if (a[0] != 0)
+            return 0.5f * x *
+                   (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+          return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+        },
+        .formula = "0.5 x (1 + erf(x / sqrt 2)) (approximate = tanh: 0.5 x (1 + tanh(sqrt(2 / "
+                   "pi) (x + 0.044715 x^3))))",
+        .better = "0.5 x erfc(-x / sqrt 2) keeps the small results of x < 0",
+        .string_attr = "approximate", .string_default = "none",
+        .string_code = gelu_approximate},
+  };
+}
+
+// clang-format on
+
 // Every unary op, section by section, in the order they are registered.
 const std::vector<UnaryRow>& unary_rows() {
   static const std::vector<UnaryRow> rows = [] {
@@ -463,7 +566,8 @@ const std::vector<UnaryRow>& unary_rows() {
     std::vector<UnaryRow> all;
     for (Section section :
          {exact_rows, correctly_rounded_rows, elementary_rows, inverse_and_hyperbolic_rows,
-          activation_rows, exponential_activation_rows, piecewise_activation_rows})
+          activation_rows, exponential_activation_rows, piecewise_activation_rows,
+          smooth_activation_rows})
       for (auto& row : section()) all.push_back(std::move(row));
     return all;
   }();
@@ -474,6 +578,10 @@ std::vector<double> attrs_of(const UnaryRow& row, const KernelContext& c) {
   std::vector<double> a;
   a.reserve(row.attrs.size());
   for (const char* name : row.attrs) a.push_back(attr_f(c, name));
+  if (row.string_attr)
+    a.push_back(row.string_code(c, c.node.has_attr(row.string_attr)
+                                       ? c.node.attr_s(row.string_attr)
+                                       : std::string(row.string_default)));
   return a;
 }
 

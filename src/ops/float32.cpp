@@ -286,7 +286,9 @@ Tensors lp_norm_f32(const KernelContext& c, const Tensors& in, SumOrder) {
   if (p == 2)
     for (auto& e : norm) e = std::sqrt(e);
   std::vector<float> y(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) y[i] = v[i] / norm[map[i]];
+  // From opset 22 a zero norm gives 0 (LpNormalization-22).
+  for (std::size_t i = 0; i < v.size(); ++i)
+    y[i] = norm[map[i]] == 0 && c.opset >= 22 ? 0.0f : v[i] / norm[map[i]];
   return {from_f32(y, x.shape(), x.dtype())};
 }
 

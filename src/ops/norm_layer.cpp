@@ -315,12 +315,19 @@ Magnitudes layer_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, c
 }
 
 // ---- LpNormalization: y = x / ||x||_p along `axis` (p 1 or 2), with no epsilon (ONNX has none):
-// a slice of zeros gives 0/0.
+// a slice of zeros gives 0/0 before opset 22, and 0 from opset 22 on (LpNormalization-22: "when
+// the Lp norm is zero ... the output is defined to be zero"; its gradient there is taken as 0).
 
 struct LpLayout {
   std::int64_t outer = 1, n = 1, inner = 1;
   int p = 2;
-  std::vector<double> vx, norm;  // the input, and each slice's norm (outer * inner)
+  bool zero_norm_gives_zero = false;  // opset 22 on
+  std::vector<double> vx, norm;       // the input, and each slice's norm (outer * inner)
+  // x_i / N of x_i's slice, 0 for a zero norm from opset 22.
+  double ratio(std::size_t i) const {
+    double n = norm[slice(i)];
+    return n == 0 && zero_norm_gives_zero ? 0.0 : vx[i] / n;
+  }
   std::size_t slice(std::size_t i) const {
     auto k = static_cast<std::int64_t>(i);
     return static_cast<std::size_t>(k / (n * inner) * inner + k % inner);
@@ -330,6 +337,7 @@ struct LpLayout {
 LpLayout lp_layout(const KernelContext& c, const Tensor& x) {
   LpLayout l;
   l.p = static_cast<int>(attr_i(c, "p"));
+  l.zero_norm_gives_zero = c.opset >= 22;
   if (l.p != 1 && l.p != 2) fail("{}: p = {}: LpNormalization takes 1 or 2", c.node.label(), l.p);
   if (x.rank() < 1) fail("{}: input must have at least one dim", c.node.label());
   std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
@@ -349,7 +357,7 @@ Tensors lp_norm(const KernelContext& c, const Tensors& in) {
   require_float(c, x, "input");
   LpLayout l = lp_layout(c, x);
   std::vector<double> y(l.vx.size());
-  for (std::size_t i = 0; i < y.size(); ++i) y[i] = l.vx[i] / l.norm[l.slice(i)];
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = l.ratio(i);
   return {Tensor::from_f64(y, x.shape(), x.dtype())};
 }
 
@@ -366,14 +374,14 @@ Magnitudes lp_norm_magnitude(const KernelContext& c, const Tensors& in, const Te
   LpLayout l = lp_layout(c, in[0]);
   double e = lp_relative(l, bound);
   std::vector<double> m(l.vx.size());
-  for (std::size_t i = 0; i < m.size(); ++i) m[i] = e * std::fabs(l.vx[i] / l.norm[l.slice(i)]);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = e * std::fabs(l.ratio(i));
   return {m};
 }
 
 // dN/dx_i / (N / 1): y_i for p = 2, sign(x_i) for p = 1.
 double lp_slope(const LpLayout& l, std::size_t i) {
   double x = l.vx[i];
-  if (l.p == 2) return x / l.norm[l.slice(i)];
+  if (l.p == 2) return l.ratio(i);
   return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
 }
 
@@ -383,10 +391,11 @@ Tensors lp_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& ou
   LpLayout l = lp_layout(c, in[0]);
   auto g = grad_of(grads, out, 0);
   std::vector<double> dot(l.norm.size(), 0.0), dx(l.vx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i) dot[l.slice(i)] += g[i] * l.ratio(i);
   for (std::size_t i = 0; i < dx.size(); ++i)
-    dot[l.slice(i)] += g[i] * l.vx[i] / l.norm[l.slice(i)];
-  for (std::size_t i = 0; i < dx.size(); ++i)
-    dx[i] = (g[i] - lp_slope(l, i) * dot[l.slice(i)]) / l.norm[l.slice(i)];
+    dx[i] = l.norm[l.slice(i)] == 0 && l.zero_norm_gives_zero
+                ? 0.0
+                : (g[i] - lp_slope(l, i) * dot[l.slice(i)]) / l.norm[l.slice(i)];
   return {grad_like(dx, in[0])};
 }
 
@@ -400,12 +409,14 @@ Magnitudes lp_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, cons
   double e = lp_relative(l, bound), kappa = bound.kappa(static_cast<double>(l.n));
   auto g = grad_of(grads, out, 0);
   std::vector<double> s(l.norm.size(), 0.0), m(l.vx.size());
-  for (std::size_t i = 0; i < m.size(); ++i)
-    s[l.slice(i)] += std::fabs(g[i] * l.vx[i] / l.norm[l.slice(i)]);
+  for (std::size_t i = 0; i < m.size(); ++i) s[l.slice(i)] += std::fabs(g[i] * l.ratio(i));
   for (std::size_t i = 0; i < m.size(); ++i) {
     std::size_t k = l.slice(i);
-    m[i] = (std::fabs(g[i]) * (e + 3) + std::fabs(lp_slope(l, i)) * s[k] * (3 * e + kappa + 3)) /
-           l.norm[k];
+    m[i] =
+        l.norm[k] == 0 && l.zero_norm_gives_zero
+            ? 0.0
+            : (std::fabs(g[i]) * (e + 3) + std::fabs(lp_slope(l, i)) * s[k] * (3 * e + kappa + 3)) /
+                  l.norm[k];
   }
   return {m};
 }

@@ -12,8 +12,10 @@
 namespace metaop {
 
 ReduceAxes reduce_axes(const KernelContext& c, const Tensors& in, std::int64_t rank) {
-  // ReduceSum takes its axes as an input from opset 13 (the others from opset 18).
-  bool from_input = c.node.op_type == "ReduceSum" && c.opset >= 13;
+  // ReduceSum takes its axes as an input from opset 13, the other reductions from opset 18.
+  bool from_input = c.node.op_type == "ReduceSum"
+                        ? c.opset >= 13
+                        : c.opset >= 18 && c.node.op_type.starts_with("Reduce");
   std::vector<std::int64_t> axes;
   if (from_input) {
     if (has_input(in, 1)) axes = in[1].to_i64();
@@ -52,6 +54,47 @@ ReduceLayout reduce_layout(const KernelContext& c, const Tensors& in) {
     if (keepdims || std::find(axes.begin(), axes.end(), d) == axes.end())
       l.out_shape.push_back(kept[d]);
   return l;
+}
+
+std::string resize_newer_features(const KernelContext& c) {
+  if (c.node.op_type != "Resize" || c.opset < 18) return {};
+  std::vector<std::string> used;
+  if (c.node.has_attr("axes")) used.push_back("axes");
+  if (attr_s_or(c, "keep_aspect_ratio_policy", "stretch") != "stretch")
+    used.push_back("keep_aspect_ratio_policy " + attr_s(c, "keep_aspect_ratio_policy"));
+  if (attr_i_or(c, "antialias", 0) != 0) used.push_back("antialias");
+  std::string s;
+  for (const auto& u : used) s += (s.empty() ? "Resize-18 " : ", ") + u;
+  return s;
+}
+
+SplitSizes split_sizes(const KernelContext& c, const Tensors& in, const Shape& x) {
+  const auto rank = static_cast<std::int64_t>(x.size());
+  SplitSizes r;
+  // Split-1 gives axis no default; split has none (equal parts).
+  r.axis = norm_axis(c, attr_i_or(c, "axis", 0), rank);
+  r.sizes = c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
+                          : attr_ints_or(c, "split", {});
+  const auto n = static_cast<std::int64_t>(c.node.outputs.size());
+  const std::int64_t len = x[static_cast<std::size_t>(r.axis)];
+  if (r.sizes.empty() && c.opset >= 18 && c.node.has_attr("num_outputs")) {
+    std::int64_t k = c.node.attr_i("num_outputs");
+    if (k != n) fail("{}: num_outputs = {} but the node has {} outputs", c.node.label(), k, n);
+    std::int64_t part = k > 0 ? (len + k - 1) / k : 0;
+    for (std::int64_t i = 0; i < k; ++i)
+      r.sizes.push_back(std::clamp(len - i * part, std::int64_t{0}, part));
+  } else if (r.sizes.empty()) {
+    if (len % n)
+      fail("{}: axis {} of size {} does not split evenly into {} outputs", c.node.label(), r.axis,
+           len, n);
+    r.sizes.assign(static_cast<std::size_t>(n), len / n);
+  }
+  if (static_cast<std::int64_t>(r.sizes.size()) != n ||
+      std::accumulate(r.sizes.begin(), r.sizes.end(), std::int64_t{0}) != len ||
+      std::any_of(r.sizes.begin(), r.sizes.end(), [](auto s) { return s < 0; }))
+    fail("{}: split {} does not fit axis {} of size {} into {} outputs", c.node.label(),
+         shape_str(r.sizes), r.axis, len, n);
+  return r;
 }
 
 AxisSplit softmax_split(const KernelContext& c, const Shape& s) {

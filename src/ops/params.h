@@ -24,6 +24,20 @@ struct ReduceLayout {
 };
 ReduceLayout reduce_layout(const KernelContext& c, const Tensors& in);
 
+// Split: the axis and each output's length along it (the `split` attribute before opset 13, the
+// input from 13; without either, equal parts, and from opset 18 `num_outputs` parts of
+// ceil(len / num_outputs), the last one shorter). Fails naming the node when they do not fit.
+struct SplitSizes {
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> sizes;
+};
+SplitSizes split_sizes(const KernelContext& c, const Tensors& in, const Shape& x);
+
+// Resize from opset 18: the features that a binding whose own resizing reads sizes and scales
+// for every axis does not follow (axes, keep_aspect_ratio_policy other than stretch, antialias),
+// named for its Unsupported; empty when the node uses none.
+std::string resize_newer_features(const KernelContext& c);
+
 // Softmax, LogSoftmax, Hardmax: the input viewed as [outer, n, inner], softmax over n
 // (before opset 13, n is every dim from `axis` on and inner is 1).
 struct AxisSplit {

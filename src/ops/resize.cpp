@@ -2,6 +2,7 @@
 // coordinate we list the input taps and their weights (nearest, linear or cubic, with every
 // ONNX coordinate transformation); the output is the tensor product of the per-axis taps.
 #include <cmath>
+#include <numeric>
 
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
@@ -30,11 +31,16 @@ struct ResizeParams {
 };
 
 // `out` is the resized length before rounding (in * scale when scales are given), as the ONNX
-// reference uses it in align_corners and tf_crop_and_resize.
+// reference uses it in align_corners and tf_crop_and_resize; `out_int` the output's length.
 double original_coord(const ResizeParams& p, double x, double scale, std::int64_t in, double out,
-                      double roi_start, double roi_end) {
+                      std::int64_t out_int, double roi_start, double roi_end) {
   const std::string& m = p.coord;
   if (m == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (m == "half_pixel_symmetric") {  // Resize-19: half_pixel centred on the input's middle
+    double adjustment = static_cast<double>(out_int) / out,
+           center = static_cast<double>(in) / 2;
+    return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+  }
   if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
   if (m == "align_corners") return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out - 1);
   if (m == "asymmetric") return x / scale;
@@ -65,7 +71,7 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
   auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
   for (std::int64_t o = 0; o < out; ++o) {
     double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale,
-                              rs, re);
+                              out, rs, re);
     if (p.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) {
       a.outside[o] = true;
       continue;
@@ -118,6 +124,10 @@ struct ResizeSpec {
   ResizeParams p;
   std::vector<double> scales, roi;
   std::vector<std::int64_t> sizes;
+  // Resize-18: the axes that scales, sizes and roi name (empty: all), and how sizes keep the
+  // aspect ratio.
+  std::vector<std::int64_t> axes;
+  std::string keep_aspect = "stretch";
 };
 
 ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
@@ -141,6 +151,12 @@ ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
     if (has_input(in, 1)) s.roi = in[1].to_f64();
     if (has_input(in, 2)) s.scales = in[2].to_f64();
     if (has_input(in, 3)) s.sizes = in[3].to_i64();
+    if (c.opset >= 18) {
+      if (attr_i_or(c, "antialias", 0) != 0)
+        throw Unsupported(c.node.label() + ": Resize-18 antialias");
+      s.axes = attr_ints_or(c, "axes", {});
+      s.keep_aspect = attr_s_or(c, "keep_aspect_ratio_policy", "stretch");
+    }
   }
   if (s.p.mode == "bilinear") s.p.mode = "linear";
   return s;
@@ -151,30 +167,54 @@ ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
 std::vector<AxisTaps> resize_axes(const KernelContext& c, const Shape& xs, const ResizeSpec& s,
                                   Shape& os) {
   auto r = static_cast<std::int64_t>(xs.size());
-  os.assign(static_cast<std::size_t>(r), 0);
-  std::vector<double> sc(r);
+  // The axes that sizes, scales and roi name (Resize-18's `axes`; all of them before), and
+  // those three spread over every axis (the others keep their length, scale 1, roi [0, 1]).
+  std::vector<std::int64_t> named(static_cast<std::size_t>(r));
+  std::iota(named.begin(), named.end(), 0);
+  if (!s.axes.empty()) named = norm_axes(c, s.axes, r);
+  const auto k = static_cast<std::int64_t>(named.size());
+  std::vector<double> roi(static_cast<std::size_t>(2 * r), 0.0);
+  std::fill(roi.begin() + r, roi.end(), 1.0);
+  if (s.roi.size() == static_cast<std::size_t>(2 * k))
+    for (std::int64_t i = 0; i < k; ++i) {
+      roi[named[i]] = s.roi[i];
+      roi[named[i] + r] = s.roi[i + k];
+    }
+  os = xs;
+  std::vector<double> sc(r, 1.0);
   if (!s.sizes.empty()) {
-    if (static_cast<std::int64_t>(s.sizes.size()) != r)
-      fail("{}: sizes {} for rank {}", c.node.label(), shape_str(s.sizes), r);
-    for (std::int64_t d = 0; d < r; ++d) {
-      os[d] = s.sizes[d];
-      sc[d] = static_cast<double>(s.sizes[d]) / static_cast<double>(xs[d]);
+    if (static_cast<std::int64_t>(s.sizes.size()) != k)
+      fail("{}: sizes {} for {} axes", c.node.label(), shape_str(s.sizes), k);
+    for (std::int64_t i = 0; i < k; ++i) {
+      os[named[i]] = s.sizes[i];
+      sc[named[i]] = static_cast<double>(s.sizes[i]) / static_cast<double>(xs[named[i]]);
+    }
+    // keep_aspect_ratio_policy: one scale for the named axes, the smallest (not_larger) or the
+    // largest (not_smaller), and lengths round(scale * length), halves up.
+    if (s.keep_aspect != "stretch") {
+      if (s.keep_aspect != "not_larger" && s.keep_aspect != "not_smaller")
+        fail("{}: keep_aspect_ratio_policy '{}'", c.node.label(), s.keep_aspect);
+      double one = sc[named[0]];
+      for (auto d : named)
+        one = s.keep_aspect == "not_larger" ? std::min(one, sc[d]) : std::max(one, sc[d]);
+      for (auto d : named) {
+        sc[d] = one;
+        os[d] = static_cast<std::int64_t>(std::floor(one * static_cast<double>(xs[d]) + 0.5));
+      }
     }
   } else {
-    if (static_cast<std::int64_t>(s.scales.size()) != r)
-      fail("{}: {} scales for rank {}", c.node.label(), s.scales.size(), r);
-    for (std::int64_t d = 0; d < r; ++d) {
-      sc[d] = s.scales[d];
-      os[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(xs[d]) * s.scales[d]));
+    if (static_cast<std::int64_t>(s.scales.size()) != k)
+      fail("{}: {} scales for {} axes", c.node.label(), s.scales.size(), k);
+    for (std::int64_t i = 0; i < k; ++i) {
+      sc[named[i]] = s.scales[i];
+      os[named[i]] =
+          static_cast<std::int64_t>(std::floor(static_cast<double>(xs[named[i]]) * s.scales[i]));
     }
   }
   std::vector<AxisTaps> axes;
   axes.reserve(static_cast<std::size_t>(r));
-  for (std::int64_t d = 0; d < r; ++d) {
-    double rs = s.roi.size() == static_cast<std::size_t>(2 * r) ? s.roi[d] : 0.0;
-    double re = s.roi.size() == static_cast<std::size_t>(2 * r) ? s.roi[d + r] : 1.0;
-    axes.push_back(axis_taps(s.p, xs[d], os[d], sc[d], rs, re));
-  }
+  for (std::int64_t d = 0; d < r; ++d)
+    axes.push_back(axis_taps(s.p, xs[d], os[d], sc[d], roi[d], roi[d + r]));
   return axes;
 }
 

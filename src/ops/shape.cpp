@@ -182,22 +182,7 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
 
 Tensors split(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
-  // Split-1 gives axis no default; split has none (equal parts).
-  std::int64_t axis = norm_axis(c, attr_i_or(c, "axis", 0), x.rank());
-  std::vector<std::int64_t> sizes =
-      c.opset >= 13 ? (has_input(in, 1) ? in[1].to_i64() : std::vector<std::int64_t>{})
-                    : attr_ints_or(c, "split", {});
-  std::int64_t n = static_cast<std::int64_t>(c.node.outputs.size()), len = x.shape()[axis];
-  if (sizes.empty()) {
-    if (len % n)
-      fail("{}: axis {} of size {} does not split evenly into {} outputs", c.node.label(), axis,
-           len, n);
-    sizes.assign(n, len / n);
-  }
-  if (static_cast<std::int64_t>(sizes.size()) != n ||
-      std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != len)
-    fail("{}: split {} does not fit axis {} of size {} into {} outputs", c.node.label(),
-         shape_str(sizes), axis, len, n);
+  auto [axis, sizes] = split_sizes(c, in, x.shape());
   Tensors out;
   std::int64_t start = 0;
   for (auto s : sizes) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -124,6 +125,18 @@ void check_writable_dir(const std::string& option, const std::string& dir) {
   if (fd < 0) fail("{} {}: cannot write into it: {}", option, dir, std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+std::string metaop_source(const std::string& relative) {
+  const char* dir = std::getenv("METAOP_SOURCE_DIR");
+  std::string root = dir && *dir ? dir : METAOP_SOURCE_DIR_DEFAULT;
+  return root + "/" + relative;
+}
+
+std::string venv_python() {
+  const char* p = std::getenv("METAOP_PYTHON");
+  if (p && *p) return p;
+  return metaop_source(".venv/bin/python");
 }
 
 }  // namespace metaop

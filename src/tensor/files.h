@@ -44,4 +44,9 @@ void check_writable_file(const std::string& option, const std::string& path);
 // The same for an output folder (created if missing, with its parents).
 void check_writable_dir(const std::string& option, const std::string& dir);
 
+// A source file of MetaOp (adapters and worker scripts; METAOP_SOURCE_DIR overrides the root).
+std::string metaop_source(const std::string& relative);
+// The Python interpreter of the project's environment (.venv; METAOP_PYTHON overrides it).
+std::string venv_python();
+
 }  // namespace metaop

@@ -621,6 +621,21 @@ case("legal_0d_npy_input", "legal",
 case("legal_0d_pb_input", "legal", ["run", "legal/scalar.onnx", "--input", "x=legal/scalar.pb"],
      0, r"y +\[\] +float32 +min +-2\.5 ", lines=0)
 
+# Opsets past the linked ONNX 1.12 (17) are read through the current onnx package of the
+# project's Python environment, up to 23: Split-18's num_outputs (uneven, the last part shorter)
+# runs; opset 24 is refused in one line.
+for opset in (18, 24):
+    save(one_node("Split", ["x"], ["a", "b", "c"], {"axis": 0, "num_outputs": 3}, [],
+                  name="split", in_vis=[vi("x", TensorProto.FLOAT, [7])],
+                  out_vis=[vi(o, TensorProto.FLOAT, ["n"]) for o in "abc"]),
+         path("legal", f"split_opset{opset}.onnx"), opset=opset)
+np.save(path("legal", "x7.npy"), np.arange(7, dtype=np.float32))
+case("legal_opset18_split_num_outputs", "legal",
+     ["run", "legal/split_opset18.onnx", "--input", "legal/x7.npy"], 0,
+     r"(?s)a +\[3\] .*b +\[3\] .*c +\[1\] +float32 +min +6 ", lines=0)
+case("opset_past_23", "flags", ["run", "legal/split_opset24.onnx", "--input", "legal/x7.npy"], 2,
+     r"opset 24 is not supported \(MetaOp follows opsets 1 to 23\)")
+
 case("legal_inject_in_run", "legal",
      ["run", TINY, "--random-inputs", "--bind", "torch", "--inject", "Relu:nan@torch"], 0,
      r"nan [1-9]", lines=0)

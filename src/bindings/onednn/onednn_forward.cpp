@@ -592,6 +592,7 @@ Tensors prelu_fwd(const Ctx& c) {
 
 Tensors resize_fwd(const Ctx& c) {
   if (c.k.opset < 11) c.unsupported("Resize-10");
+  if (std::string f = resize_newer_features(c.k); !f.empty()) c.unsupported(f);
   const Tensor& x = c.x(0);
   std::string mode = attr_s(c.k, "mode"), coord = attr_s(c.k, "coordinate_transformation_mode");
   Shape os = x.shape();

@@ -327,18 +327,6 @@ ImportBindingSpec python_import_spec(const std::string& binding, const std::stri
   return s;
 }
 
-std::string metaop_source(const std::string& relative) {
-  const char* dir = std::getenv("METAOP_SOURCE_DIR");
-  std::string root = dir && *dir ? dir : METAOP_SOURCE_DIR_DEFAULT;
-  return root + "/" + relative;
-}
-
-std::string venv_python() {
-  const char* p = std::getenv("METAOP_PYTHON");
-  if (p && *p) return p;
-  return metaop_source(".venv/bin/python");
-}
-
 std::string pypi_version(const std::string& distribution) {
   namespace fs = std::filesystem;
   // .venv/lib/python3.X/site-packages/<distribution>-<version>.dist-info

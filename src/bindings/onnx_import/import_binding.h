@@ -20,6 +20,7 @@
 #include "bindings/binding.h"
 #include "bindings/onnx_import/adapter_process.h"
 #include "bindings/whole_model.h"
+#include "tensor/files.h"
 
 namespace metaop {
 
@@ -83,8 +84,6 @@ std::string import_binding_problem(const ImportBindingSpec& spec);
 // The version of a package in the project's Python environment (its dist-info folder), "" when
 // the package is not there. Does not start Python.
 std::string pypi_version(const std::string& distribution);
-// The Python interpreter of the project's environment (METAOP_PYTHON overrides it).
-std::string venv_python();
 // A Python adapter worker's command: the generic worker with the binding's adapter module
 // (`module_path` in the source tree; the environment's METAOP_ADAPTER_<BINDING>, for example
 // METAOP_ADAPTER_ORT, names another), in the project's Python, whose `distribution` package
@@ -97,7 +96,5 @@ AdapterCommand python_adapter(const std::string& binding, const std::string& fra
 ImportBindingSpec python_import_spec(const std::string& binding, const std::string& framework,
                                      const std::string& distribution, const std::string& what,
                                      const std::string& adapter_path);
-// A source file of MetaOp (for adapters and worker scripts; METAOP_SOURCE_DIR overrides it).
-std::string metaop_source(const std::string& relative);
 
 }  // namespace metaop

@@ -361,13 +361,7 @@ void add_shape(TorchTable& t) {
         }});
   t.add("Split", TorchOp{[](const Ctx& c) {
           const at::Tensor& x = c.in(0);
-          // axis: no default in Split-1
-          std::int64_t axis = norm_axis(c.k, attr_i_or(c.k, "axis", 0), x.dim());
-          std::vector<std::int64_t> sizes =
-              c.k.opset >= 13 ? (c.has(1) ? c.raw[1].to_i64() : std::vector<std::int64_t>{})
-                              : attr_ints_or(c.k, "split", {});
-          auto n = static_cast<std::int64_t>(c.node().outputs.size());
-          if (sizes.empty()) sizes.assign(n, x.size(axis) / n);
+          auto [axis, sizes] = split_sizes(c.k, c.raw, c.raw[0].shape());
           auto parts = at::split_with_sizes(x, sizes, axis);
           return ATs(parts.begin(), parts.end());
         }});
@@ -485,6 +479,7 @@ void add_shape(TorchTable& t) {
         }});
   t.add("Resize", TorchOp{[](const Ctx& c) {
           if (c.k.opset < 11) c.unsupported("Resize-10");
+          if (std::string f = resize_newer_features(c.k); !f.empty()) c.unsupported(f);
           const at::Tensor& x = c.in(0);
           if (x.dim() != 4) c.unsupported("only 4-D inputs");
           std::string mode = attr_s(c.k, "mode"),
