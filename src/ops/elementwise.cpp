@@ -1,6 +1,7 @@
 // Element-wise meta operators other than the unary and binary tables: the variadic Max, Min,
 // Sum and Mean, Where, Clip, Cast and CastLike, Dropout, IsNaN and IsInf -- one block each.
 // Each reference computes in float64 on exactly widened inputs and rounds once to the output.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -357,6 +358,154 @@ void register_tests(OpRegistry& r) {
    }).error(error_models::exact());
 }
 
+// ---- QuantizeLinear, DequantizeLinear: linear quantization per tensor or per axis, exact
+// integers: y = saturate(round(x / scale) + zero_point), rounding half to even, and
+// x = (q - zero_point) * scale.
+
+// The scale and zero point of each element: one for the tensor (a scalar or one-element scale),
+// or one per index of `axis` (opset 13 on). Blocked quantization (block_size, opset 21) is not
+// implemented.
+struct QuantLayout {
+  std::vector<double> scale, zero;
+  std::int64_t inner = 1, dim = 1;  // per axis: element i takes (i / inner) % dim
+  std::size_t at(std::int64_t i) const {
+    return scale.size() == 1 ? 0 : static_cast<std::size_t>((i / inner) % dim);
+  }
+};
+
+QuantLayout quant_layout(const KernelContext& c, const Tensors& in, const Shape& xs) {
+  if (attr_i_or(c, "block_size", 0) != 0)
+    throw Unsupported(c.node.label() + ": blocked quantization (block_size)");
+  QuantLayout l;
+  const Tensor& scale = input(c, in, 1);
+  require_float(c, scale, "scale");
+  l.scale = scale.to_f64();
+  l.zero = has_input(in, 2) ? in[2].to_f64() : std::vector<double>(l.scale.size(), 0.0);
+  if (l.zero.size() != l.scale.size())
+    fail("{}: {} zero points for {} scales", c.node.label(), l.zero.size(), l.scale.size());
+  if (scale.rank() == 0 || l.scale.size() == 1) return l;
+  if (scale.rank() != 1 || c.opset < 13)
+    fail("{}: scale of shape {}: a scalar, or 1-D along axis (opset 13 on)", c.node.label(),
+         shape_str(scale.shape()));
+  const auto rank = static_cast<std::int64_t>(xs.size());
+  std::int64_t axis = norm_axis(c, attr_i_or(c, "axis", 1), rank);
+  l.dim = xs[static_cast<std::size_t>(axis)];
+  if (static_cast<std::int64_t>(l.scale.size()) != l.dim)
+    fail("{}: {} scales for axis {} of size {}", c.node.label(), l.scale.size(), axis, l.dim);
+  for (std::int64_t d = axis + 1; d < rank; ++d) l.inner *= xs[static_cast<std::size_t>(d)];
+  return l;
+}
+
+// The output type: the zero point's, else output_dtype (opset 21 on), else uint8.
+DType quantized_type(const KernelContext& c, const Tensors& in) {
+  if (has_input(in, 2)) return in[2].dtype();
+  if (auto t = attr_i_or(c, "output_dtype", 0); t != 0) {
+    auto dt = dtype_from_onnx(static_cast<int>(t));
+    if (!dt)
+      throw Unsupported(
+          fmt::format("{}: output_dtype {}", c.node.label(), onnx_type_name(static_cast<int>(t))));
+    return *dt;
+  }
+  return DType::UInt8;
+}
+
+// a / b correctly rounded to `t` (float16 and bfloat16 through float32: a double rounding that
+// can differ from a direct one only where float32's quotient lies exactly between two of theirs).
+double quotient_in(DType t, double a, double b) {
+  if (t == DType::Float64) return a / b;
+  float q = static_cast<float>(a) / static_cast<float>(b);
+  if (t == DType::Float16) return half_bits_to_f64(f64_to_half_bits(q));
+  if (t == DType::BFloat16) return bf16_bits_to_f64(f64_to_bf16_bits(q));
+  return q;
+}
+
+Tensors quantize_linear(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  DType out = quantized_type(c, in);
+  if (out != DType::UInt8 && out != DType::Int8)
+    throw Unsupported(fmt::format("{}: quantizing to {}", c.node.label(), dtype_name(out)));
+  QuantLayout l = quant_layout(c, in, x.shape());
+  double lo = out == DType::UInt8 ? 0 : -128, hi = out == DType::UInt8 ? 255 : 127;
+  // x / scale is rounded to the precision of the division before it is rounded to an integer:
+  // opset 23's `precision` attribute, by default the scale's type. The older texts name no
+  // precision, and ONNX's reference (and its test data) divides in the scale's type: so does
+  // this one at every opset (a quotient just off x.5 can round the other way in float32).
+  DType precision = input(c, in, 1).dtype();
+  if (auto p = attr_i_or(c, "precision", 0); p != 0) {
+    auto dt = dtype_from_onnx(static_cast<int>(p));
+    if (!dt || !is_floating(*dt))
+      throw Unsupported(
+          fmt::format("{}: precision {}", c.node.label(), onnx_type_name(static_cast<int>(p))));
+    precision = *dt;
+  }
+  auto v = x.to_f64();
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    double& e = v[static_cast<std::size_t>(i)];
+    std::size_t k = l.at(i);
+    double q = quotient_in(precision, e, l.scale[k]);
+    if (std::isnan(q)) fail("{}: x / scale is NaN at element {}", c.node.label(), i);
+    e = std::clamp(std::nearbyint(q) + l.zero[k], lo, hi);  // nearbyint: half to even
+  }
+  return {Tensor::from_f64(v, x.shape(), out)};
+}
+
+Tensors dequantize_linear(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  QuantLayout l = quant_layout(c, in, x.shape());
+  DType out = input(c, in, 1).dtype();
+  auto v = x.to_f64();
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    std::size_t k = l.at(i);
+    v[static_cast<std::size_t>(i)] = (v[static_cast<std::size_t>(i)] - l.zero[k]) * l.scale[k];
+  }
+  return {Tensor::from_f64(v, x.shape(), out)};
+}
+
+// ONNX gives no integer for NaN (nor for a NaN or zero scale, which make x / scale NaN or
+// infinite): such inputs are refused for every binding.
+Undefined quantize_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.size() < 2 || !in[0].defined() || !in[1].defined()) return "";
+    auto x = in[0].to_f64(), scale = in[1].to_f64();
+    for (std::size_t i = 0; i < scale.size(); ++i)
+      if (std::isnan(scale[i]) || scale[i] == 0)
+        return fmt::format("{}: scale {} at {}: x / scale has no integer (undefined in ONNX)",
+                           node.label(), scale[i], i);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (std::isnan(x[i]))
+        return fmt::format("{}: x is NaN at {}: its quantized value is undefined in ONNX",
+                           node.label(), i);
+    return "";
+  };
+  return u;
+}
+
+void register_quantize(OpRegistry& r) {
+  const CaseInput u8_zero{{}, DType::UInt8, {128}}, i8_zero{{}, DType::Int8, {-3}};
+  r.op("QuantizeLinear", Family::elementwise, quantize_linear)
+      .error(error_models::exact("exact: an integer, rounded half to even and saturated"))
+      .undefined(quantize_undefined())
+      // Its float32 evaluation is the reference: the quotient in the scale's type, then exact.
+      .float32_rounded()
+      // Whole numbers over a scale of 2 land on ties (x.5), which round to even; a scale of 0.01
+      // saturates most of them.
+      .cases({{13, {case_input::whole({2, 3, 4, 5}), case_input::scalar(2), u8_zero}},
+              {13, {case_input::floats({2, 3, 4, 5}, -3, 3), case_input::scalar(0.01), i8_zero}},
+              {13,
+               {case_input::whole({2, 3, 4, 5}), case_input::floats({3}, 0.5, 2),
+                CaseInput{{3}, DType::Int8, {-1, 0, 1}}}}});
+  r.op("DequantizeLinear", Family::elementwise, dequantize_linear)
+      .error(error_models::ulp(0.5, "0.5 ulp: q - zero_point is exact, the product rounds once"))
+      .float32_rounded()
+      .cases({{13,
+               {CaseInput{{2, 3}, DType::UInt8, {0, 1, 127, 128, 254, 255}},
+                case_input::scalar(0.0375), u8_zero}},
+              {13,
+               {CaseInput{{2, 3}, DType::Int8, {-128, -1, 0, 1, 100, 127}},
+                case_input::floats({3}, 0.001, 2), CaseInput{{3}, DType::Int8, {-1, 0, 1}}}}});
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
@@ -368,6 +517,7 @@ void register_elementwise_ops(OpRegistry& r) {
   register_casts(r);
   register_dropout(r);
   register_tests(r);
+  register_quantize(r);
 }
 
 }  // namespace metaop
