@@ -52,6 +52,38 @@ def fill_defaults(graph, opsets):
                 fill_defaults(g, opsets)
 
 
+def has_elem_type(t):
+    return t.HasField("tensor_type") and t.tensor_type.elem_type != 0
+
+
+def type_outputs_node_by_node(model):
+    """Graph outputs the model-level inference left untyped: some ops (GroupNormalization-21, a
+    context-dependent function) have no inference function of their own, but ONNX infers a
+    node's outputs from its schema with infer_node_outputs."""
+    graph = model.graph
+    if all(has_elem_type(o.type) for o in graph.output):
+        return
+    types = {v.name: v.type for v in list(graph.input) + list(graph.value_info)}
+    for t in graph.initializer:
+        types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    for node in graph.node:
+        if all(o in types and has_elem_type(types[o]) for o in node.output if o):
+            continue
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        try:
+            schema = defs.get_schema(node.op_type, opsets[domain], domain)
+            got = onnx.shape_inference.infer_node_outputs(
+                schema, node, {i: types[i] for i in node.input if i in types},
+                opset_imports=list(model.opset_import))
+        except Exception:
+            continue
+        types.update(got)
+    for o in graph.output:
+        if not has_elem_type(o.type) and o.name in types:
+            o.type.CopyFrom(types[o.name])
+
+
 def answer(request):
     run_checker, infer_shapes = request[0] != 0, request[1] != 0
     (n,) = struct.unpack_from("<I", request, 2)
@@ -70,6 +102,7 @@ def answer(request):
             model = onnx.shape_inference.infer_shapes(model)
         except Exception as e:
             return b"E: ONNX shape inference fails: " + one_line(e).encode()
+        type_outputs_node_by_node(model)
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     fill_defaults(model.graph, opsets)
     out = onnx.GraphProto()

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -303,6 +304,13 @@ class OnnxWorker {
   // The worker's answer to one model: 'O' and the inferred graph parts, or 'E' and a message.
   std::string run(const std::string& model, const ImportOptions& options,
                   const std::string& label) {
+    // In a process forked from the one that started the worker (a binding's isolated worker),
+    // the inherited link is not this process's: it starts its own.
+    if (owner_ != ::getpid()) {
+      pid_ = -1;
+      sock_ = -1;
+      owner_ = ::getpid();
+    }
     std::string request(1, static_cast<char>(options.run_checker));
     request += static_cast<char>(options.infer_shapes);
     std::uint32_t n = static_cast<std::uint32_t>(options.file_path.size());
@@ -426,6 +434,7 @@ class OnnxWorker {
   }
 
   bool python_ = false;
+  pid_t owner_ = ::getpid();
   pid_t pid_ = -1;
   int sock_ = -1;
 };
@@ -525,7 +534,44 @@ Node convert_node(const onnx::NodeProto& np, int i, std::int64_t opset, const st
 
 }  // namespace
 
+namespace {
+
+// The schema defaults of `op_type` at an opset past the linked library's, from the current ONNX
+// package (a one-node model it fills in), cached per (op, opset); none without that package.
+const std::map<std::string, Attribute>& current_schema_defaults(const std::string& op_type,
+                                                                std::int64_t opset) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::int64_t>, std::map<std::string, Attribute>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = cache.try_emplace({op_type, opset});
+  if (!fresh || ::access(venv_python().c_str(), X_OK) != 0) return it->second;
+  onnx::ModelProto m;
+  m.set_ir_version(onnx::IR_VERSION);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  m.mutable_graph()->set_name("schema_defaults");
+  m.mutable_graph()->add_node()->set_op_type(op_type);
+  ImportOptions options;
+  options.run_checker = false;
+  options.infer_shapes = false;
+  std::string label = fmt::format("the schema defaults of {} at opset {}", op_type, opset);
+  std::string reply = current_onnx_worker().run(m.SerializeAsString(), options, label);
+  onnx::GraphProto g;
+  if (reply.empty() || reply[0] != 'O' || !g.ParseFromString(reply.substr(1)) || g.node_size() != 1)
+    return it->second;
+  for (const auto& a : g.node(0).attribute()) it->second[a.name()] = convert_attr(a, ".", a.name());
+  return it->second;
+}
+
+}  // namespace
+
 void fill_schema_defaults(Node& n, std::int64_t opset) {
+  if (opset > kMaxLinkedOnnxOpset) {
+    for (const auto& [name, a] : current_schema_defaults(n.op_type, opset))
+      if (!n.attrs.count(name)) n.attrs[name] = a;
+    return;
+  }
   const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "");
   if (!schema) return;
   for (const auto& [aname, adef] : schema->attributes()) {
@@ -537,6 +583,12 @@ void fill_schema_defaults(Node& n, std::int64_t opset) {
 
 std::optional<Attribute> schema_default(const std::string& op_type, std::int64_t opset,
                                         const std::string& name) {
+  if (opset > kMaxLinkedOnnxOpset) {
+    const auto& defaults = current_schema_defaults(op_type, opset);
+    auto it = defaults.find(name);
+    if (it == defaults.end()) return std::nullopt;
+    return it->second;
+  }
   const auto* schema = onnx::OpSchemaRegistry::Schema(op_type, static_cast<int>(opset), "");
   if (!schema) return std::nullopt;
   auto it = schema->attributes().find(name);

@@ -56,11 +56,9 @@ struct UnaryRow {
   // The definition branches on a comparison of x, which NaN fails: ONNX leaves open whether NaN
   // takes that branch or propagates (the reference propagates it).
   bool nan_branch = false;
-  // A string attribute read as one more number after `attrs` (Gelu's approximate): its name, the
-  // schema's default (for nodes built without it), and each value's code (Unsupported for a
-  // value the row does not know).
+  // A string attribute read as one more number after `attrs` (Gelu's approximate): its name and
+  // each value's code (Unsupported for a value the row does not know).
   const char* string_attr = nullptr;
-  const char* string_default = nullptr;
   double (*string_code)(const KernelContext& c, const std::string& value) = nullptr;
 };
 
@@ -552,8 +550,7 @@ std::vector<UnaryRow> smooth_activation_rows() {
         .formula = "0.5 x (1 + erf(x / sqrt 2)) (approximate = tanh: 0.5 x (1 + tanh(sqrt(2 / "
                    "pi) (x + 0.044715 x^3))))",
         .better = "0.5 x erfc(-x / sqrt 2) keeps the small results of x < 0",
-        .string_attr = "approximate", .string_default = "none",
-        .string_code = gelu_approximate},
+        .string_attr = "approximate", .string_code = gelu_approximate},
   };
 }
 
@@ -578,10 +575,7 @@ std::vector<double> attrs_of(const UnaryRow& row, const KernelContext& c) {
   std::vector<double> a;
   a.reserve(row.attrs.size());
   for (const char* name : row.attrs) a.push_back(attr_f(c, name));
-  if (row.string_attr)
-    a.push_back(row.string_code(c, c.node.has_attr(row.string_attr)
-                                       ? c.node.attr_s(row.string_attr)
-                                       : std::string(row.string_default)));
+  if (row.string_attr) a.push_back(row.string_code(c, attr_s(c, row.string_attr)));
   return a;
 }
 

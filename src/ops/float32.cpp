@@ -252,6 +252,65 @@ Tensors layer_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order
           from_f32(inv, stat_shape, stash)};
 }
 
+// GroupNormalization's function body: the channels of X [N, C, ...] in num_groups groups, each
+// (x - mean) / sqrt(var + epsilon) over its channels and spatial elements, then scale and bias
+// (per group before opset 21, per channel from 21), in float32.
+Tensors group_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order) {
+  require_narrow(c, in);
+  const Tensor& x = input(c, in, 0);
+  if (x.rank() < 2) fail("{}: X must be [N, C, ...], got {}", c.node.label(), shape_str(x.shape()));
+  std::int64_t N = x.dim(0), C = x.dim(1), G = attr_i(c, "num_groups");
+  if (G <= 0 || C % G != 0)
+    fail("{}: {} channels do not split into num_groups = {}", c.node.label(), C, G);
+  std::int64_t S = x.numel() / std::max<std::int64_t>(N * C, 1), per = C / G;
+  auto scale = f32(input(c, in, 1)), bias = f32(input(c, in, 2));
+  Groups g;
+  g.n = static_cast<std::size_t>(N * G);
+  g.of.resize(static_cast<std::size_t>(x.numel()));
+  std::vector<std::size_t> param(g.of.size());
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    std::int64_t ch = i / S % C;
+    g.of[i] = i / (C * S) * G + ch / per;
+    param[i] = static_cast<std::size_t>(c.opset >= 21 ? ch : ch / per);
+  }
+  auto v = f32(x);
+  auto mean = group_mean(v, g, order);
+  auto var = group_var(v, g, mean, order);
+  float eps = static_cast<float>(attr_f(c, "epsilon"));
+  std::vector<float> y(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    y[i] = (v[i] - mean[g.of[i]]) / std::sqrt(var[g.of[i]] + eps) * scale.at(param[i]) +
+           bias.at(param[i]);
+  return {from_f32(y, x.shape(), x.dtype())};
+}
+
+// RMSNormalization's function body (opset 23): X / sqrt(ReduceMean(X^2) + epsilon) * Scale over
+// the dims from `axis` on, in float32.
+Tensors rms_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order) {
+  require_narrow(c, in);
+  const Tensor& x = input(c, in, 0);
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  auto scale = f32(input(c, in, 1));
+  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  Groups g;
+  g.n = static_cast<std::size_t>(outer);
+  g.of.resize(static_cast<std::size_t>(x.numel()));
+  for (std::int64_t i = 0; i < x.numel(); ++i) g.of[i] = i / inner;
+  auto v = f32(x);
+  std::vector<float> sq(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) sq[i] = v[i] * v[i];
+  auto ms = group_mean(sq, g, order);
+  float eps = static_cast<float>(attr_f(c, "epsilon"));
+  std::vector<float> y(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    y[i] = v[i] / std::sqrt(ms[g.of[i]] + eps) *
+           scale[smap[static_cast<std::size_t>(static_cast<std::int64_t>(i) % inner)]];
+  return {from_f32(y, x.shape(), x.dtype())};
+}
+
 // MeanVarianceNormalization's function body: Variance = ReduceMean(X^2) - ReduceMean(X)^2,
 // Y = (X - ReduceMean(X)) / (Sqrt(Variance) + 1e-9).
 Tensors mvn_f32(const KernelContext& c, const Tensors& in, SumOrder order) {
@@ -594,6 +653,14 @@ void declare_normalizations(OpRegistry& r) {
                "the function body: D = X - ReduceMean(X), (D / sqrt(ReduceMean(D * D) + "
                "epsilon)) Scale + B",
                "a wider accumulator for the statistics, or scaling before squaring");
+  r.amend("GroupNormalization")
+      .float32(group_norm_f32,
+               "the function body: (X - mean) / sqrt(mean((X - mean)^2) + epsilon) per group, "
+               "then scale and bias",
+               "a wider accumulator for the statistics, or scaling before squaring");
+  r.amend("RMSNormalization")
+      .float32(rms_norm_f32, "the function body: X / sqrt(ReduceMean(X^2) + epsilon) * Scale",
+               "a wider accumulator for the mean of squares, or scaling before squaring");
   r.amend("MeanVarianceNormalization")
       .float32(mvn_f32, "the function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9)",
                "the variance as E[(X - E[X])^2] (or Welford's update) does not cancel, and "

@@ -461,6 +461,203 @@ DangerZone lp_zero_norm() {
   return z;
 }
 
+// ---- GroupNormalization (opset 18; 21 on: scale and bias per channel, not per group): the
+// channels of X [N, C, ...] in num_groups groups, each normalized over its channels and spatial
+// elements: y = (x - mean) / sqrt(var + epsilon) * scale + bias.
+
+struct GroupNormLayout {
+  NormGroups g;                     // group per element, scale and bias per element, eps, n
+  std::vector<std::int64_t> param;  // element -> index into scale and bias
+  std::size_t groups = 0, params = 0;
+};
+
+GroupNormLayout group_norm_layout(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input X");
+  if (x.rank() < 2) fail("{}: X must be [N, C, ...], got {}", c.node.label(), shape_str(x.shape()));
+  std::int64_t N = x.dim(0), C = x.dim(1), G = attr_i(c, "num_groups");
+  if (G <= 0 || C % G != 0)
+    fail("{}: {} channels do not split into num_groups = {}", c.node.label(), C, G);
+  std::int64_t S = C ? x.numel() / std::max<std::int64_t>(N * C, 1) : 0, per = C / G;
+  // Scale and bias: one per group before opset 21, one per channel from 21.
+  bool per_channel = c.opset >= 21;
+  std::size_t want = static_cast<std::size_t>(per_channel ? C : G);
+  auto scale = input(c, in, 1).to_f64(), bias = input(c, in, 2).to_f64();
+  if (scale.size() != want || bias.size() != want)
+    fail("{}: scale and bias need {} values ({} at opset {}), got {} and {}", c.node.label(), want,
+         per_channel ? "one per channel" : "one per group", c.opset, scale.size(), bias.size());
+  GroupNormLayout l;
+  l.groups = static_cast<std::size_t>(N * G);
+  l.params = want;
+  auto n = static_cast<std::size_t>(x.numel());
+  l.g.group.resize(n);
+  l.g.gamma.resize(n);
+  l.g.beta.resize(n);
+  l.param.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto k = static_cast<std::int64_t>(i);
+    std::int64_t b = k / (C * S), ch = k / S % C;
+    l.g.group[i] = b * G + ch / per;
+    l.param[i] = per_channel ? ch : ch / per;
+    l.g.gamma[i] = scale[static_cast<std::size_t>(l.param[i])];
+    l.g.beta[i] = bias[static_cast<std::size_t>(l.param[i])];
+  }
+  l.g.eps = attr_f(c, "epsilon");
+  l.g.n = static_cast<double>(per * S);
+  return l;
+}
+
+Tensors group_norm(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  GroupNormLayout l = group_norm_layout(c, in);
+  auto vx = x.to_f64();
+  std::vector<double> mean(l.groups, 0.0), var(l.groups, 0.0);
+  for (std::size_t i = 0; i < vx.size(); ++i) mean[l.g.group[i]] += vx[i] / l.g.n;
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    double d = vx[i] - mean[l.g.group[i]];
+    var[l.g.group[i]] += d * d / l.g.n;
+  }
+  std::vector<double> y(vx.size());
+  for (std::size_t i = 0; i < vx.size(); ++i) {
+    auto k = l.g.group[i];
+    y[i] = (vx[i] - mean[k]) / std::sqrt(var[k] + l.g.eps) * l.g.gamma[i] + l.g.beta[i];
+  }
+  return {Tensor::from_f64(y, x.shape(), x.dtype())};
+}
+
+Magnitudes group_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                                const AccumulationBound& bound) {
+  GroupNormLayout l = group_norm_layout(c, in);
+  return {norm_magnitude(in[0].to_f64(), l.g, bound)};
+}
+
+Tensors group_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                       const Tensors& grads) {
+  GroupNormLayout l = group_norm_layout(c, in);
+  NormGrad ng = normalize_vjp(in[0].to_f64(), l.g.group, l.groups, l.g.gamma, l.g.eps,
+                              grad_of(grads, out, 0));
+  return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, l.param, l.params), in[1]),
+          grad_like(sum_into(ng.dbeta, l.param, l.params), in[2])};
+}
+
+Magnitudes group_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                    const Tensors& grads, const AccumulationBound& bound) {
+  GroupNormLayout l = group_norm_layout(c, in);
+  auto nm = normalize_vjp_magnitude(in[0].to_f64(), l.g.group, l.groups, l.g.gamma, l.g.eps,
+                                    grad_of(grads, out, 0), bound.kappa(l.g.n));
+  // Each parameter gathers its elements over the batch (and, per group, over its channels).
+  double m =
+      static_cast<double>(in[0].numel()) / std::max<double>(1, static_cast<double>(l.params));
+  double kappa = bound.kappa(m);
+  return {nm.dx, param_magnitude(nm.dgamma_abs, nm.dgamma_err, l.param, l.params, kappa),
+          param_magnitude(nm.dbeta_abs, {}, l.param, l.params, kappa)};
+}
+
+// ---- RMSNormalization (opset 23): y = x / sqrt(mean(x^2) + epsilon) * scale over the dims from
+// `axis` on, scale broadcast over them.
+
+struct RmsLayout {
+  std::int64_t inner = 1;
+  std::size_t outer = 0;
+  Shape norm_shape;
+  std::vector<std::int64_t> pos;     // element -> position in the normalized shape
+  std::vector<double> vx, gamma, r;  // the input, scale per element, each group's sqrt(ms + eps)
+  double eps = 0;
+  std::size_t group(std::size_t i) const { return i / static_cast<std::size_t>(inner); }
+};
+
+RmsLayout rms_layout(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input X");
+  RmsLayout l;
+  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  for (std::int64_t d = axis; d < x.rank(); ++d) l.inner *= x.shape()[d];
+  l.norm_shape.assign(x.shape().begin() + axis, x.shape().end());
+  l.outer = static_cast<std::size_t>(x.numel() / std::max<std::int64_t>(l.inner, 1));
+  l.eps = attr_f(c, "epsilon");
+  const Tensor& sc = input(c, in, 1);
+  auto scale = sc.to_f64();
+  auto smap = broadcast_map(sc.shape(), l.norm_shape);
+  l.vx = x.to_f64();
+  auto n = l.vx.size();
+  l.pos.resize(n);
+  l.gamma.resize(n);
+  l.r.assign(l.outer, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    l.pos[i] = static_cast<std::int64_t>(i) % l.inner;
+    l.gamma[i] = scale[static_cast<std::size_t>(smap[static_cast<std::size_t>(l.pos[i])])];
+    l.r[l.group(i)] += l.vx[i] * l.vx[i] / static_cast<double>(l.inner);
+  }
+  for (auto& v : l.r) v = std::sqrt(v + l.eps);
+  return l;
+}
+
+Tensors rms_norm(const KernelContext& c, const Tensors& in) {
+  RmsLayout l = rms_layout(c, in);
+  std::vector<double> y(l.vx.size());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = l.vx[i] / l.r[l.group(i)] * l.gamma[i];
+  return {Tensor::from_f64(y, in[0].shape(), in[0].dtype())};
+}
+
+// The mean of n squares carries kappa(n), its square root half of that, then the addition of
+// epsilon, the square root, the division and the product by scale one rounding each.
+double rms_relative(const RmsLayout& l, const AccumulationBound& bound) {
+  return bound.kappa(static_cast<double>(l.inner)) / 2 + 4;
+}
+
+Magnitudes rms_norm_magnitude(const KernelContext& c, const Tensors& in, const Tensors&,
+                              const AccumulationBound& bound) {
+  RmsLayout l = rms_layout(c, in);
+  double e = rms_relative(l, bound);
+  std::vector<double> m(l.vx.size());
+  for (std::size_t i = 0; i < m.size(); ++i)
+    m[i] = e * std::fabs(l.vx[i] / l.r[l.group(i)] * l.gamma[i]);
+  return {m};
+}
+
+// With a = g scale and r = sqrt(mean(x^2) + eps): dx_i = a_i / r - x_i sum_j(a_j x_j) / (n r^3);
+// dscale gathers g x / r over the groups.
+Tensors rms_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                     const Tensors& grads) {
+  RmsLayout l = rms_layout(c, in);
+  auto g = grad_of(grads, out, 0);
+  auto n = static_cast<double>(l.inner);
+  std::vector<double> dot(l.outer, 0.0), dx(l.vx.size()), dscale(l.vx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i) dot[l.group(i)] += g[i] * l.gamma[i] * l.vx[i];
+  for (std::size_t i = 0; i < dx.size(); ++i) {
+    double r = l.r[l.group(i)];
+    dx[i] = g[i] * l.gamma[i] / r - l.vx[i] * dot[l.group(i)] / (n * r * r * r);
+    dscale[i] = g[i] * l.vx[i] / r;
+  }
+  auto full = sum_into(dscale, l.pos, static_cast<std::size_t>(l.inner));
+  return {grad_like(dx, in[0]), grad_like(unbroadcast(full, l.norm_shape, in[1].shape()), in[1])};
+}
+
+// As LpNormalization's: |dx_i| <= u (|a_i| (E + 3) + |x_i| / (n r^2) S (3E + kappa(n) + 3)) / r
+// with S = sum_j |a_j x_j|, E the forward's relative bound; dscale's terms g x / r carry E each
+// and their sum over the groups kappa(outer).
+Magnitudes rms_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                  const Tensors& grads, const AccumulationBound& bound) {
+  RmsLayout l = rms_layout(c, in);
+  double e = rms_relative(l, bound), kappa = bound.kappa(static_cast<double>(l.inner));
+  auto g = grad_of(grads, out, 0);
+  auto n = static_cast<double>(l.inner);
+  std::vector<double> s(l.outer, 0.0), m(l.vx.size()), terms(l.vx.size()), err(l.vx.size());
+  for (std::size_t i = 0; i < m.size(); ++i)
+    s[l.group(i)] += std::fabs(g[i] * l.gamma[i] * l.vx[i]);
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    double r = l.r[l.group(i)];
+    m[i] = (std::fabs(g[i] * l.gamma[i]) * (e + 3) +
+            std::fabs(l.vx[i]) / (n * r * r) * s[l.group(i)] * (3 * e + kappa + 3)) /
+           r;
+    terms[i] = std::fabs(g[i] * l.vx[i] / r);
+    err[i] = terms[i] * e;
+  }
+  auto full = param_magnitude(terms, err, l.pos, static_cast<std::size_t>(l.inner),
+                              bound.kappa(static_cast<double>(l.outer)));
+  return {m, unbroadcast(full, l.norm_shape, in[1].shape())};
+}
+
 }  // namespace
 
 void register_layer_norm_ops(OpRegistry& r) {
@@ -504,6 +701,37 @@ void register_layer_norm_ops(OpRegistry& r) {
       .cases({{13, {case_input::floats({2, 3, 5})}},
               {13, {case_input::floats({2, 3, 5})}, {{"p", Attribute::of_int(1)}}},
               {13, {case_input::floats({2, 4, 3})}, {{"axis", Attribute::of_int(1)}}}});
+
+  r.op("GroupNormalization", Family::norm, group_norm)
+      .vjp(group_norm_vjp)
+      .error(condition(group_norm_magnitude, std::string(kNormDoc) + " (n: a group's channels "
+                                                                     "times its spatial size)"))
+      .backward_error(group_norm_vjp_magnitude, kNormBackwardDoc)
+      .danger({zero_variance(
+          [](const KernelContext& c, const Tensors& in) {
+            return groups_of(group_norm_layout(c, in).g.group);
+          },
+          "epsilon is 0 and a group is constant (0/0)")})
+      .cases({{18,
+               {case_input::floats({2, 4, 3, 3}), case_input::floats({2}), case_input::floats({2})},
+               {{"num_groups", Attribute::of_int(2)}}},
+              {21,
+               {case_input::floats({2, 6, 5}), case_input::floats({6}), case_input::floats({6})},
+               {{"num_groups", Attribute::of_int(3)}}}});
+
+  r.op("RMSNormalization", Family::norm, rms_norm)
+      .vjp(rms_norm_vjp)
+      .error(condition(rms_norm_magnitude,
+                       "(kappa(n)/2 + 4)*|y| (n: the normalized elements), "
+                       "4 ulp"))
+      .backward_error(rms_norm_vjp_magnitude,
+                      "(|a|(E + 3) + |x| sum|a x| (3E + kappa(n) + 3) / (n r^2)) / r, a = g scale, "
+                      "E the forward's relative bound; scale: kappa(m) sum|g x / r| + sum E|g x / "
+                      "r|, 4 ulp")
+      .cases({{23, {case_input::floats({2, 3, 8}), case_input::floats({8})}},
+              {23,
+               {case_input::floats({2, 3, 8}), case_input::floats({3, 8})},
+               {{"axis", Attribute::of_int(1)}}}});
 
   r.op("LRN", Family::norm, lrn)
       .vjp(lrn_vjp)

@@ -15,6 +15,7 @@ const OpRegistry& OpRegistry::instance() {
     register_index_ops(r);
     register_resize_ops(r);
     register_loss_ops(r);
+    register_recurrent_ops(r);
     register_float32_definitions(r);
     return r;
   }();

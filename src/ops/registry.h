@@ -190,6 +190,7 @@ void register_shape_ops(OpRegistry& r);
 void register_index_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_loss_ops(OpRegistry& r);
+void register_recurrent_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

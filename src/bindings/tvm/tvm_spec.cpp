@@ -16,8 +16,8 @@ std::vector<ImportBindingSpec> tvm_specs() {
   s.first_fusing_level = 1;
   const std::string no_converter =
       "TVM 0.27's Relax ONNX frontend has no converter for it (OpNotImplemented)";
-  for (const char* op :
-       {"Celu", "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
+  for (const char* op : {"Celu", "LpNormalization", "NegativeLogLikelihoodLoss",
+                         "SoftmaxCrossEntropyLoss", "RNN", "GRU", "LSTM"})
     s.lacking[op] = no_converter;
   // Converters that refuse every case of the ONNX tests.
   s.lacking["OneHot"] =
