@@ -117,7 +117,10 @@ std::vector<Activation> activations(const Node& n, Cell cell, std::int64_t dirs)
                                    : cell == Cell::gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                        : std::vector<std::string>{"Tanh"};
   const std::size_t per_dir = cell == Cell::lstm ? 3 : cell == Cell::gru ? 2 : 1;
-  if (names.size() == per_dir && dirs == 2) names.insert(names.end(), names.begin(), names.end());
+  if (names.size() == per_dir && dirs == 2) {
+    const std::vector<std::string> one = names;  // (a vector's own range cannot be inserted)
+    names.insert(names.end(), one.begin(), one.end());
+  }
   // RNN's schema default is [Tanh, Tanh], one per direction of a bidirectional node: a
   // one-direction node uses the first.
   if (names.size() == 2 * per_dir && dirs == 1) names.resize(per_dir);
