@@ -216,25 +216,45 @@ Tensors batch_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order
 // LayerNormalization's function body (opset 17): Mean = ReduceMean(X), D = X - Mean,
 // Var = ReduceMean(D * D), InvStdDev = Reciprocal(Sqrt(Var + epsilon)),
 // Y = D * InvStdDev * Scale + B, in the stash type (float32).
+// LayerNormalization's and RMSNormalization's view of X: groups of the dims from `axis` on, and
+// Scale broadcast over them.
+struct TrailingGroups {
+  std::int64_t axis = 0, outer = 1, inner = 1;
+  Shape norm_shape;
+  std::vector<float> scale;
+  std::vector<std::int64_t> smap;  // position in the normalized shape -> Scale's element
+  Groups g;
+};
+
+TrailingGroups trailing_groups(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  TrailingGroups t;
+  t.axis = norm_axis(c, attr_i(c, "axis"), x.rank());
+  for (std::int64_t d = 0; d < x.rank(); ++d) (d < t.axis ? t.outer : t.inner) *= x.shape()[d];
+  t.norm_shape.assign(x.shape().begin() + t.axis, x.shape().end());
+  t.scale = f32(input(c, in, 1));
+  t.smap = broadcast_map(in[1].shape(), t.norm_shape);
+  t.g.n = static_cast<std::size_t>(t.outer);
+  t.g.of.resize(static_cast<std::size_t>(x.numel()));
+  for (std::int64_t i = 0; i < x.numel(); ++i) t.g.of[i] = i / t.inner;
+  return t;
+}
+
 Tensors layer_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order) {
   require_narrow(c, in);
   const Tensor& x = input(c, in, 0);
-  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
-  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
-  auto scale = f32(input(c, in, 1));
-  auto smap = broadcast_map(in[1].shape(), norm_shape);
+  TrailingGroups tg = trailing_groups(c, in);
+  const std::int64_t axis = tg.axis, inner = tg.inner;
+  const Shape& norm_shape = tg.norm_shape;
+  const auto& scale = tg.scale;
+  const auto& smap = tg.smap;
+  const Groups& g = tg.g;
   std::vector<float> bias(static_cast<std::size_t>(inner), 0.0f);
   if (has_input(in, 2)) {
     auto b = f32(in[2]);
     auto bmap = broadcast_map(in[2].shape(), norm_shape);
     for (std::int64_t j = 0; j < inner; ++j) bias[j] = b[bmap[j]];
   }
-  Groups g;
-  g.n = static_cast<std::size_t>(outer);
-  g.of.resize(static_cast<std::size_t>(x.numel()));
-  for (std::int64_t i = 0; i < x.numel(); ++i) g.of[i] = i / inner;
   auto v = f32(x);
   auto mean = group_mean(v, g, order);
   auto var = group_var(v, g, mean, order);
@@ -289,25 +309,16 @@ Tensors group_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order
 Tensors rms_norm_f32(const KernelContext& c, const Tensors& in, SumOrder order) {
   require_narrow(c, in);
   const Tensor& x = input(c, in, 0);
-  std::int64_t axis = norm_axis(c, attr_i(c, "axis"), x.rank());
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? outer : inner) *= x.shape()[d];
-  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
-  auto scale = f32(input(c, in, 1));
-  auto smap = broadcast_map(in[1].shape(), norm_shape);
-  Groups g;
-  g.n = static_cast<std::size_t>(outer);
-  g.of.resize(static_cast<std::size_t>(x.numel()));
-  for (std::int64_t i = 0; i < x.numel(); ++i) g.of[i] = i / inner;
+  TrailingGroups tg = trailing_groups(c, in);
   auto v = f32(x);
   std::vector<float> sq(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) sq[i] = v[i] * v[i];
-  auto ms = group_mean(sq, g, order);
+  auto ms = group_mean(sq, tg.g, order);
   float eps = static_cast<float>(attr_f(c, "epsilon"));
   std::vector<float> y(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
-    y[i] = v[i] / std::sqrt(ms[g.of[i]] + eps) *
-           scale[smap[static_cast<std::size_t>(static_cast<std::int64_t>(i) % inner)]];
+    y[i] = v[i] / std::sqrt(ms[tg.g.of[i]] + eps) *
+           tg.scale[tg.smap[static_cast<std::size_t>(static_cast<std::int64_t>(i) % tg.inner)]];
   return {from_f32(y, x.shape(), x.dtype())};
 }
 

@@ -6,6 +6,7 @@
 // from step to step. No VJP: training through a recurrent node falls back to the reference.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -513,56 +514,32 @@ CaseInput weights(Shape s) {
 
 void register_recurrent_ops(OpRegistry& r) {
   using error_models::condition;
-  const auto hidden = [](std::int64_t h) { return Attribute::of_int(h); };
-  r.op("RNN", Family::linear, recurrent)
-      .error(condition(recurrent_magnitude, kRecurrentDoc))
-      .float32(recurrent_f32, "the recurrence as the text writes it, in float32",
-               "none needed beyond the sums' order")
-      .cases({{14,
-               {case_input::floats({4, 2, 3}), weights({1, 5, 3}), weights({1, 5, 5}),
-                weights({1, 10})},
-               {{"hidden_size", hidden(5)}},
-               2},
-              {14,
-               {case_input::floats({4, 2, 3}), weights({2, 5, 3}), weights({2, 5, 5})},
-               {{"hidden_size", hidden(5)}, {"direction", Attribute::of_string("bidirectional")}},
-               2}});
-  r.op("GRU", Family::linear, recurrent)
-      .error(condition(recurrent_magnitude, kRecurrentDoc))
-      .float32(recurrent_f32, "the recurrence as the text writes it, in float32",
-               "none needed beyond the sums' order")
-      .cases({{14,
-               {case_input::floats({4, 2, 3}), weights({1, 12, 3}), weights({1, 12, 4}),
-                weights({1, 24})},
-               {{"hidden_size", hidden(4)}},
-               2},
-              {14,
-               {case_input::floats({4, 2, 3}), weights({1, 12, 3}), weights({1, 12, 4}),
-                weights({1, 24})},
-               {{"hidden_size", hidden(4)}, {"linear_before_reset", Attribute::of_int(1)}},
-               2},
-              {14,
-               {case_input::floats({4, 2, 3}), weights({2, 12, 3}), weights({2, 12, 4})},
-               {{"hidden_size", hidden(4)}, {"direction", Attribute::of_string("bidirectional")}},
-               2}});
-  r.op("LSTM", Family::linear, recurrent)
-      .error(condition(recurrent_magnitude, kRecurrentDoc))
-      .float32(recurrent_f32, "the recurrence as the text writes it, in float32",
-               "none needed beyond the sums' order")
-      .cases({{14,
-               {case_input::floats({4, 2, 3}), weights({1, 16, 3}), weights({1, 16, 4}),
-                weights({1, 32})},
-               {{"hidden_size", hidden(4)}},
-               3},
-              {14,
-               {case_input::floats({4, 2, 3}), weights({2, 16, 3}), weights({2, 16, 4}),
-                weights({2, 32})},
-               {{"hidden_size", hidden(4)}, {"direction", Attribute::of_string("bidirectional")}},
-               3},
-              {14,
-               {case_input::floats({4, 2, 3}), weights({1, 16, 3}), weights({1, 16, 4})},
-               {{"hidden_size", hidden(4)}, {"direction", Attribute::of_string("reverse")}},
-               3}});
+  // A cell's case: X [seq 4, batch 2, input 3] with W, R (and B) of `gates` gates of `h` units
+  // per direction, and the attributes beyond hidden_size.
+  auto cell_case = [](int gates, std::int64_t h, std::int64_t dirs, bool bias,
+                      std::map<std::string, Attribute> attrs, std::size_t outputs) {
+    std::vector<CaseInput> in{case_input::floats({4, 2, 3}), weights({dirs, gates * h, 3}),
+                              weights({dirs, gates * h, h})};
+    if (bias) in.push_back(weights({dirs, 2 * gates * h}));
+    attrs["hidden_size"] = Attribute::of_int(h);
+    return CaseSpec{14, std::move(in), std::move(attrs), outputs};
+  };
+  const auto both = [] {
+    return std::map<std::string, Attribute>{{"direction", Attribute::of_string("bidirectional")}};
+  };
+  auto add = [&](const char* op, std::vector<CaseSpec> cases) {
+    r.op(op, Family::linear, recurrent)
+        .error(condition(recurrent_magnitude, kRecurrentDoc))
+        .float32(recurrent_f32, "the recurrence as the text writes it, in float32",
+                 "none needed beyond the sums' order")
+        .cases(std::move(cases));
+  };
+  add("RNN", {cell_case(1, 5, 1, true, {}, 2), cell_case(1, 5, 2, false, both(), 2)});
+  add("GRU", {cell_case(3, 4, 1, true, {}, 2),
+              cell_case(3, 4, 1, true, {{"linear_before_reset", Attribute::of_int(1)}}, 2),
+              cell_case(3, 4, 2, false, both(), 2)});
+  add("LSTM", {cell_case(4, 4, 1, true, {}, 3), cell_case(4, 4, 2, true, both(), 3),
+               cell_case(4, 4, 1, false, {{"direction", Attribute::of_string("reverse")}}, 3)});
 }
 
 }  // namespace metaop
