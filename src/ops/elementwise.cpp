@@ -342,6 +342,18 @@ void register_dropout(OpRegistry& r) {
 
 // ---- IsNaN, IsInf: boolean tests.
 
+// ---- BitwiseNot (opset 18): every bit flipped, within the integer type (unsigned: max - x).
+
+Tensors bitwise_not(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  if (is_floating(x.dtype()) || x.dtype() == DType::Bool)
+    fail("{}: BitwiseNot takes integers, not {}", c.node.label(), dtype_name(x.dtype()));
+  auto v = x.to_f64();
+  for (auto& e : v)
+    e = x.dtype() == DType::UInt8 ? 255 - e : static_cast<double>(~static_cast<std::int64_t>(e));
+  return {Tensor::from_f64(v, x.shape(), x.dtype())};
+}
+
 void register_tests(OpRegistry& r) {
   r.op("IsNaN", Family::elementwise, [](const KernelContext& c, const Tensors& in) {
      const Tensor& x = input(c, in, 0);
@@ -518,6 +530,11 @@ void register_elementwise_ops(OpRegistry& r) {
   register_dropout(r);
   register_tests(r);
   register_quantize(r);
+  r.op("BitwiseNot", Family::elementwise, bitwise_not)
+      .error(error_models::exact())
+      .float32_rounded()
+      .cases({{18, {CaseInput{{2, 3}, DType::Int32, {-1, 0, 5, 12, -128, 2147483647}}}},
+              {18, {CaseInput{{2, 3}, DType::UInt8, {0, 1, 127, 128, 254, 255}}}}});
 }
 
 }  // namespace metaop

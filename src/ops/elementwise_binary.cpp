@@ -267,6 +267,24 @@ double gt(double a, double b) {
 double ge(double a, double b) {
   return a >= b;
 }
+// The bitwise ops of opset 18, on the integers' two's-complement bits (values through double, as
+// every integer here: exact up to 2^53).
+BinaryFn bitwise(const KernelContext& c, DType t) {
+  if (is_floating(t) || t == DType::Bool)
+    fail("{}: bitwise ops take integers, not {}", c.node.label(), dtype_name(t));
+  const std::string& op = c.node.op_type;
+  const int which = op == "BitwiseAnd" ? 0 : op == "BitwiseOr" ? 1 : 2;
+  return [which](double a, double b) {
+    auto x = static_cast<std::int64_t>(a), y = static_cast<std::int64_t>(b);
+    return static_cast<double>(which == 0 ? (x & y) : which == 1 ? (x | y) : (x ^ y));
+  };
+}
+
+// Integers of both signs, for the bitwise ops' cases.
+CaseInput int32s(Shape s, std::vector<std::int64_t> v) {
+  return {std::move(s), DType::Int32, std::move(v)};
+}
+
 double land(double a, double b) {
   return a != 0 && b != 0;
 }
@@ -351,6 +369,12 @@ const std::vector<BinaryRow>& binary_rows() {
       {.where = here(), .name = "And", .make = plain<land>, .bool_output = true, .critical = {}},
       {.where = here(), .name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}},
       {.where = here(), .name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}},
+      {.where = here(), .name = "BitwiseAnd", .make = bitwise, .critical = {},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+      {.where = here(), .name = "BitwiseOr", .make = bitwise, .critical = {},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+      {.where = here(), .name = "BitwiseXor", .make = bitwise, .critical = {},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
   };
   return rows;
 }
