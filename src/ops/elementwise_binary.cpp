@@ -296,8 +296,9 @@ double lxor(double a, double b) {
 }
 
 // clang-format off
-const std::vector<BinaryRow>& binary_rows() {
-  static const std::vector<BinaryRow> rows = {
+// Arithmetic.
+std::vector<BinaryRow> arithmetic_rows() {
+  return {
       // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
       {.where = here(), .name = "Add", .make = plain<add>,
        .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
@@ -360,6 +361,12 @@ const std::vector<BinaryRow>& binary_rows() {
          return std::vector<DangerZone>{danger::divisor(1, -2, "divisor reaches 0 (NaN)")};
        },
         .undefined = integer_division_undefined()},
+  };
+}
+
+// Comparisons, logic and the bitwise ops.
+std::vector<BinaryRow> logic_rows() {
+  return {
       {.where = here(), .name = "Equal", .make = plain<eq>, .bool_output = true,
         .cases = {{13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}}},
       {.where = here(), .name = "Less", .make = plain<lt>, .bool_output = true},
@@ -376,6 +383,15 @@ const std::vector<BinaryRow>& binary_rows() {
       {.where = here(), .name = "BitwiseXor", .make = bitwise, .critical = {},
         .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
   };
+}
+
+// Every binary op, in the order they are registered.
+const std::vector<BinaryRow>& binary_rows() {
+  static const std::vector<BinaryRow> rows = [] {
+    std::vector<BinaryRow> all = arithmetic_rows();
+    for (auto& row : logic_rows()) all.push_back(std::move(row));
+    return all;
+  }();
   return rows;
 }
 // clang-format on
