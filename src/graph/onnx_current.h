@@ -11,5 +11,7 @@ namespace metaop {
 
 // m's graph outputs typed by the current ONNX package's shape inference; fails naming `label`.
 void infer_outputs_with_current_onnx(onnx::ModelProto& m, const std::string& label);
+// Whether the project's Python environment (and so the current ONNX package) is there.
+bool current_onnx_available();
 
 }  // namespace metaop

@@ -152,4 +152,28 @@ Convention padded_infinities() {
           }};
 }
 
+Convention transform_infinities() {
+  return {"transform-infinities",
+          "the ONNX text defines the transform as a sum of products by complex twiddles; with an "
+          "infinite input, whether an output is +inf, -inf or NaN depends on which twiddle parts "
+          "are exactly 0 and on the order of the operations, which it does not fix",
+          [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty())
+              return false;
+            bool nonfinite_input = false;
+            for (double v : in[0].to_f64()) nonfinite_input = nonfinite_input || !std::isfinite(v);
+            if (!nonfinite_input) return false;
+            auto r = ref[0].to_f64(), k = got[0].to_f64();
+            if (k.size() != r.size()) return false;
+            bool any = false;
+            for (std::size_t i = 0; i < bad[0].size(); ++i) {
+              if (!bad[0][i]) continue;
+              any = true;
+              if (std::isfinite(r[i]) || std::isfinite(k[i])) return false;
+            }
+            return any;
+          }};
+}
+
 }  // namespace metaop

@@ -25,4 +25,12 @@ Convention nan_selection();
 // and has a window that reaches into the padding.
 Convention padded_infinities();
 
+// Infinities through a transform (DFT, STFT): the text defines it as a sum of products by complex
+// twiddles, and with an infinite input whether an output is +inf, -inf or NaN depends on which
+// twiddle parts are exactly 0 and on the order of the operations (an FFT multiplies by exact
+// zeros that a direct sum never forms: inf x 0 = NaN); the text does not say. Explains a finding
+// when the inputs hold a non-finite value and every element outside the model is non-finite in
+// both the reference and the kernel.
+Convention transform_infinities();
+
 }  // namespace metaop

@@ -24,6 +24,16 @@
 
 namespace metaop {
 
+float float32_sum(std::vector<float> terms, SumOrder order) {
+  if (order != SumOrder::written)
+    std::stable_partition(terms.begin(), terms.end(), [order](float v) {
+      return order == SumOrder::positives_first ? v > 0 : v < 0;
+    });
+  float acc = 0;
+  for (float v : terms) acc += v;
+  return acc;
+}
+
 namespace {
 
 std::vector<float> f32(const Tensor& t) {
@@ -35,17 +45,8 @@ Tensor from_f32(const std::vector<float>& v, const Shape& s, DType t) {
   return Tensor::from_f64(std::vector<double>(v.begin(), v.end()), s, t);
 }
 
-// The float32 sum of `terms` added in `order`, and their float32 product (SumOrder:
-// positives_first multiplies the largest magnitudes first, negatives_first the smallest).
-float fsum(std::vector<float> terms, SumOrder order) {
-  if (order != SumOrder::written)
-    std::stable_partition(terms.begin(), terms.end(), [order](float v) {
-      return order == SumOrder::positives_first ? v > 0 : v < 0;
-    });
-  float acc = 0;
-  for (float v : terms) acc += v;
-  return acc;
-}
+// The float32 product of `factors` (SumOrder: positives_first multiplies the largest
+// magnitudes first, negatives_first the smallest).
 
 float fprod(std::vector<float> factors, SumOrder order) {
   if (order != SumOrder::written)
@@ -79,7 +80,7 @@ void gemm_f32(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::i
         float y = static_cast<float>(trans_b ? b[j * k + p] : b[p * n + j]);
         terms[p] = x * y;
       }
-      float r = static_cast<float>(alpha) * fsum(terms, O);
+      float r = static_cast<float>(alpha) * float32_sum(terms, O);
       if (beta != 0) r += static_cast<float>(beta) * static_cast<float>(c[i * n + j]);
       c[i * n + j] = r;
     }
@@ -111,7 +112,8 @@ Tensors reduce_f32(const KernelContext& c, const Tensors& in, const Fold& fold, 
   for (std::int64_t i = 0; i < x.numel(); ++i) terms[l.map[i]].push_back(fold.term(v[i]));
   std::vector<float> acc(terms.size());
   for (std::size_t k = 0; k < acc.size(); ++k)
-    acc[k] = fold.finish(fold.product ? fprod(terms[k], order) : fsum(terms[k], order), l.count);
+    acc[k] =
+        fold.finish(fold.product ? fprod(terms[k], order) : float32_sum(terms[k], order), l.count);
   return {from_f32(acc, l.out_shape, x.dtype())};
 }
 
@@ -131,7 +133,7 @@ std::vector<float> group_mean(const std::vector<float>& v, const Groups& g, SumO
   for (std::size_t i = 0; i < v.size(); ++i) terms[g.of[i]].push_back(v[i]);
   std::vector<float> mean(g.n);
   for (std::size_t k = 0; k < g.n; ++k)
-    mean[k] = fsum(terms[k], order) / static_cast<float>(terms[k].size());
+    mean[k] = float32_sum(terms[k], order) / static_cast<float>(terms[k].size());
   return mean;
 }
 
@@ -427,7 +429,7 @@ Tensors nll_f32(const KernelContext& c, const std::vector<float>& x, const Shape
     for (std::size_t d = 2; d < xs.size(); ++d) ls.push_back(xs[d]);
     return {from_f32(loss, ls, dtype)};
   }
-  float sum = fsum(terms, order);
+  float sum = float32_sum(terms, order);
   return {from_f32({reduction == "sum" ? sum : sum / wsum}, {}, dtype)};
 }
 
@@ -509,7 +511,7 @@ Tensors pool_f32(const KernelContext& c, const Tensors& in, bool lp, bool global
       for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1)
         for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
           WindowSum s = window_terms(w, v.data() + nc * w.in_size(), {o0, o1, o2}, lp, p);
-          float acc = fsum(s.terms, order);
+          float acc = float32_sum(s.terms, order);
           y[nc * P + (o0 * w.out[1] + o1) * w.out[2] + o2] =
               lp ? std::pow(acc, 1.0f / p)
                  : acc / static_cast<float>(
@@ -533,7 +535,7 @@ Tensors variadic_f32(const KernelContext& c, const Tensors& in, bool mean, SumOr
     for (std::int64_t i = 0; i < n; ++i) terms[i].push_back(v[map[i]]);
   }
   std::vector<float> acc(terms.size());
-  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = fsum(terms[i], order);
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = float32_sum(terms[i], order);
   if (mean)
     for (auto& a : acc) a /= static_cast<float>(in.size());
   return {from_f32(acc, os, in[0].dtype())};
@@ -763,6 +765,7 @@ void register_float32_definitions(OpRegistry& r) {
     r.amend(op).float32_rounded().conventions({nan_selection()});
   for (const char* op : {"Resize", "Upsample"}) r.amend(op).conventions({align_corners_length()});
   r.amend("Conv").conventions({padded_infinities()});
+  for (const char* op : {"DFT", "STFT"}) r.amend(op).conventions({transform_infinities()});
   // Scatters: data movement, except where a reduction combines repeated indices in an order the
   // text leaves open (no float32 evaluation declared for those).
   for (const char* op : {"ScatterElements", "Scatter", "ScatterND"}) {

@@ -16,6 +16,8 @@ const OpRegistry& OpRegistry::instance() {
     register_resize_ops(r);
     register_loss_ops(r);
     register_recurrent_ops(r);
+    register_attention_ops(r);
+    register_signal_ops(r);
     register_float32_definitions(r);
     return r;
   }();

@@ -42,6 +42,8 @@ using SubgradientFn =
 // the largest magnitudes first); `negatives_first`: the other way round (for a product, the
 // smallest magnitudes first).
 enum class SumOrder { written, positives_first, negatives_first };
+// The float32 sum of `terms` added in `order` (float32 twins of ops that sum).
+float float32_sum(std::vector<float> terms, SumOrder order);
 using Float32Evaluate =
     std::function<Tensors(const KernelContext&, const Tensors&, SumOrder order)>;
 
@@ -191,6 +193,8 @@ void register_index_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_loss_ops(OpRegistry& r);
 void register_recurrent_ops(OpRegistry& r);
+void register_attention_ops(OpRegistry& r);
+void register_signal_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

@@ -98,9 +98,35 @@ def _as_declared(name: str, value: np.ndarray, scalars: set) -> np.ndarray:
     return value
 
 
+def _truncating_dft(model: bytes) -> str:
+    """A DFT node whose dft_length is below its signal's length, where OpenCV 5.0 writes past a
+    heap block (valgrind, with cv2 alone: bench/signal/opencv_dft_truncate.py); what it corrupts
+    crashes later kernels of the same process, so such a node is declined, not run."""
+    graph = onnx.ModelProto.FromString(model).graph
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.input}
+    dims.update({name: list(value.shape) for name, value in consts.items()})
+    for node in graph.node:
+        if node.op_type != "DFT" or len(node.input) < 2 or node.input[1] not in consts:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+        if len(node.input) > 2 and node.input[2] in consts:
+            axis = int(consts[node.input[2]])
+        shape = dims.get(node.input[0], [])
+        axis = (-2 if axis is None else axis) % max(len(shape), 1)
+        length = int(consts[node.input[1]])
+        if shape and 0 < length < shape[axis]:
+            return (f"OpenCV 5.0's DFT writes past a heap block when dft_length ({length}) is below "
+                    f"the signal's length ({shape[axis]}): declined, so that the memory it "
+                    "corrupts cannot crash later kernels")
+    return ""
+
+
 def load(model: bytes, level: int, threads: int):
     if not 0 <= level < len(LEVELS):
         raise ValueError(f"OpenCV has no level {level} (levels: {LEVELS})")
+    if reason := _truncating_dft(model):
+        raise Unsupported(reason)
     # A process-wide setting in OpenCV (its own thread pool), read when a layer runs.
     cv2.setNumThreads(threads)
     # A Python `bytes` object given to readNetFromONNX crashes the process (5.0.0): the buffer

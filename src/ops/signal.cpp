@@ -1,0 +1,481 @@
+// The signal ops: DFT (opsets 17 and 20: forward, inverse, one-sided and its inverse, dft_length
+// padding or truncating, any signal axis), STFT (opset 17: frames of a real or complex signal,
+// an optional window, one-sided) and the window generators HannWindow, HammingWindow and
+// BlackmanWindow (periodic or symmetric). The transforms are written as the text defines them,
+// a direct sum over the exact twiddle factors exp(-2 pi j k n / N) (computed from k n mod N, so
+// that the argument stays small): the reference runs the loop in double, the float32 twin
+// (triage) in float with each twiddle rounded to float, and the error model bounds a sum of 2N
+// products plus a radix-2 FFT's normwise error (fft_allowance). The windows are their formulas in
+// double. No VJP (the transforms' gradients are not written yet).
+#include <cmath>
+#include <complex>
+#include <numbers>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+// A scalar (or one-element) integer input.
+std::int64_t scalar_input(const KernelContext& c, const Tensors& in, std::size_t i,
+                          const char* what) {
+  const Tensor& t = input(c, in, i);
+  if (t.numel() != 1)
+    fail("{}: {} must be a scalar (got shape {})", c.node.label(), what, shape_str(t.shape()));
+  double v = t.to_f64()[0];
+  if (!std::isfinite(v) || std::fabs(v) > 1e15)
+    fail("{}: {} is {}, not a usable length", c.node.label(), what, v);
+  return static_cast<std::int64_t>(v);
+}
+
+// exp(sign 2 pi j k n / N) for the product k n taken mod N.
+std::complex<double> twiddle(std::int64_t kn, std::int64_t N, int sign) {
+  double t = 2 * std::numbers::pi * static_cast<double>(kn % N) / static_cast<double>(N);
+  return {std::cos(t), sign * std::sin(t)};
+}
+
+// A correct float32 FFT's error beyond a direct sum's, per output element, in units of u times
+// ||x||_2: Higham's bound for a radix-2 FFT (Accuracy and Stability of Numerical Algorithms,
+// 2nd ed., Theorem 24.2: ||dy||_2 <= log2(n) (4 sqrt 2 + twiddle error) u ||y||_2, with ||y||_2
+// = sqrt(n) ||x||_2), rounded up to 6 log2(n) sqrt(n); for a length that is not a power of two,
+// three transforms of the power of two M >= 2N - 1, as Bluestein's algorithm runs.
+double fft_allowance(std::int64_t N) {
+  const bool pow2 = (N & (N - 1)) == 0;
+  double M = 1;
+  while (M < static_cast<double>(pow2 ? N : 2 * N - 1)) M *= 2;
+  return (pow2 ? 1 : 3) * 6 * std::max(1.0, std::log2(M)) * std::sqrt(static_cast<double>(N));
+}
+
+// One transform along a line: `len` complex inputs in, `out_len` outputs of the N-point sum
+// (inputs past len are zeros; past N ignored); `scale` multiplies each output. In float (the
+// triage twin) the 2N products of each output are added in `order`. With `err`, each output's
+// first-order bound (units of u): ((kappa(2N) + 3) sum|x| + fft_allowance(N) ||x||_2) |scale|.
+template <typename T>
+void transform(const std::vector<std::complex<double>>& x, std::int64_t N, std::int64_t out_len,
+               int sign, double scale, std::vector<std::complex<T>>& y,
+               const AccumulationBound* bound, std::vector<double>* err,
+               SumOrder order = SumOrder::written) {
+  const auto used = static_cast<std::int64_t>(std::min<std::size_t>(x.size(), N));
+  y.assign(static_cast<std::size_t>(out_len), {});
+  double abs = 0, norm2 = 0;
+  for (std::int64_t n = 0; n < used; ++n) {
+    abs += std::fabs(x[n].real()) + std::fabs(x[n].imag());
+    norm2 += std::norm(x[n]);
+  }
+  std::vector<float> re_terms, im_terms;
+  for (std::int64_t k = 0; k < out_len; ++k) {
+    T re = 0, im = 0;
+    re_terms.clear();
+    im_terms.clear();
+    for (std::int64_t n = 0; n < used; ++n) {
+      std::complex<double> w = twiddle(k * n, N, sign);
+      const T wr = static_cast<T>(w.real()), wi = static_cast<T>(w.imag());
+      const T xr = static_cast<T>(x[n].real()), xi = static_cast<T>(x[n].imag());
+      if constexpr (std::is_same_v<T, float>) {
+        re_terms.insert(re_terms.end(), {xr * wr, -(xi * wi)});
+        im_terms.insert(im_terms.end(), {xr * wi, xi * wr});
+      } else {
+        re += xr * wr - xi * wi;
+        im += xr * wi + xi * wr;
+      }
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      re = float32_sum(re_terms, order);
+      im = float32_sum(im_terms, order);
+    }
+    y[k] = {re * static_cast<T>(scale), im * static_cast<T>(scale)};
+  }
+  if (err)
+    err->assign(static_cast<std::size_t>(out_len),
+                ((bound->kappa(2.0 * N) + 3) * abs + fft_allowance(N) * std::sqrt(norm2)) * scale);
+}
+
+// The input's lines along `axis` as complex numbers (the last dimension: 1 real, 2 complex), and
+// the output written back with the same outer and inner strides.
+struct Lines {
+  Shape shape;  // the input's shape without the last dimension
+  std::int64_t axis = 0, outer = 1, len = 0, inner = 1;
+  bool complex = false;
+  std::vector<double> v;
+  std::vector<std::complex<double>> line(std::int64_t o, std::int64_t i) const {
+    std::vector<std::complex<double>> x(static_cast<std::size_t>(len));
+    const std::int64_t c = complex ? 2 : 1;
+    for (std::int64_t n = 0; n < len; ++n) {
+      auto at = static_cast<std::size_t>(((o * len + n) * inner + i) * c);
+      x[n] = {v[at], complex ? v[at + 1] : 0.0};
+    }
+    return x;
+  }
+};
+
+Lines lines_of(const KernelContext& c, const Tensor& x, std::int64_t axis) {
+  if (x.rank() < 2 || (x.shape().back() != 1 && x.shape().back() != 2))
+    fail("{}: the input's last dimension must be 1 (real) or 2 (complex); its shape is {}",
+         c.node.label(), shape_str(x.shape()));
+  Lines l;
+  l.shape.assign(x.shape().begin(), x.shape().end() - 1);
+  const auto r = static_cast<std::int64_t>(l.shape.size());
+  if (axis < -r - 1 || axis > r - 1 || axis == -1)
+    fail(
+        "{}: axis {} is not a signal axis of the input {} (the last dimension holds the real "
+        "and imaginary parts)",
+        c.node.label(), axis, shape_str(x.shape()));
+  l.axis = axis < 0 ? axis + r + 1 : axis;
+  for (std::int64_t d = 0; d < l.axis; ++d) l.outer *= l.shape[d];
+  l.len = l.shape[l.axis];
+  for (std::int64_t d = l.axis + 1; d < r; ++d) l.inner *= l.shape[d];
+  l.complex = x.shape().back() == 2;
+  l.v = x.to_f64();
+  return l;
+}
+
+struct DftSpec {
+  Lines l;
+  std::int64_t N = 0, out_len = 0;
+  bool inverse = false, onesided = false;
+};
+
+DftSpec dft_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  std::int64_t axis =
+      c.opset >= 20 ? (has_input(in, 2) ? scalar_input(c, in, 2, "axis") : -2) : attr_i(c, "axis");
+  DftSpec s;
+  s.l = lines_of(c, x, axis);
+  s.inverse = attr_i(c, "inverse") != 0;
+  s.onesided = attr_i(c, "onesided") != 0;
+  s.N = has_input(in, 1) ? scalar_input(c, in, 1, "dft_length")
+                         : (s.inverse && s.onesided ? 2 * (s.l.len - 1) : s.l.len);
+  if (s.N < 1) fail("{}: dft_length {} is not positive", c.node.label(), s.N);
+  s.out_len = s.onesided && !s.inverse ? s.N / 2 + 1 : s.N;
+  return s;
+}
+
+// One line's transform: forward, inverse (1/N), one-sided forward (the first N/2 + 1), or the
+// inverse of a one-sided spectrum (its Hermitian extension, the real part).
+template <typename T>
+void dft_line(const DftSpec& s, std::vector<std::complex<double>> x,
+              std::vector<std::complex<T>>& y, const AccumulationBound* bound,
+              std::vector<double>* err, SumOrder order) {
+  if (s.inverse && s.onesided) {
+    std::vector<std::complex<double>> full(static_cast<std::size_t>(s.N));
+    for (std::int64_t k = 0; k <= s.N / 2 && k < static_cast<std::int64_t>(x.size()); ++k) {
+      full[k] = x[k];
+      if (k > 0 && s.N - k != k) full[s.N - k] = std::conj(x[k]);
+    }
+    x = std::move(full);
+  }
+  transform<T>(x, s.N, s.out_len, s.inverse ? 1 : -1,
+               s.inverse ? 1.0 / static_cast<double>(s.N) : 1.0, y, bound, err, order);
+}
+
+template <typename T>
+Tensors dft_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                std::vector<double>* err, SumOrder order = SumOrder::written) {
+  DftSpec s = dft_spec(c, in);
+  const Lines& l = s.l;
+  const std::int64_t parts = s.inverse && s.onesided ? 1 : 2;
+  Shape out_shape = l.shape;
+  out_shape[l.axis] = s.out_len;
+  out_shape.push_back(parts);
+  std::vector<double> out(static_cast<std::size_t>(shape_numel(out_shape)));
+  if (err) err->assign(out.size(), 0.0);
+  std::vector<std::complex<T>> y;
+  std::vector<double> e;
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t i = 0; i < l.inner; ++i) {
+      dft_line<T>(s, l.line(o, i), y, bound, err ? &e : nullptr, order);
+      for (std::int64_t k = 0; k < s.out_len; ++k) {
+        auto at = static_cast<std::size_t>(((o * s.out_len + k) * l.inner + i) * parts);
+        out[at] = static_cast<double>(y[k].real());
+        if (parts == 2) out[at + 1] = static_cast<double>(y[k].imag());
+        if (err) {
+          (*err)[at] = e[k];
+          if (parts == 2) (*err)[at + 1] = e[k];
+        }
+      }
+    }
+  return {Tensor::from_f64(out, out_shape, in[0].dtype())};
+}
+
+// ---- STFT: frames of `frame_length` samples every `frame_step`, each times the window, each
+// transformed (one-sided for a real signal when asked).
+struct StftSpec {
+  std::int64_t B = 0, L = 0, step = 0, frame = 0, frames = 0, bins = 0;
+  bool complex = false;
+  std::vector<double> x, window;
+};
+
+StftSpec stft_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "signal");
+  // [batch, length, 1 or 2], or a real signal as [batch, length] (as PyTorch's exporter writes
+  // torch.stft, and as the current onnx package's shape inference reads it).
+  if ((x.rank() != 3 && x.rank() != 2) || (x.rank() == 3 && x.shape()[2] != 1 && x.shape()[2] != 2))
+    fail("{}: the signal must be [batch, length, 1 or 2] or [batch, length] (got {})",
+         c.node.label(), shape_str(x.shape()));
+  StftSpec s;
+  s.B = x.shape()[0];
+  s.L = x.shape()[1];
+  s.complex = x.rank() == 3 && x.shape()[2] == 2;
+  s.step = scalar_input(c, in, 1, "frame_step");
+  if (has_input(in, 2)) {
+    if (in[2].rank() != 1)
+      fail("{}: the window must be 1-D (got {})", c.node.label(), shape_str(in[2].shape()));
+    s.window = in[2].to_f64();
+  }
+  s.frame = has_input(in, 3)
+                ? scalar_input(c, in, 3, "frame_length")
+                : (has_input(in, 2) ? static_cast<std::int64_t>(s.window.size()) : s.L);
+  if (has_input(in, 2) && static_cast<std::int64_t>(s.window.size()) != s.frame)
+    fail("{}: the window has {} values but frame_length is {}", c.node.label(), s.window.size(),
+         s.frame);
+  if (s.window.empty())
+    s.window.assign(static_cast<std::size_t>(std::max<std::int64_t>(s.frame, 0)), 1.0);
+  if (s.step < 1 || s.frame < 1 || s.frame > s.L)
+    fail("{}: frame_step {} and frame_length {} do not frame a signal of {} samples",
+         c.node.label(), s.step, s.frame, s.L);
+  const bool onesided = attr_i(c, "onesided") != 0;
+  if (onesided && s.complex)
+    fail("{}: onesided output needs a real signal (the signal is complex)", c.node.label());
+  s.frames = (s.L - s.frame) / s.step + 1;
+  s.bins = onesided ? s.frame / 2 + 1 : s.frame;
+  s.x = x.to_f64();
+  return s;
+}
+
+template <typename T>
+Tensors stft_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                 std::vector<double>* err, SumOrder order = SumOrder::written) {
+  StftSpec s = stft_spec(c, in);
+  const Shape out_shape{s.B, s.frames, s.bins, 2};
+  std::vector<double> out(static_cast<std::size_t>(shape_numel(out_shape)));
+  if (err) err->assign(out.size(), 0.0);
+  const std::int64_t parts = s.complex ? 2 : 1;
+  std::vector<std::complex<T>> y;
+  std::vector<double> e;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t f = 0; f < s.frames; ++f) {
+      std::vector<std::complex<double>> x(static_cast<std::size_t>(s.frame));
+      for (std::int64_t n = 0; n < s.frame; ++n) {
+        auto at = static_cast<std::size_t>((b * s.L + f * s.step + n) * parts);
+        // The windowed sample, rounded in T as the function body multiplies before the DFT.
+        const T w = static_cast<T>(s.window[n]);
+        x[n] = {static_cast<double>(static_cast<T>(s.x[at]) * w),
+                s.complex ? static_cast<double>(static_cast<T>(s.x[at + 1]) * w) : 0.0};
+      }
+      transform<T>(x, s.frame, s.bins, -1, 1.0, y, bound, err ? &e : nullptr, order);
+      double windowed = 0;  // the window's products, one rounding each: sum|x w|
+      for (const auto& v : x) windowed += std::fabs(v.real()) + std::fabs(v.imag());
+      for (std::int64_t k = 0; k < s.bins; ++k) {
+        auto at = static_cast<std::size_t>(((b * s.frames + f) * s.bins + k) * 2);
+        out[at] = static_cast<double>(y[k].real());
+        out[at + 1] = static_cast<double>(y[k].imag());
+        if (err) (*err)[at] = (*err)[at + 1] = e[k] + windowed;
+      }
+    }
+  return {Tensor::from_f64(out, out_shape, in[0].dtype())};
+}
+
+// ---- The windows: w[n] for n < size, with N = size (periodic) or size - 1 (symmetric).
+enum class Window { hann, hamming, blackman };
+
+struct WindowSpec {
+  std::int64_t size = 0;
+  double N = 0;
+  DType dtype = DType::Float32;
+};
+
+WindowSpec window_spec(const KernelContext& c, const Tensors& in) {
+  WindowSpec s;
+  s.size = scalar_input(c, in, 0, "size");
+  if (s.size < 0) fail("{}: size {} is negative", c.node.label(), s.size);
+  auto dt = dtype_from_onnx(static_cast<int>(attr_i(c, "output_datatype")));
+  if (!dt || !is_floating(*dt))
+    fail("{}: output_datatype {} is not a floating type MetaOp handles", c.node.label(),
+         attr_i(c, "output_datatype"));
+  s.dtype = *dt;
+  s.N = static_cast<double>(attr_i(c, "periodic") ? s.size : s.size - 1);
+  return s;
+}
+
+// Each window as a sum of cosines a_m cos(2 pi m n / N) (Hann: 0.5 - 0.5 cos(2 pi n / N), the
+// same function as the text's sin^2(pi n / N)); its float32 error (units of u), for either
+// form: each cosine's argument is rounded (|arg| |a_m| |sin|, at most |arg| |a_m|) and so are
+// the cosine and its product, then the sums: sum_m |a_m| (|arg_m| + 3) + 2 |w|.
+std::vector<double> window_coefficients(Window w) {
+  switch (w) {
+    case Window::hann:
+      return {0.5, -0.5};
+    case Window::hamming:
+      return {25.0 / 46.0, -21.0 / 46.0};
+    case Window::blackman:
+      return {0.42, -0.5, 0.08};
+  }
+  return {};
+}
+
+template <typename T>
+std::vector<double> window_values(Window kind, const WindowSpec& s, std::vector<double>* err) {
+  auto a = window_coefficients(kind);
+  const T pi = static_cast<T>(std::numbers::pi), N = static_cast<T>(s.N);
+  std::vector<double> w(static_cast<std::size_t>(s.size));
+  if (err) err->assign(w.size(), 0.0);
+  for (std::int64_t n = 0; n < s.size; ++n) {
+    T v = 0;
+    if (kind == Window::hann) {  // the text's form, which does not cancel near n = 0
+      T t = std::sin(pi * static_cast<T>(n) / N);
+      v = t * t;
+    } else {
+      for (std::size_t m = 0; m < a.size(); ++m)
+        v += static_cast<T>(a[m]) * std::cos(T(2) * pi * static_cast<T>(m) * static_cast<T>(n) / N);
+    }
+    w[n] = static_cast<double>(v);
+    if (err) {
+      double e = 2 * std::fabs(w[n]);
+      for (std::size_t m = 0; m < a.size(); ++m)
+        e += std::fabs(a[m]) * (2 * std::numbers::pi * static_cast<double>(m * n) / s.N + 3);
+      (*err)[n] = e;
+    }
+  }
+  return w;
+}
+
+// ONNX's symmetric window of one point divides by N - 1 = 0.
+Undefined window_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.empty() || !in[0].defined() || in[0].numel() != 1 || in[0].to_f64()[0] != 1) return "";
+    for (const auto& [name, a] : node.attrs)
+      if (name == "periodic" && a.i == 0)
+        return fmt::format(
+            "{}: a symmetric window of size 1 divides by size - 1 = 0 "
+            "(undefined in ONNX)",
+            node.label());
+    return "";
+  };
+  return u;
+}
+
+template <typename T>
+Tensors window_op(Window kind, const KernelContext& c, const Tensors& in) {
+  WindowSpec s = window_spec(c, in);
+  return {Tensor::from_f64(window_values<T>(kind, s, nullptr), {s.size}, s.dtype)};
+}
+
+CaseInput scalar_int(std::int64_t v) {
+  return CaseInput{{}, DType::Int64, {v}};
+}
+
+void register_transforms(OpRegistry& r) {
+  using case_input::floats;
+  using error_models::condition;
+  const AccumulationBound* none = nullptr;
+  r.op("DFT", Family::linear,
+       [none](const KernelContext& c, const Tensors& in) {
+         return dft_run<double>(c, in, none, nullptr);
+       })
+      .error(condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            dft_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "(kappa(2N) + 3) sum|x| + 6 log2(M) sqrt(N) ||x||_2 (times 1/N inverse): a sum of 2N "
+          "products by twiddles of modulus 1, and a radix-2 FFT's error (Higham, Theorem 24.2; "
+          "M = N for a power of two, else three transforms of M >= 2N - 1, as Bluestein's); 4 "
+          "ulp"))
+      .float32(
+          [none](const KernelContext& c, const Tensors& in, SumOrder order) {
+            return dft_run<float>(c, in, none, nullptr, order);
+          },
+          "the sum over n of x[n] exp(-2 pi j k n / N) in float32, each twiddle rounded to float",
+          "an FFT, whose error grows with log N rather than N")
+      .cases({// complex, along axis 1, padded to 8
+              {20, {floats({2, 5, 3, 2}), scalar_int(8), scalar_int(1)}},
+              // real, one-sided, the default axis (-2)
+              {20, {floats({3, 10, 1})}, {{"onesided", Attribute::of_int(1)}}},
+              // the inverse of a one-sided spectrum (a real signal of 8)
+              {20,
+               {floats({2, 5, 2})},
+               {{"onesided", Attribute::of_int(1)}, {"inverse", Attribute::of_int(1)}}},
+              // opset 17's axis attribute, inverse, truncated to 4
+              {17,
+               {floats({4, 6, 2}), scalar_int(4)},
+               {{"axis", Attribute::of_int(1)}, {"inverse", Attribute::of_int(1)}}}});
+
+  r.op("STFT", Family::linear,
+       [none](const KernelContext& c, const Tensors& in) {
+         return stft_run<double>(c, in, none, nullptr);
+       })
+      .error(condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            stft_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "each frame's DFT as DFT's bound on x w, plus the window's product, sum|x w|; 4 ulp"))
+      .float32([none](const KernelContext& c, const Tensors& in,
+                      SumOrder order) { return stft_run<float>(c, in, none, nullptr, order); },
+               "each frame times the window, then its DFT, in float32", "an FFT")
+      .cases({// a real signal, a Hann-like window, one-sided
+              {17,
+               {floats({2, 32, 1}), scalar_int(4), floats({8}, 0, 1)},
+               {{"onesided", Attribute::of_int(1)}}},
+              // a complex signal, frame_length given with the window
+              {17,
+               {floats({1, 20, 2}), scalar_int(5), floats({6}, 0, 1), scalar_int(6)},
+               {{"onesided", Attribute::of_int(0)}}}});
+}
+
+void register_windows(OpRegistry& r) {
+  using error_models::condition;
+  struct Row {
+    const char* op;
+    Window kind;
+    const char* formula;
+  };
+  for (const Row& w : {Row{"HannWindow", Window::hann, "sin^2(pi n / N)"},
+                       Row{"HammingWindow", Window::hamming, "25/46 - 21/46 cos(2 pi n / N)"},
+                       Row{"BlackmanWindow", Window::blackman,
+                           "0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)"}}) {
+    Window kind = w.kind;
+    r.op(w.op, Family::elementwise,
+         [kind](const KernelContext& c, const Tensors& in) {
+           return window_op<double>(kind, c, in);
+         })
+        .error(condition(
+            [kind](const KernelContext& c, const Tensors& in, const Tensors&,
+                   const AccumulationBound&) {
+              std::vector<double> e;
+              window_values<double>(kind, window_spec(c, in), &e);
+              return Magnitudes{e};
+            },
+            std::string(w.formula) +
+                " as cosines a_m cos(2 pi m n / N): sum_m |a_m| (|2 pi m n / N| + 3) + 2|w|, "
+                "4 ulp"))
+        .float32([kind](const KernelContext& c, const Tensors& in,
+                        SumOrder) { return window_op<float>(kind, c, in); },
+                 std::string(w.formula) + " in float32", "none needed")
+        // The size is a constant in the models that use them: the one-node model has no input.
+        .inputs(InputRoles{{}})
+        .undefined(window_undefined())
+        .cases(
+            {{17, {scalar_int(10)}}, {17, {scalar_int(9)}, {{"periodic", Attribute::of_int(0)}}}});
+  }
+}
+
+}  // namespace
+
+void register_signal_ops(OpRegistry& r) {
+  register_transforms(r);
+  register_windows(r);
+}
+
+}  // namespace metaop
