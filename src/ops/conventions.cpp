@@ -176,4 +176,28 @@ Convention transform_infinities() {
           }};
 }
 
+Convention zero_weight_infinities() {
+  return {"zero-weight-infinities",
+          "the ONNX text defines the interpolation as the weighted sum of the taps, where a tap "
+          "of weight 0 on an infinite pixel is 0 x inf = NaN; it does not say whether a kernel "
+          "may skip such a tap",
+          [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty())
+              return false;
+            bool infinite = false;
+            for (double v : in[0].to_f64()) infinite = infinite || std::isinf(v);
+            if (!infinite) return false;
+            auto r = ref[0].to_f64(), k = got[0].to_f64();
+            if (k.size() != r.size()) return false;
+            bool any = false;
+            for (std::size_t i = 0; i < bad[0].size(); ++i) {
+              if (!bad[0][i]) continue;
+              any = true;
+              if (!std::isnan(r[i]) || !std::isinf(k[i])) return false;
+            }
+            return any;
+          }};
+}
+
 }  // namespace metaop

@@ -33,4 +33,11 @@ Convention padded_infinities();
 // both the reference and the kernel.
 Convention transform_infinities();
 
+// Interpolation taps of weight 0 on infinite pixels (GridSample): the text defines the output as
+// the weighted sum of the taps, where such a tap is 0 x inf = NaN; it does not say whether a
+// kernel may skip it (a tap that adds nothing to a finite sum). Explains a finding when X holds
+// an infinity and every element outside the model is NaN in the reference and infinite in the
+// kernel.
+Convention zero_weight_infinities();
+
 }  // namespace metaop

@@ -18,6 +18,7 @@ const OpRegistry& OpRegistry::instance() {
     register_recurrent_ops(r);
     register_attention_ops(r);
     register_signal_ops(r);
+    register_grid_sample_ops(r);
     register_float32_definitions(r);
     return r;
   }();

@@ -1,0 +1,232 @@
+// GridSample (opsets 16, 20, 22): X [N, C, D1 ... Dr] sampled at the normalized coordinates of
+// grid [N, O1 ... Ok, r] (the last dimension in reverse order of X's spatial ones: x, y, z), by
+// nearest, (bi/tri)linear or cubic interpolation (Keys, alpha = -0.75), with zeros, border or
+// reflection padding and align_corners, as the ONNX text and its reference define them: the
+// continuous coordinate is clamped (border) or reflected (reflection) into the borders first, then
+// each tap's index is fetched with the padding mode. The interpolation is separable: an output is
+// the sum over the taps' tensor product of the weights' product times the tap's pixel. One pass
+// over the number type: the reference in double, the float32 twin (triage) in float; the error
+// model is Resize's (kappa(taps) sum|w p| plus the weights' slope times the coordinates' errors,
+// 4 (|x| + 1) per axis). No VJP yet.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ops/kernel_util.h"
+
+namespace metaop {
+
+namespace {
+
+struct GridSpec {
+  Shape x_shape, out_shape;
+  std::int64_t N = 0, C = 0, r = 0, outs = 0;  // outs: output positions per (n, c)
+  std::string mode, padding;
+  bool align = false;
+  std::vector<double> x, grid;
+};
+
+GridSpec grid_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor &X = input(c, in, 0), &G = input(c, in, 1);
+  require_float(c, X, "input X");
+  require_float(c, G, "grid");
+  GridSpec s;
+  s.x_shape = X.shape();
+  s.r = X.rank() - 2;
+  if (s.r < 1 || G.rank() != s.r + 2 || G.shape().back() != s.r || G.shape()[0] != s.x_shape[0])
+    fail("{}: grid {} does not fit X {} (it must be [N, spatial..., {}])", c.node.label(),
+         shape_str(G.shape()), shape_str(s.x_shape), s.r);
+  s.N = s.x_shape[0];
+  s.C = s.x_shape[1];
+  s.out_shape = {s.N, s.C};
+  s.outs = 1;
+  for (std::int64_t d = 1; d <= s.r; ++d) {
+    s.out_shape.push_back(G.shape()[d]);
+    s.outs *= G.shape()[d];
+  }
+  s.mode = attr_s(c, "mode");
+  if (s.mode == "bilinear") s.mode = "linear";  // opset 16's names
+  if (s.mode == "bicubic") s.mode = "cubic";
+  if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic")
+    fail("{}: mode '{}' is not nearest, linear or cubic", c.node.label(), s.mode);
+  s.padding = attr_s(c, "padding_mode");
+  if (s.padding != "zeros" && s.padding != "border" && s.padding != "reflection")
+    fail("{}: padding_mode '{}' is not zeros, border or reflection", c.node.label(), s.padding);
+  s.align = attr_i(c, "align_corners") != 0;
+  s.x = X.to_f64();
+  s.grid = G.to_f64();
+  return s;
+}
+
+// Reflects v into [lo, hi] by the nearer border, as often as it takes.
+template <typename T>
+T reflect(T v, T lo, T hi) {
+  const T range = hi - lo;
+  if (range <= 0) return lo;
+  if (v < lo) {
+    T dx = lo - v;
+    auto n = static_cast<std::int64_t>(dx / range);
+    T rem = dx - static_cast<T>(n) * range;
+    return n % 2 == 0 ? lo + rem : hi - rem;
+  }
+  if (v > hi) {
+    T dx = v - hi;
+    auto n = static_cast<std::int64_t>(dx / range);
+    T rem = dx - static_cast<T>(n) * range;
+    return n % 2 == 0 ? hi - rem : lo + rem;
+  }
+  return v;
+}
+
+// Keys' cubic convolution weights (alpha = -0.75) of the taps at -1, 0, 1, 2 from the floor.
+template <typename T>
+std::array<T, 4> cubic_weights(T t) {
+  const T a = T(-0.75);
+  auto near = [a](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
+  auto far = [a](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+// One axis of one output: the taps' indices (-1: a zero of the padding) and weights.
+template <typename T>
+struct Axis {
+  std::vector<std::int64_t> index;
+  std::vector<T> weight;
+};
+
+template <typename T>
+Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
+  const T len = static_cast<T>(L);
+  T x = s.align ? (g + 1) / 2 * (len - 1) : ((g + 1) * len - 1) / 2;
+  const T lo = s.align ? T(0) : T(-0.5), hi = s.align ? len - 1 : len - T(0.5);
+  if (s.mode == "nearest") x = std::nearbyint(x);  // half to even, as the reference's rint
+  if (x < lo || x > hi) {
+    if (s.padding == "border") x = std::clamp(x, T(0), len - 1);
+    if (s.padding == "reflection") x = reflect(x, lo, hi);
+  }
+  // A tap's index with the padding mode: outside X, zeros give -1, border the nearest edge,
+  // reflection the index reflected into the borders (then truncated, as the reference).
+  auto fetch = [&](std::int64_t i) -> std::int64_t {
+    if (i >= 0 && i < L) return i;
+    if (s.padding == "zeros") return -1;
+    if (s.padding == "border") return std::clamp<std::int64_t>(i, 0, L - 1);
+    return std::clamp<std::int64_t>(static_cast<std::int64_t>(reflect(static_cast<T>(i), lo, hi)),
+                                    0, L - 1);
+  };
+  Axis<T> a;
+  if (s.mode == "nearest") {
+    a.index = {fetch(static_cast<std::int64_t>(x))};
+    a.weight = {T(1)};
+    return a;
+  }
+  const T x0 = std::floor(x), t = x - x0;
+  const auto i0 = static_cast<std::int64_t>(x0);
+  if (s.mode == "linear") {
+    a.index = {fetch(i0), fetch(i0 + 1)};
+    a.weight = {1 - t, t};
+  } else {
+    auto w = cubic_weights(t);
+    a.index = {fetch(i0 - 1), fetch(i0), fetch(i0 + 1), fetch(i0 + 2)};
+    a.weight = {w.begin(), w.end()};
+  }
+  return a;
+}
+
+// The sampling in number type T; with `err`, each output's first-order bound (units of u).
+template <typename T>
+Tensors grid_sample_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                        std::vector<double>* err) {
+  GridSpec s = grid_spec(c, in);
+  std::vector<double> y(static_cast<std::size_t>(shape_numel(s.out_shape)));
+  if (err) err->assign(y.size(), 0.0);
+  const auto xs = strides_of(s.x_shape);
+  const double slope = s.mode == "cubic" ? 1.5 : 1.0;
+  std::vector<Axis<T>> axes(static_cast<std::size_t>(s.r));
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t o = 0; o < s.outs; ++o) {
+      double coord_err = 0;  // sum over the axes of 4 (|x| + 1)
+      for (std::int64_t d = 0; d < s.r; ++d) {
+        // grid's last dimension lists x (the last spatial axis) first.
+        const double g = s.grid[static_cast<std::size_t>((n * s.outs + o) * s.r + (s.r - 1 - d))];
+        axes[static_cast<std::size_t>(d)] = axis_taps<T>(s, static_cast<T>(g), s.x_shape[d + 2]);
+        coord_err += 4 * (std::fabs((g + 1) / 2 * static_cast<double>(s.x_shape[d + 2])) + 1);
+      }
+      std::size_t taps = 1;
+      for (const auto& a : axes) taps *= a.index.size();
+      for (std::int64_t ch = 0; ch < s.C; ++ch) {
+        T acc = 0;
+        double abs = 0, pix = 0;
+        for (std::size_t k = 0; k < taps; ++k) {
+          std::size_t rest = k;
+          T w = 1;
+          std::int64_t at = n * xs[0] + ch * xs[1];
+          bool zero = false;
+          for (std::int64_t d = s.r - 1; d >= 0; --d) {
+            const auto& a = axes[static_cast<std::size_t>(d)];
+            const std::size_t j = rest % a.index.size();
+            rest /= a.index.size();
+            w *= a.weight[j];
+            zero = zero || a.index[j] < 0;
+            at += a.index[j] * xs[d + 2];
+          }
+          if (zero) continue;
+          const double p = s.x[static_cast<std::size_t>(at)];
+          acc += w * static_cast<T>(p);
+          abs += std::fabs(static_cast<double>(w) * p);
+          pix += std::fabs(p);
+        }
+        const auto out = static_cast<std::size_t>((n * s.C + ch) * s.outs + o);
+        y[out] = static_cast<double>(acc);
+        if (err && s.mode != "nearest")
+          (*err)[out] = bound->kappa(static_cast<double>(taps)) * abs + slope * coord_err * pix;
+      }
+    }
+  return {Tensor::from_f64(y, s.out_shape, in[0].dtype())};
+}
+
+}  // namespace
+
+void register_grid_sample_ops(OpRegistry& r) {
+  using case_input::floats;
+  const AccumulationBound* none = nullptr;
+  auto modes = [](const char* mode, const char* padding, int align) {
+    return std::map<std::string, Attribute>{{"mode", Attribute::of_string(mode)},
+                                            {"padding_mode", Attribute::of_string(padding)},
+                                            {"align_corners", Attribute::of_int(align)}};
+  };
+  r.op("GridSample", Family::linear,
+       [none](const KernelContext& c, const Tensors& in) {
+         return grid_sample_run<double>(c, in, none, nullptr);
+       })
+      .error(error_models::condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            grid_sample_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "nearest: exact; linear/cubic: kappa(taps) sum|w p| + slope sum|p| sum_axes 4(|x| + 1) "
+          "(the coordinates' errors; slope 1 linear, 1.5 cubic), 4 ulp"))
+      .float32([none](const KernelContext& c, const Tensors& in,
+                      SumOrder) { return grid_sample_run<float>(c, in, none, nullptr); },
+               "the coordinates, weights and the weighted sum of the taps in float32",
+               "none needed beyond the sum's order")
+      // The grid holds coordinates within [-1, 1] and a little past them (padding).
+      .cases({{20,
+               {floats({2, 3, 5, 6}), floats({2, 4, 3, 2}, -1.2, 1.2)},
+               modes("linear", "zeros", 0)},
+              {20,
+               {floats({1, 2, 5, 4}), floats({1, 3, 3, 2}, -1.3, 1.3)},
+               modes("cubic", "reflection", 1)},
+              {16,
+               {floats({1, 2, 4, 4}), floats({1, 2, 5, 2}, -1.5, 1.5)},
+               modes("bilinear", "border", 1)},
+              {20,
+               {floats({1, 2, 3, 4, 5}), floats({1, 2, 2, 3, 3}, -1.1, 1.1)},
+               modes("linear", "zeros", 1)}});
+}
+
+}  // namespace metaop
