@@ -7,7 +7,7 @@
 // the sum over the taps' tensor product of the weights' product times the tap's pixel. One pass
 // over the number type: the reference in double, the float32 twin (triage) in float; the error
 // model is Resize's (kappa(taps) sum|w p| plus the weights' slope times the coordinates' errors,
-// 4 (|x| + 1) per axis). No VJP yet.
+// 4 (|x| + 1) per axis). The VJP covers X and the grid.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -61,27 +62,31 @@ GridSpec grid_spec(const KernelContext& c, const Tensors& in) {
   return s;
 }
 
-// Reflects v into [lo, hi] by the nearer border, as often as it takes.
+// Reflects v into [lo, hi] by the nearer border, as often as it takes; with `sign`, the
+// derivative of the result in v (+1 or -1).
 template <typename T>
-T reflect(T v, T lo, T hi) {
+T reflect(T v, T lo, T hi, T* sign = nullptr) {
   const T range = hi - lo;
   if (range <= 0) return lo;
   if (v < lo) {
     T dx = lo - v;
     auto n = static_cast<std::int64_t>(dx / range);
     T rem = dx - static_cast<T>(n) * range;
+    if (sign) *sign = n % 2 == 0 ? T(-1) : T(1);
     return n % 2 == 0 ? lo + rem : hi - rem;
   }
   if (v > hi) {
     T dx = v - hi;
     auto n = static_cast<std::int64_t>(dx / range);
     T rem = dx - static_cast<T>(n) * range;
+    if (sign) *sign = n % 2 == 0 ? T(-1) : T(1);
     return n % 2 == 0 ? hi - rem : lo + rem;
   }
   return v;
 }
 
-// Keys' cubic convolution weights (alpha = -0.75) of the taps at -1, 0, 1, 2 from the floor.
+// Keys' cubic convolution weights (alpha = -0.75) of the taps at -1, 0, 1, 2 from the floor,
+// and their derivatives in t.
 template <typename T>
 std::array<T, 4> cubic_weights(T t) {
   const T a = T(-0.75);
@@ -90,22 +95,39 @@ std::array<T, 4> cubic_weights(T t) {
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
+template <typename T>
+std::array<T, 4> cubic_slopes(T t) {
+  const T a = T(-0.75);
+  auto near = [a](T x) { return (3 * (a + 2) * x - 2 * (a + 3)) * x; };
+  auto far = [a](T x) { return (3 * a * x - 10 * a) * x + 8 * a; };
+  return {far(t + 1), near(t), -near(1 - t), -far(2 - t)};
+}
+
 // One axis of one output: the taps' indices (-1: a zero of the padding) and weights.
 template <typename T>
 struct Axis {
   std::vector<std::int64_t> index;
   std::vector<T> weight;
+  std::vector<T> slope;  // each weight's derivative along the grid coordinate (the VJP's)
 };
 
 template <typename T>
 Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
   const T len = static_cast<T>(L);
   T x = s.align ? (g + 1) / 2 * (len - 1) : ((g + 1) * len - 1) / 2;
+  T dxdg = s.align ? (len - 1) / 2 : len / 2;  // x's derivative in g
   const T lo = s.align ? T(0) : T(-0.5), hi = s.align ? len - 1 : len - T(0.5);
   if (s.mode == "nearest") x = std::nearbyint(x);  // half to even, as the reference's rint
   if (x < lo || x > hi) {
-    if (s.padding == "border") x = std::clamp(x, T(0), len - 1);
-    if (s.padding == "reflection") x = reflect(x, lo, hi);
+    if (s.padding == "border") {
+      x = std::clamp(x, T(0), len - 1);
+      dxdg = 0;
+    }
+    if (s.padding == "reflection") {
+      T sign = 1;
+      x = reflect(x, lo, hi, &sign);
+      dxdg *= sign;
+    }
   }
   // A tap's index with the padding mode: outside X, zeros give -1, border the nearest edge,
   // reflection the index reflected into the borders (then truncated, as the reference).
@@ -120,6 +142,7 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
   if (s.mode == "nearest") {
     a.index = {fetch(static_cast<std::int64_t>(x))};
     a.weight = {T(1)};
+    a.slope = {T(0)};
     return a;
   }
   const T x0 = std::floor(x), t = x - x0;
@@ -127,10 +150,12 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
   if (s.mode == "linear") {
     a.index = {fetch(i0), fetch(i0 + 1)};
     a.weight = {1 - t, t};
+    a.slope = {-dxdg, dxdg};
   } else {
-    auto w = cubic_weights(t);
+    auto w = cubic_weights(t), d = cubic_slopes(t);
     a.index = {fetch(i0 - 1), fetch(i0), fetch(i0 + 1), fetch(i0 + 2)};
     a.weight = {w.begin(), w.end()};
+    for (T v : d) a.slope.push_back(v * dxdg);
   }
   return a;
 }
@@ -187,6 +212,58 @@ Tensors grid_sample_run(const KernelContext& c, const Tensors& in, const Accumul
   return {Tensor::from_f64(y, s.out_shape, in[0].dtype())};
 }
 
+// The VJP: X gathers each output's gradient times the tap's weight (padding zeros none); the
+// grid, along each axis, the gradient times the tap's pixel times that axis's weight slope and
+// the other axes' weights. Nearest sampling is piecewise constant in the grid; border padding's
+// clamp is too where it clamps.
+Tensors grid_sample_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                        const Tensors& grads) {
+  GridSpec s = grid_spec(c, in);
+  auto gy = grad_of(grads, out, 0);
+  std::vector<double> dx(s.x.size(), 0.0), dgrid(s.grid.size(), 0.0);
+  const auto xs = strides_of(s.x_shape);
+  std::vector<Axis<double>> axes(static_cast<std::size_t>(s.r));
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t o = 0; o < s.outs; ++o) {
+      const auto g0 = static_cast<std::size_t>((n * s.outs + o) * s.r);
+      for (std::int64_t d = 0; d < s.r; ++d)
+        axes[static_cast<std::size_t>(d)] = axis_taps<double>(
+            s, s.grid[g0 + static_cast<std::size_t>(s.r - 1 - d)], s.x_shape[d + 2]);
+      std::size_t taps = 1;
+      for (const auto& a : axes) taps *= a.index.size();
+      std::vector<std::size_t> pick(axes.size());
+      for (std::int64_t ch = 0; ch < s.C; ++ch) {
+        const double g = gy[static_cast<std::size_t>((n * s.C + ch) * s.outs + o)];
+        for (std::size_t k = 0; k < taps; ++k) {
+          std::size_t rest = k;
+          std::int64_t at = n * xs[0] + ch * xs[1];
+          bool zero = false;
+          double w = 1;
+          for (std::int64_t d = s.r - 1; d >= 0; --d) {
+            const auto& a = axes[static_cast<std::size_t>(d)];
+            pick[static_cast<std::size_t>(d)] = rest % a.index.size();
+            rest /= a.index.size();
+            const auto j = pick[static_cast<std::size_t>(d)];
+            w *= a.weight[j];
+            zero = zero || a.index[j] < 0;
+            at += a.index[j] * xs[d + 2];
+          }
+          if (zero) continue;
+          dx[static_cast<std::size_t>(at)] += w * g;
+          const double p = s.x[static_cast<std::size_t>(at)];
+          for (std::int64_t d = 0; d < s.r; ++d) {
+            double dw = axes[static_cast<std::size_t>(d)].slope[pick[static_cast<std::size_t>(d)]];
+            for (std::int64_t e = 0; e < s.r; ++e)
+              if (e != d)
+                dw *= axes[static_cast<std::size_t>(e)].weight[pick[static_cast<std::size_t>(e)]];
+            dgrid[g0 + static_cast<std::size_t>(s.r - 1 - d)] += g * p * dw;
+          }
+        }
+      }
+    }
+  return {grad_like(dx, in[0]), grad_like(dgrid, in[1])};
+}
+
 }  // namespace
 
 void register_grid_sample_ops(OpRegistry& r) {
@@ -201,6 +278,7 @@ void register_grid_sample_ops(OpRegistry& r) {
        [none](const KernelContext& c, const Tensors& in) {
          return grid_sample_run<double>(c, in, none, nullptr);
        })
+      .vjp(grid_sample_vjp)
       .error(error_models::condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
