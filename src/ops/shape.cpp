@@ -478,6 +478,42 @@ Tensors space_to_depth(const KernelContext& c, const Tensors& in) {
   return depth_space(c, in, false);
 }
 
+// CenterCropPad (opset 18): each listed axis cropped or zero-padded to its target length, about
+// the centre (the extra element of an odd difference at the end, as ONNX's reference).
+Tensors center_crop_pad(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  const auto target = input(c, in, 1).to_i64();
+  std::vector<std::int64_t> axes = attr_ints_or(c, "axes", {});
+  if (axes.empty())
+    for (std::int64_t d = 0; d < x.rank(); ++d) axes.push_back(d);
+  axes = norm_axes(c, axes, x.rank());
+  if (target.size() != axes.size())
+    fail("{}: shape has {} lengths for {} axes", c.node.label(), target.size(), axes.size());
+  Shape os = x.shape();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(x.rank()), 0);
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const auto d = static_cast<std::size_t>(axes[i]);
+    if (target[i] < 0) fail("{}: target length {} is negative", c.node.label(), target[i]);
+    const std::int64_t dim = x.shape()[d];
+    start[d] = dim >= target[i] ? (dim - target[i]) / 2 : -((target[i] - dim) / 2);
+    os[d] = target[i];
+  }
+  const auto xs = strides_of(x.shape());
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape_numel(os)));
+  IndexIter it(os);
+  for (auto& v : idx) {
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < x.rank() && off >= 0; ++d) {
+      const std::int64_t j = it.idx()[d] + start[d];
+      off = j < 0 || j >= x.shape()[d] ? -1 : off + j * xs[d];
+    }
+    v = off;
+    it.next();
+  }
+  const Tensor zero = Tensor::from_f64({0.0}, {}, x.dtype());
+  return {take(x, os, idx, &zero)};
+}
+
 Tensors size_op(const KernelContext& c, const Tensors& in) {
   return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};
 }
@@ -548,6 +584,7 @@ const std::vector<ShapeRow>& shape_rows() {
       row("EyeLike",         eye_like,          {},            {}),
       row("OneHot",          one_hot,           {},            {}),
       row("Trilu",           trilu,             {0}),
+      row("CenterCropPad",   center_crop_pad,   {0}),
   };
   return rows;
 }
@@ -570,6 +607,12 @@ void register_shape_ops(OpRegistry& r) {
   r.amend("Slice").faults({"offbyone"});
   r.amend("Pad").faults({"offbyone"});
   r.amend("Squeeze").cases({{13, {case_input::floats({2, 1, 4, 1}), case_input::ints({1}, {1})}}});
+  // Cropped and padded, odd and even differences; every axis and two of them.
+  r.amend("CenterCropPad")
+      .cases({{18,
+               {case_input::floats({3, 8, 6}), case_input::ints({2}, {5, 9})},
+               {{"axes", Attribute::of_ints({1, -1})}}},
+              {18, {case_input::floats({2, 5, 4}), case_input::ints({3}, {2, 3, 7})}}});
 
   // No data input to probe: its inputs are sizes.
   r.op("Range", Family::shape, range)
