@@ -152,6 +152,30 @@ Convention padded_infinities() {
           }};
 }
 
+namespace {
+
+// Whether input 0 holds a value with `held` and every element of output 0 outside the model (one
+// at least) has `explained`(reference, kernel): the shape of the non-finite conventions below.
+bool nonfinite_explains(const Tensors& in, const Tensors& ref, const Tensors& got,
+                        const std::vector<std::vector<bool>>& bad, bool (*held)(double),
+                        bool (*explained)(double, double)) {
+  if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty()) return false;
+  bool any_held = false;
+  for (double v : in[0].to_f64()) any_held = any_held || held(v);
+  if (!any_held) return false;
+  auto r = ref[0].to_f64(), k = got[0].to_f64();
+  if (k.size() != r.size()) return false;
+  bool any = false;
+  for (std::size_t i = 0; i < bad[0].size(); ++i) {
+    if (!bad[0][i]) continue;
+    any = true;
+    if (!explained(r[i], k[i])) return false;
+  }
+  return any;
+}
+
+}  // namespace
+
 Convention transform_infinities() {
   return {"transform-infinities",
           "the ONNX text defines the transform as a sum of products by complex twiddles; with an "
@@ -159,20 +183,9 @@ Convention transform_infinities() {
           "are exactly 0 and on the order of the operations, which it does not fix",
           [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
              const std::vector<std::vector<bool>>& bad) {
-            if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty())
-              return false;
-            bool nonfinite_input = false;
-            for (double v : in[0].to_f64()) nonfinite_input = nonfinite_input || !std::isfinite(v);
-            if (!nonfinite_input) return false;
-            auto r = ref[0].to_f64(), k = got[0].to_f64();
-            if (k.size() != r.size()) return false;
-            bool any = false;
-            for (std::size_t i = 0; i < bad[0].size(); ++i) {
-              if (!bad[0][i]) continue;
-              any = true;
-              if (std::isfinite(r[i]) || std::isfinite(k[i])) return false;
-            }
-            return any;
+            return nonfinite_explains(
+                in, ref, got, bad, [](double v) { return !std::isfinite(v); },
+                [](double r, double k) { return !std::isfinite(r) && !std::isfinite(k); });
           }};
 }
 
@@ -183,20 +196,9 @@ Convention zero_weight_infinities() {
           "may skip such a tap",
           [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
              const std::vector<std::vector<bool>>& bad) {
-            if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty())
-              return false;
-            bool infinite = false;
-            for (double v : in[0].to_f64()) infinite = infinite || std::isinf(v);
-            if (!infinite) return false;
-            auto r = ref[0].to_f64(), k = got[0].to_f64();
-            if (k.size() != r.size()) return false;
-            bool any = false;
-            for (std::size_t i = 0; i < bad[0].size(); ++i) {
-              if (!bad[0][i]) continue;
-              any = true;
-              if (!std::isnan(r[i]) || !std::isinf(k[i])) return false;
-            }
-            return any;
+            return nonfinite_explains(
+                in, ref, got, bad, [](double v) { return std::isinf(v); },
+                [](double r, double k) { return std::isnan(r) && std::isinf(k); });
           }};
 }
 
