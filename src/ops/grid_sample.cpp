@@ -1,13 +1,14 @@
-// GridSample (opsets 16, 20, 22): X [N, C, D1 ... Dr] sampled at the normalized coordinates of
-// grid [N, O1 ... Ok, r] (the last dimension in reverse order of X's spatial ones: x, y, z), by
-// nearest, (bi/tri)linear or cubic interpolation (Keys, alpha = -0.75), with zeros, border or
-// reflection padding and align_corners, as the ONNX text and its reference define them: the
-// continuous coordinate is clamped (border) or reflected (reflection) into the borders first, then
-// each tap's index is fetched with the padding mode. The interpolation is separable: an output is
-// the sum over the taps' tensor product of the weights' product times the tap's pixel. One pass
-// over the number type: the reference in double, the float32 twin (triage) in float; the error
-// model is Resize's (kappa(taps) sum|w p| plus the weights' slope times the coordinates' errors,
-// 4 (|x| + 1) per axis). The VJP covers X and the grid.
+// GridSample and AffineGrid, the spatial transformer's pair. GridSample (opsets 16, 20, 22): X [N,
+// C, D1 ... Dr] sampled at the normalized coordinates of grid [N, O1 ... Ok, r] (the last dimension
+// in reverse order of X's spatial ones: x, y, z), by nearest, (bi/tri)linear or cubic interpolation
+// (Keys, alpha = -0.75), with zeros, border or reflection padding and align_corners, as the ONNX
+// text and its reference define them: the continuous coordinate is clamped (border) or reflected
+// (reflection) into the borders first, then each tap's index is fetched with the padding mode. The
+// interpolation is separable: an output is the sum over the taps' tensor product of the weights'
+// product times the tap's pixel. One pass over the number type: the reference in double, the
+// float32 twin (triage) in float; the error model is Resize's (kappa(taps) sum|w p| plus the
+// weights' slope times the coordinates' errors, 4 (|x| + 1) per axis). The VJP covers X and the
+// grid. AffineGrid (opset 20) below.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -264,6 +265,104 @@ Tensors grid_sample_vjp(const KernelContext& c, const Tensors& in, const Tensors
   return {grad_like(dx, in[0]), grad_like(dgrid, in[1])};
 }
 
+// ---- AffineGrid (opset 20): the sampling grid of an affine map, theta [N, 2, 3] (or [N, 3, 4])
+// applied to the normalized coordinates (x, y[, z], 1) of an output of size [N, C, H, W] (or
+// [N, C, D, H, W]): -1 + (2i + 1) / L, or with align_corners -1 + 2i / (L - 1) (-1 for L = 1).
+struct AffineSpec {
+  std::int64_t N = 0, r = 0, points = 1;
+  Shape spatial, out_shape;
+  bool align = false;
+  std::vector<double> theta;
+};
+
+AffineSpec affine_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor& theta = input(c, in, 0);
+  require_float(c, theta, "theta");
+  const auto size = input(c, in, 1).to_i64();
+  AffineSpec s;
+  s.r = static_cast<std::int64_t>(size.size()) - 2;
+  if ((s.r != 2 && s.r != 3) || theta.shape() != Shape{size[0], s.r, s.r + 1})
+    fail("{}: theta {} does not fit size [{}] (it must be [N, 2, 3] for 2-D, [N, 3, 4] for 3-D)",
+         c.node.label(), shape_str(theta.shape()), fmt::join(size, ", "));
+  s.N = size[0];
+  s.spatial.assign(size.begin() + 2, size.end());
+  for (auto d : s.spatial) {
+    if (d < 0) fail("{}: size [{}] has a negative length", c.node.label(), fmt::join(size, ", "));
+    s.points *= d;
+  }
+  s.out_shape = {s.N};
+  s.out_shape.insert(s.out_shape.end(), s.spatial.begin(), s.spatial.end());
+  s.out_shape.push_back(s.r);
+  s.align = attr_i(c, "align_corners") != 0;
+  s.theta = theta.to_f64();
+  return s;
+}
+
+// The normalized coordinates (x, y[, z], 1) of point p (row-major over the spatial lengths).
+std::vector<double> affine_base(const AffineSpec& s, std::int64_t p) {
+  std::vector<double> b(static_cast<std::size_t>(s.r + 1), 1.0);
+  for (std::int64_t d = s.r - 1; d >= 0; --d) {
+    const std::int64_t L = s.spatial[static_cast<std::size_t>(d)], i = p % L;
+    p /= L;
+    const double v =
+        s.align ? (L > 1 ? -1 + 2.0 * static_cast<double>(i) / static_cast<double>(L - 1) : -1.0)
+                : -1 + (2.0 * static_cast<double>(i) + 1) / static_cast<double>(L);
+    b[static_cast<std::size_t>(s.r - 1 - d)] = v;  // x: the last spatial axis
+  }
+  return b;
+}
+
+// The grid in number type T; with `err`, each element's bound kappa(r + 1) sum|theta b| + 5
+// sum|theta| over the coordinates: a coordinate computed in float32 as -1 + i step (or
+// (2i + 1) / L - 1) is up to 5 u off, however near 0 it is (the step's and the product's roundings
+// are relative to i step, up to 2).
+template <typename T>
+Tensors affine_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                   std::vector<double>* err) {
+  AffineSpec s = affine_spec(c, in);
+  std::vector<double> y(static_cast<std::size_t>(shape_numel(s.out_shape)));
+  if (err) err->assign(y.size(), 0.0);
+  const auto k = static_cast<std::size_t>(s.r + 1);
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t p = 0; p < s.points; ++p) {
+      const auto b = affine_base(s, p);
+      for (std::int64_t row = 0; row < s.r; ++row) {
+        T acc = 0;
+        double abs = 0, coords = 0;
+        for (std::size_t j = 0; j < k; ++j) {
+          const double t = s.theta[static_cast<std::size_t>((n * s.r + row)) * k + j];
+          acc += static_cast<T>(t) * static_cast<T>(b[j]);
+          abs += std::fabs(t * b[j]);
+          if (j + 1 < k) coords += std::fabs(t);
+        }
+        const auto o = static_cast<std::size_t>((n * s.points + p) * s.r + row);
+        y[o] = static_cast<double>(acc);
+        if (err) (*err)[o] = bound->kappa(static_cast<double>(k)) * abs + 5 * coords;
+      }
+    }
+  return {Tensor::from_f64(y, s.out_shape, in[0].dtype())};
+}
+
+// theta's gradient: each row gathers the output gradient times the base coordinates.
+Tensors affine_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  AffineSpec s = affine_spec(c, in);
+  auto g = grad_of(grads, out, 0);
+  std::vector<double> dtheta(s.theta.size(), 0.0);
+  const auto k = static_cast<std::size_t>(s.r + 1);
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t p = 0; p < s.points; ++p) {
+      const auto b = affine_base(s, p);
+      for (std::int64_t row = 0; row < s.r; ++row)
+        for (std::size_t j = 0; j < k; ++j)
+          dtheta[static_cast<std::size_t>(n * s.r + row) * k + j] +=
+              g[static_cast<std::size_t>((n * s.points + p) * s.r + row)] * b[j];
+    }
+  Tensors res(in.size());
+  res[0] = grad_like(dtheta, in[0]);
+  return res;
+}
+
 }  // namespace
 
 void register_grid_sample_ops(OpRegistry& r) {
@@ -305,6 +404,27 @@ void register_grid_sample_ops(OpRegistry& r) {
               {20,
                {floats({1, 2, 3, 4, 5}), floats({1, 2, 2, 3, 3}, -1.1, 1.1)},
                modes("linear", "zeros", 1)}});
+  r.op("AffineGrid", Family::linear,
+       [none](const KernelContext& c, const Tensors& in) {
+         return affine_run<double>(c, in, none, nullptr);
+       })
+      .vjp(affine_vjp)
+      .error(error_models::condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            affine_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "kappa(r + 1) sum|theta b| + 5 sum|theta| over the coordinates (b: the normalized "
+          "coordinates, each up to 5 u off in float32), 4 ulp"))
+      .float32([none](const KernelContext& c, const Tensors& in,
+                      SumOrder) { return affine_run<float>(c, in, none, nullptr); },
+               "theta times the normalized coordinates, in float32", "none needed")
+      .cases({{20, {floats({2, 2, 3}), case_input::ints({4}, {2, 3, 4, 5})}},
+              {20,
+               {floats({1, 3, 4}), case_input::ints({5}, {1, 2, 2, 3, 4})},
+               {{"align_corners", Attribute::of_int(1)}}}});
 }
 
 }  // namespace metaop
