@@ -32,10 +32,15 @@ std::int64_t scalar_input(const KernelContext& c, const Tensors& in, std::size_t
   return static_cast<std::int64_t>(v);
 }
 
-// exp(sign 2 pi j k n / N) for the product k n taken mod N.
-std::complex<double> twiddle(std::int64_t kn, std::int64_t N, int sign) {
-  double t = 2 * std::numbers::pi * static_cast<double>(kn % N) / static_cast<double>(N);
-  return {std::cos(t), sign * std::sin(t)};
+// The N twiddles exp(sign 2 pi j m / N), m < N: a transform reads the one of k n mod N, so each
+// is computed once per node, not per line and product.
+std::vector<std::complex<double>> twiddles(std::int64_t N, int sign) {
+  std::vector<std::complex<double>> w(static_cast<std::size_t>(N));
+  for (std::int64_t m = 0; m < N; ++m) {
+    double t = 2 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(N);
+    w[static_cast<std::size_t>(m)] = {std::cos(t), sign * std::sin(t)};
+  }
+  return w;
 }
 
 // A correct float32 FFT's error beyond a direct sum's, per output element, in units of u times
@@ -55,11 +60,12 @@ double fft_allowance(std::int64_t N) {
 // triage twin) the 2N products of each output are added in `order`. With `err`, each output's
 // first-order bound (units of u): ((kappa(2N) + 3) sum|x| + fft_allowance(N) ||x||_2) |scale|.
 template <typename T>
-void transform(const std::vector<std::complex<double>>& x, std::int64_t N, std::int64_t out_len,
-               int sign, double scale, std::vector<std::complex<T>>& y,
-               const AccumulationBound* bound, std::vector<double>* err,
-               SumOrder order = SumOrder::written) {
-  const auto used = static_cast<std::int64_t>(std::min<std::size_t>(x.size(), N));
+void transform(const std::vector<std::complex<double>>& x,
+               const std::vector<std::complex<double>>& twiddle, std::int64_t out_len, double scale,
+               std::vector<std::complex<T>>& y, const AccumulationBound* bound,
+               std::vector<double>* err, SumOrder order = SumOrder::written) {
+  const auto N = static_cast<std::int64_t>(twiddle.size());
+  const auto used = static_cast<std::int64_t>(std::min<std::size_t>(x.size(), twiddle.size()));
   y.assign(static_cast<std::size_t>(out_len), {});
   double abs = 0, norm2 = 0;
   for (std::int64_t n = 0; n < used; ++n) {
@@ -72,7 +78,7 @@ void transform(const std::vector<std::complex<double>>& x, std::int64_t N, std::
     re_terms.clear();
     im_terms.clear();
     for (std::int64_t n = 0; n < used; ++n) {
-      std::complex<double> w = twiddle(k * n, N, sign);
+      const std::complex<double> w = twiddle[static_cast<std::size_t>(k * n % N)];
       const T wr = static_cast<T>(w.real()), wi = static_cast<T>(w.imag());
       const T xr = static_cast<T>(x[n].real()), xi = static_cast<T>(x[n].imag());
       if constexpr (std::is_same_v<T, float>) {
@@ -158,9 +164,9 @@ DftSpec dft_spec(const KernelContext& c, const Tensors& in) {
 // One line's transform: forward, inverse (1/N), one-sided forward (the first N/2 + 1), or the
 // inverse of a one-sided spectrum (its Hermitian extension, the real part).
 template <typename T>
-void dft_line(const DftSpec& s, std::vector<std::complex<double>> x,
-              std::vector<std::complex<T>>& y, const AccumulationBound* bound,
-              std::vector<double>* err, SumOrder order) {
+void dft_line(const DftSpec& s, const std::vector<std::complex<double>>& twiddle,
+              std::vector<std::complex<double>> x, std::vector<std::complex<T>>& y,
+              const AccumulationBound* bound, std::vector<double>* err, SumOrder order) {
   if (s.inverse && s.onesided) {
     std::vector<std::complex<double>> full(static_cast<std::size_t>(s.N));
     for (std::int64_t k = 0; k <= s.N / 2 && k < static_cast<std::int64_t>(x.size()); ++k) {
@@ -169,8 +175,8 @@ void dft_line(const DftSpec& s, std::vector<std::complex<double>> x,
     }
     x = std::move(full);
   }
-  transform<T>(x, s.N, s.out_len, s.inverse ? 1 : -1,
-               s.inverse ? 1.0 / static_cast<double>(s.N) : 1.0, y, bound, err, order);
+  transform<T>(x, twiddle, s.out_len, s.inverse ? 1.0 / static_cast<double>(s.N) : 1.0, y, bound,
+               err, order);
 }
 
 template <typename T>
@@ -184,11 +190,12 @@ Tensors dft_run(const KernelContext& c, const Tensors& in, const AccumulationBou
   out_shape.push_back(parts);
   std::vector<double> out(static_cast<std::size_t>(shape_numel(out_shape)));
   if (err) err->assign(out.size(), 0.0);
+  const auto twiddle = twiddles(s.N, s.inverse ? 1 : -1);
   std::vector<std::complex<T>> y;
   std::vector<double> e;
   for (std::int64_t o = 0; o < l.outer; ++o)
     for (std::int64_t i = 0; i < l.inner; ++i) {
-      dft_line<T>(s, l.line(o, i), y, bound, err ? &e : nullptr, order);
+      dft_line<T>(s, twiddle, l.line(o, i), y, bound, err ? &e : nullptr, order);
       for (std::int64_t k = 0; k < s.out_len; ++k) {
         auto at = static_cast<std::size_t>(((o * s.out_len + k) * l.inner + i) * parts);
         out[at] = static_cast<double>(y[k].real());
@@ -256,6 +263,7 @@ Tensors stft_run(const KernelContext& c, const Tensors& in, const AccumulationBo
   std::vector<double> out(static_cast<std::size_t>(shape_numel(out_shape)));
   if (err) err->assign(out.size(), 0.0);
   const std::int64_t parts = s.complex ? 2 : 1;
+  const auto twiddle = twiddles(s.frame, -1);
   std::vector<std::complex<T>> y;
   std::vector<double> e;
   for (std::int64_t b = 0; b < s.B; ++b)
@@ -268,7 +276,7 @@ Tensors stft_run(const KernelContext& c, const Tensors& in, const AccumulationBo
         x[n] = {static_cast<double>(static_cast<T>(s.x[at]) * w),
                 s.complex ? static_cast<double>(static_cast<T>(s.x[at + 1]) * w) : 0.0};
       }
-      transform<T>(x, s.frame, s.bins, -1, 1.0, y, bound, err ? &e : nullptr, order);
+      transform<T>(x, twiddle, s.bins, 1.0, y, bound, err ? &e : nullptr, order);
       double windowed = 0;  // the window's products, one rounding each: sum|x w|
       for (const auto& v : x) windowed += std::fabs(v.real()) + std::fabs(v.imag());
       for (std::int64_t k = 0; k < s.bins; ++k) {
