@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "analysis/check/check.h"
 #include "analysis/whole_graph/whole_graph.h"
@@ -16,6 +17,7 @@
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
 #include "cli/repro_minimize.h"
+#include "engine/control_flow.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/check/check_report.h"
@@ -153,6 +155,38 @@ void write_check_outputs(const CheckArgs& a, const Graph& g, const CheckResult& 
   }
 }
 
+// A model with If, Loop or Scan: g becomes the graph inlined as the first sample takes it
+// (engine/control_flow.h); the samples that take the same path are checked on it, and the first
+// that takes another ends the check's samples (a note says where the paths part). Returns how
+// many samples to check.
+std::size_t inline_for_samples(const CheckArgs& a, Graph& g, const Inputs& first, std::size_t count,
+                               const std::function<Inputs(std::size_t)>& make_sample) {
+  if (a.whole_graph)
+    throw Unsupported(fmt::format(
+        "{}: --whole-graph does not run models with If, Loop or Scan yet; check them node by "
+        "node (without --whole-graph)",
+        a.model));
+  InlinedGraph in = inline_control_flow(g, first);
+  for (const auto& p : in.path) fmt::print(stderr, "control flow: {}\n", p);
+  for (std::size_t s = 1; s < count; ++s) {
+    auto path = inline_control_flow(g, make_sample(s)).path;
+    if (path == in.path) continue;
+    std::size_t k = 0;
+    while (k < path.size() && k < in.path.size() && path[k] == in.path[k]) ++k;
+    fmt::print(stderr,
+               "note: sample {} takes another path through the control flow ({}, where sample 0 "
+               "took {}): only {} checked; check the others with --seed {} --samples {}\n",
+               s, k < path.size() ? path[k] : "fewer nodes",
+               k < in.path.size() ? in.path[k] : "fewer nodes",
+               s == 1 ? std::string("sample 0 is") : fmt::format("samples 0 to {} are", s - 1),
+               a.seed + s, count - s);
+    count = s;
+    break;
+  }
+  g = std::move(in.graph);
+  return count;
+}
+
 int run(const CheckArgs& a) {
   apply_binding_options(a.binding_opts);
   // Where results go is checked before anything runs: a long check must not end in a write
@@ -178,6 +212,7 @@ int run(const CheckArgs& a) {
   Inputs first = make_sample(0);
   if (!a.inputs.empty() && a.samples > 1)
     fmt::print(stderr, "note: --input given, so --samples {} is ignored (one sample)\n", a.samples);
+  if (has_control_flow(g)) count = inline_for_samples(a, g, first, count, make_sample);
   // Whole-graph mode takes every sample at once: their size is checked first.
   std::vector<Inputs> samples;
   if (a.whole_graph) {

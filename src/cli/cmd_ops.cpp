@@ -1,17 +1,22 @@
 // metaop ops: the coverage matrix, meta op x binding x {forward, backward}.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "bindings/fault_injection.h"
 #include "cli/commands.h"
+#include "graph/onnx_io.h"
 #include "ops/registry.h"
+#include "tensor/files.h"
 
 namespace metaop::cli {
 
@@ -19,6 +24,7 @@ namespace {
 
 struct OpsArgs {
   bool json = false;
+  bool missing = false;
   bool error_models = false;
   bool danger = false;
   bool faults = false;
@@ -127,7 +133,76 @@ int print_where(const std::string& type) {
   return 0;
 }
 
+// Why an operator of the default domain has no meta operator: left out on purpose, or not yet.
+std::string why_missing(const std::string& op) {
+  static const std::set<std::string> sequences = {
+      "ConcatFromSequence", "Optional",          "OptionalGetElement", "OptionalHasElement",
+      "SequenceAt",         "SequenceConstruct", "SequenceEmpty",      "SequenceErase",
+      "SequenceInsert",     "SequenceLength",    "SequenceMap",        "SplitToSequence"};
+  static const std::set<std::string> strings = {"RegexFullMatch", "StringConcat",
+                                                "StringNormalizer", "StringSplit"};
+  static const std::set<std::string> random = {"Bernoulli",     "Multinomial",
+                                               "RandomNormal",  "RandomNormalLike",
+                                               "RandomUniform", "RandomUniformLike"};
+  if (sequences.count(op)) return "not yet: sequence and optional values (MetaOp's are tensors)";
+  if (strings.count(op)) return "left out: string tensors, no numerics to judge";
+  if (random.count(op))
+    return "left out: random draws, which no reference predicts (each framework has its own "
+           "generator)";
+  if (op == "ImageDecoder")
+    return "left out: decodes image files (JPEG, PNG ...), a codec's output rather than a "
+           "kernel's arithmetic";
+  return "not yet";
+}
+
+// The default domain's operators through the newest opset MetaOp reads that are not meta
+// operators (If, Loop and Scan run inlined), from the current onnx package of the project's
+// Python environment: its schema list is the one to compare with.
+int print_missing(bool json) {
+  std::string python = venv_python();
+  if (::access(python.c_str(), X_OK) != 0 || python.find('\'') != std::string::npos)
+    fail(
+        "--missing reads ONNX's operator list from the current onnx package of the project's "
+        "Python environment, {} (run scripts/install-deps.sh, or set METAOP_PYTHON)",
+        python);
+  std::string cmd = fmt::format(
+      "'{}' -s -c \"import onnx, onnx.defs as d; print(onnx.__version__); print('\\n'.join("
+      "sorted({{s.name for s in d.get_all_schemas_with_history() if s.domain == '' and "
+      "s.since_version <= {}}})))\"",
+      python, kMaxOpset);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.c_str(), "r"), ::pclose);
+  if (!pipe) fail("--missing: cannot run {}", python);
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe.get())) text.append(buf, n);
+  std::istringstream lines(text);
+  std::string version, op;
+  std::getline(lines, version);
+  std::vector<std::pair<std::string, std::string>> missing;
+  std::size_t all = 0;
+  while (std::getline(lines, op)) {
+    if (op.empty()) continue;
+    ++all;
+    if (OpRegistry::instance().find(op) || op == "If" || op == "Loop" || op == "Scan") continue;
+    missing.emplace_back(op, why_missing(op));
+  }
+  if (all == 0) fail("--missing: the onnx package of {} listed no operators", python);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [name, why] : missing) out.push_back({{"op", name}, {"reason", why}});
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print(
+      "{} of the {} operators of ONNX's default domain through opset {} (onnx {}) have no "
+      "meta operator (If, Loop and Scan run inlined):\n",
+      missing.size(), all, kMaxOpset, version);
+  for (const auto& [name, why] : missing) fmt::print("  {:<22} {}\n", name, why);
+  return 0;
+}
+
 int run(const OpsArgs& a) {
+  if (a.missing) return print_missing(a.json);
   if (a.error_models) return print_error_models();
   if (a.danger) return print_danger_zones(a.json);
   if (a.faults) return print_faults(a.json);
@@ -170,6 +245,11 @@ int run(const OpsArgs& a) {
   } else {
     for (const auto& [b, t] : totals)
       fmt::print("{}: forward {} ops, backward {} ops\n", b, t.first, t.second);
+    fmt::print(
+        "control flow: If, Loop and Scan (opset 9 on) are not meta operators: run, check and "
+        "conform inline their bodies as the reference runs them on the inputs given, and every "
+        "binding runs the bodies' nodes, checked like any other node; the operators without a "
+        "meta operator: metaop ops --missing\n");
   }
   return 0;
 }
@@ -182,6 +262,10 @@ void add_ops_command(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--json", args->json,
       "Print a JSON list of {op, binding, forward, backward, dtypes, error_model, reason}");
+  cmd->add_flag("--missing", args->missing,
+                "List the operators of ONNX's default domain (through the newest opset MetaOp "
+                "reads) that have no meta operator, each with why (left out, or not yet); with "
+                "--json, as JSON");
   cmd->add_option("--where", args->where,
                   "Print where everything about one op is declared: each concern, each binding's "
                   "kernels, its known defects");

@@ -16,6 +16,7 @@
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
+#include "engine/control_flow.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
@@ -133,6 +134,7 @@ int run(const RunArgs& a) {
   InputSpec spec{a.inputs, a.random_inputs, a.seed, parse_range(a.range)};
   auto [inputs, sources] = gather_inputs(g, spec);
   validate_inputs(g, inputs, sources);
+  if (has_control_flow(g)) g = inline_for_inputs(g, inputs);
 
   RunOptions opts;
   opts.keep_all = !a.dump_dir.empty();

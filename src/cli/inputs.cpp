@@ -1,9 +1,12 @@
 #include "cli/inputs.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
 
+#include "engine/control_flow.h"
 #include "tensor/heap.h"
 #include "tensor/npy.h"
 #include "tensor/tensor_proto.h"
@@ -124,6 +127,12 @@ std::pair<std::map<std::string, Tensor>, std::map<std::string, std::string>> gat
     sources[vi.name] = "random input '" + vi.name + "'";
   }
   return {inputs, sources};
+}
+
+Graph inline_for_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  InlinedGraph in = inline_control_flow(g, inputs);
+  for (const auto& p : in.path) fmt::print(stderr, "control flow: {}\n", p);
+  return std::move(in.graph);
 }
 
 }  // namespace metaop::cli

@@ -23,4 +23,8 @@ Tensor load_tensor_file(const std::string& path);
 std::pair<std::map<std::string, Tensor>, std::map<std::string, std::string>> gather_inputs(
     const Graph& g, const InputSpec& spec);
 
+// The graph with its If, Loop and Scan nodes inlined as they run on `inputs`
+// (engine/control_flow.h); prints what each did on stderr.
+Graph inline_for_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs);
+
 }  // namespace metaop::cli

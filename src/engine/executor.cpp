@@ -105,14 +105,29 @@ void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs
   }
 }
 
-void check_supported(const Graph& g, Plan& plan) {
-  std::map<std::string, int> missing;
+namespace {
+
+// The op types no binding of the plan runs, in g and in its subgraphs (If, Loop and Scan run
+// inlined: their bodies' nodes are what the bindings run).
+void count_missing(const Graph& g, Plan& plan, std::map<std::string, int>& missing) {
   for (const auto& n : g.nodes) {
+    if (is_control_flow(n)) {
+      for (const auto& [name, a] : n.attrs)
+        if (a.graph) count_missing(*a.graph, plan, missing);
+      continue;
+    }
     Binding* b = plan.for_node(n);
     if (b->supports(n.op_type).forward) continue;
     if (plan.reference()->supports(n.op_type).forward) continue;
     ++missing[n.op_type];
   }
+}
+
+}  // namespace
+
+void check_supported(const Graph& g, Plan& plan) {
+  std::map<std::string, int> missing;
+  count_missing(g, plan, missing);
   if (missing.empty()) return;
   std::string list;
   for (const auto& [op, count] : missing)
@@ -285,6 +300,11 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   RunResult result;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const Node& node = g.nodes[order[pos]];
+    if (is_control_flow(node))
+      throw Unsupported(fmt::format(
+          "{}: control flow runs inlined on given inputs (run, check, conform); this command takes "
+          "models without If, Loop and Scan",
+          node.label()));
     Tensors ins = node_inputs(node, env);
     NodeRecord rec;
     rec.node = order[pos];

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 
@@ -75,7 +76,44 @@ const ValueInfo* Graph::find_value_info(const std::string& n) const {
   return it == value_info.end() ? nullptr : &it->second;
 }
 
-std::vector<std::size_t> topological_order(const Graph& g) {
+std::vector<std::string> outer_references(const Graph& body) {
+  std::set<std::string> defined, seen;
+  for (const auto& v : body.inputs) defined.insert(v.name);
+  for (const auto& [n, t] : body.initializers) defined.insert(n);
+  for (const auto& node : body.nodes)
+    for (const auto& o : node.outputs) defined.insert(o);
+  std::vector<std::string> out;
+  for (const auto& node : body.nodes)
+    for (const auto& in : node_reads(node))
+      if (!in.empty() && !defined.count(in) && seen.insert(in).second) out.push_back(in);
+  // An output may be a value of the scope around (a branch that returns an outer value).
+  for (const auto& o : body.outputs)
+    if (!defined.count(o.name) && seen.insert(o.name).second) out.push_back(o.name);
+  return out;
+}
+
+std::vector<std::string> node_reads(const Node& n) {
+  std::vector<std::string> reads = n.inputs;
+  for (const auto& [name, a] : n.attrs)
+    if (a.graph)
+      for (auto& r : outer_references(*a.graph))
+        if (std::find(reads.begin(), reads.end(), r) == reads.end()) reads.push_back(std::move(r));
+  return reads;
+}
+
+bool is_control_flow(const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx") &&
+         (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan");
+}
+
+bool has_control_flow(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), is_control_flow);
+}
+
+namespace {
+
+// `outer`: names no node produces come from the scopes around (a subgraph's outer references).
+std::vector<std::size_t> order_nodes(const Graph& g, bool outer) {
   std::unordered_map<std::string, std::size_t> producer;
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& o : g.nodes[i].outputs)
@@ -84,6 +122,9 @@ std::vector<std::size_t> topological_order(const Graph& g) {
   for (const auto& v : g.inputs) available.insert(v.name);
   for (const auto& [n, t] : g.initializers) available.insert(n);
 
+  // What each node reads (its subgraphs' outer references too).
+  std::vector<std::vector<std::string>> reads(g.nodes.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) reads[i] = node_reads(g.nodes[i]);
   std::vector<int> state(g.nodes.size(), 0);  // 0 new, 1 visiting, 2 done
   std::vector<std::size_t> order;
   order.reserve(g.nodes.size());
@@ -95,10 +136,11 @@ std::vector<std::size_t> topological_order(const Graph& g) {
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
       const Node& node = g.nodes[n];
-      if (next < node.inputs.size()) {
-        const std::string& in = node.inputs[next++];
+      if (next < reads[n].size()) {
+        const std::string& in = reads[n][next++];
         if (in.empty() || available.count(in)) continue;
         auto it = producer.find(in);
+        if (it == producer.end() && outer) continue;
         if (it == producer.end())
           fail("{}: input '{}' is not a graph input, an initializer or any node's output",
                node.label(), in);
@@ -116,6 +158,16 @@ std::vector<std::size_t> topological_order(const Graph& g) {
     }
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<std::size_t> topological_order(const Graph& g) {
+  return order_nodes(g, false);
+}
+
+std::vector<std::size_t> body_order(const Graph& body) {
+  return order_nodes(body, true);
 }
 
 }  // namespace metaop

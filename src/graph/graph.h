@@ -3,6 +3,7 @@
 // (filled in at import), so kernels read one place whatever the exporter wrote.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "tensor/tensor.h"
 
 namespace metaop {
+
+struct Graph;
 
 struct Attribute {
   enum class Kind { Int, Float, String, Tensor, Ints, Floats, Strings, Unsupported };
@@ -22,6 +25,9 @@ struct Attribute {
   std::vector<double> floats;
   std::vector<std::string> strings;
   std::string unsupported_type;  // e.g. GRAPH, for ops MetaOp does not run
+  // A GRAPH attribute's subgraph (the bodies of If, Loop and Scan; kind Unsupported, type GRAPH):
+  // engine/control_flow inlines it, so kernels never see one.
+  std::shared_ptr<const Graph> graph;
 
   static Attribute of_int(std::int64_t v) {
     Attribute a;
@@ -108,7 +114,19 @@ struct Graph {
   const ValueInfo* find_value_info(const std::string& name) const;
 };
 
-// Node indices in topological order; fails naming the first value no node produces.
+// The names a subgraph reads from the scopes around it (its nodes' inputs, its nested
+// subgraphs' too, that none of its inputs, initializers or nodes define), in order of first use.
+std::vector<std::string> outer_references(const Graph& body);
+// What a node reads: its inputs, then the outer references of its subgraphs (If, Loop, Scan).
+std::vector<std::string> node_reads(const Node& n);
+// If, Loop and Scan: nodes whose bodies engine/control_flow inlines.
+bool is_control_flow(const Node& n);
+bool has_control_flow(const Graph& g);
+
+// Node indices in topological order (a node after the producers of everything it reads, its
+// subgraphs' outer references included); fails naming the first value no node produces.
 std::vector<std::size_t> topological_order(const Graph& g);
+// The same for a subgraph, whose nodes may read values of the scopes around it.
+std::vector<std::size_t> body_order(const Graph& body);
 
 }  // namespace metaop

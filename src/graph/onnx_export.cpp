@@ -152,8 +152,10 @@ void type_outputs(const Graph& g, onnx::ModelProto& m) {
   // those of newer ones and of the ops whose shape inference in the linked 1.12 is wrong: STFT's
   // frame count (one too many for some lengths: 80 samples, frames of 16 every 4, give 18 where
   // there are 17), which newer ONNX Runtimes then refuse as a contradiction.
+  // Compress's output it gives no shape (the checker requires one): the current package does.
   bool linked_wrong = false;
-  for (const auto& n : gp->node()) linked_wrong |= n.op_type() == "STFT";
+  for (const auto& n : gp->node())
+    linked_wrong |= n.op_type() == "STFT" || n.op_type() == "Compress";
   if (g.opset <= kMaxLinkedOnnxOpset && !(linked_wrong && current_onnx_available()))
     onnx::shape_inference::InferShapes(m);
   else
@@ -164,6 +166,21 @@ void type_outputs(const Graph& g, onnx::ModelProto& m) {
       if (vi.name() == o.name()) *o.mutable_type() = vi.type();
     if (!o.has_type())
       fail("{}: cannot infer the type of output '{}' for the subgraph", g.path, o.name());
+  }
+}
+
+// A shape ONNX leaves out where it depends on an input's values (MaxUnpool's output_shape), which
+// the checker requires of a graph output: the rank is X's, every dimension unknown.
+void add_unknown_shapes(onnx::GraphProto* gp) {
+  for (auto& o : *gp->mutable_output()) {
+    auto* tt = o.mutable_type()->mutable_tensor_type();
+    if (tt->has_shape()) continue;
+    for (const auto& n : gp->node())
+      if (n.op_type() == "MaxUnpool" && n.output_size() > 0 && n.output(0) == o.name())
+        for (const auto& i : gp->input())
+          if (i.name() == n.input(0) && i.type().tensor_type().has_shape())
+            for (int d = 0; d < i.type().tensor_type().shape().dim_size(); ++d)
+              tt->mutable_shape()->add_dim();
   }
 }
 
@@ -211,6 +228,7 @@ std::string export_subgraph(const Graph& g, const SubgraphSpec& spec) {
   add_inputs(g, spec, add_nodes(g, spec, gp), gp);
   add_outputs(g, spec, gp);
   type_outputs(g, m);
+  add_unknown_shapes(gp);
   // The linked ONNX library checks the opsets it knows (newer ones were checked at import by the
   // current ONNX package, and the framework that reads the model checks it again).
   if (g.opset <= kMaxLinkedOnnxOpset) {

@@ -33,8 +33,12 @@ namespace metaop {
 
 namespace {
 
+Graph convert_subgraph(const onnx::GraphProto& gp, std::int64_t opset, const std::string& base_dir,
+                       const std::string& label);
+
+// `opset`: the model's, for a GRAPH attribute's nodes.
 Attribute convert_attr(const onnx::AttributeProto& a, const std::string& base_dir,
-                       const std::string& what) {
+                       const std::string& what, std::int64_t opset = 0) {
   using A = onnx::AttributeProto;
   Attribute r;
   switch (a.type()) {
@@ -66,6 +70,11 @@ Attribute convert_attr(const onnx::AttributeProto& a, const std::string& base_di
       r.kind = Attribute::Kind::Strings;
       r.strings.assign(a.strings().begin(), a.strings().end());
       break;
+    case A::GRAPH:
+      r.kind = Attribute::Kind::Unsupported;
+      r.unsupported_type = A::AttributeType_Name(a.type());
+      r.graph = std::make_shared<const Graph>(convert_subgraph(a.g(), opset, base_dir, what));
+      break;
     default:
       r.kind = Attribute::Kind::Unsupported;
       r.unsupported_type = A::AttributeType_Name(a.type());
@@ -76,7 +85,9 @@ Attribute convert_attr(const onnx::AttributeProto& a, const std::string& base_di
 ValueInfo convert_value_info(const onnx::ValueInfoProto& v) {
   ValueInfo r;
   r.name = v.name();
-  r.is_tensor = v.type().has_tensor_type();
+  // A subgraph's inputs and outputs may leave their type out (then it is the outer node's).
+  r.is_tensor =
+      v.type().has_tensor_type() || v.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
   if (!r.is_tensor) r.type_case = static_cast<int>(v.type().value_case());
   if (v.type().has_tensor_type()) {
     const auto& tt = v.type().tensor_type();
@@ -524,12 +535,27 @@ Node convert_node(const onnx::NodeProto& np, int i, std::int64_t opset, const st
   n.inputs.assign(np.input().begin(), np.input().end());
   n.outputs.assign(np.output().begin(), np.output().end());
   for (const auto& a : np.attribute())
-    n.attrs[a.name()] =
-        convert_attr(a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()));
+    n.attrs[a.name()] = convert_attr(
+        a, base_dir, fmt::format("{}: {} attribute '{}'", label, n.label(), a.name()), opset);
   // Fill in the schema's defaults so kernels read every attribute from one place (past the
   // linked ONNX library's opsets, the current ONNX package filled them in).
   if (opset <= kMaxLinkedOnnxOpset) fill_schema_defaults(n, opset);
   return n;
+}
+
+// A GRAPH attribute (the body of If, Loop, Scan): its values and nodes, named as in the model
+// (engine/control_flow renames them as it inlines the body); `label` names the attribute.
+Graph convert_subgraph(const onnx::GraphProto& gp, std::int64_t opset, const std::string& base_dir,
+                       const std::string& label) {
+  Graph sub;
+  sub.path = label;
+  sub.name = gp.name();
+  sub.opset = opset;
+  convert_values(gp, base_dir, label, sub);
+  sub.nodes.reserve(static_cast<std::size_t>(gp.node_size()));
+  for (int i = 0; i < gp.node_size(); ++i)
+    sub.nodes.push_back(convert_node(gp.node(i), i, opset, base_dir, label));
+  return sub;
 }
 
 }  // namespace

@@ -280,6 +280,22 @@ BinaryFn bitwise(const KernelContext& c, DType t) {
   };
 }
 
+// BitShift (opset 11): unsigned integers (MetaOp's one unsigned type is uint8) shifted left or
+// right; bits shifted past the type's width are lost, as NumPy's shifts of uint8 lose them.
+BinaryFn bitshift(const KernelContext& c, DType t) {
+  if (t != DType::UInt8)
+    throw Unsupported(fmt::format("{}: BitShift of {} (MetaOp's unsigned type is uint8)",
+                                  c.node.label(), dtype_name(t)));
+  const bool left = attr_s(c, "direction") == "LEFT";
+  if (!left && attr_s(c, "direction") != "RIGHT")
+    fail("{}: direction '{}': LEFT or RIGHT", c.node.label(), attr_s(c, "direction"));
+  return [left](double a, double b) {
+    auto x = static_cast<std::uint64_t>(a), y = static_cast<std::uint64_t>(b);
+    if (y >= 8) return 0.0;
+    return static_cast<double>((left ? x << y : x >> y) & 0xFFu);
+  };
+}
+
 // Integers of both signs, for the bitwise ops' cases.
 CaseInput int32s(Shape s, std::vector<std::int64_t> v) {
   return {std::move(s), DType::Int32, std::move(v)};
@@ -382,6 +398,10 @@ std::vector<BinaryRow> logic_rows() {
         .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
       {.where = here(), .name = "BitwiseXor", .make = bitwise, .critical = {},
         .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+      // Shifts of 0 to 9: bits shifted out, and a shift past the width.
+      {.where = here(), .name = "BitShift", .make = bitshift, .critical = {},
+        .cases = {{11, {CaseInput{{2, 3}, DType::UInt8, {255, 1, 128, 37, 200, 3}}, CaseInput{{2, 3}, DType::UInt8, {0, 7, 1, 3, 9, 8}}}, {{"direction", Attribute::of_string("LEFT")}}},
+                  {11, {CaseInput{{2, 3}, DType::UInt8, {255, 1, 128, 37, 200, 3}}, CaseInput{{2, 3}, DType::UInt8, {0, 7, 1, 3, 9, 8}}}, {{"direction", Attribute::of_string("RIGHT")}}}}},
   };
 }
 

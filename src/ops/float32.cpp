@@ -746,6 +746,7 @@ void register_float32_definitions(OpRegistry& r) {
                          "BitwiseAnd",
                          "BitwiseOr",
                          "BitwiseXor",
+                         "BitShift",
                          "PRelu",
                          "Where",
                          "Cast",

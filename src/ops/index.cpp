@@ -1,6 +1,10 @@
 // Indexing meta operators: Gather, GatherElements, GatherND, ScatterElements (and the older
-// Scatter), ScatterND. Negative indices count from the end; out-of-range ones are errors.
+// Scatter), ScatterND, MaxUnpool, Unique. Negative indices count from the end; out-of-range ones
+// are errors.
+#include <cmath>
 #include <cstring>
+#include <map>
+#include <numeric>
 
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
@@ -186,6 +190,162 @@ ReferenceVjp scatter_vjp() {
   };
 }
 
+// MaxUnpool (opset 9): zeros of the output shape, X's elements written at the flat positions I
+// names (the last one written where two name the same position). I's positions are in the
+// pooling's inverse shape, (in - 1) * stride + kernel - pads; a given output_shape (larger where
+// pooling rounded down) places that shape at its start, as ONNX's test data does.
+// `output_layout`: I's positions in output_shape's own layout instead (the convention below).
+Tensors max_unpool(const KernelContext& c, const Tensors& in, bool output_layout = false) {
+  const Tensor& x = input(c, in, 0);
+  const auto ind = input(c, in, 1).to_i64();
+  if (x.rank() < 3) fail("{}: X of rank {}: at least 3", c.node.label(), x.rank());
+  if (static_cast<std::int64_t>(ind.size()) != x.numel())
+    fail("{}: I has {} elements for X's {}", c.node.label(), ind.size(), x.numel());
+  const auto spatial = static_cast<std::size_t>(x.rank() - 2);
+  const auto k = attr_ints(c, "kernel_shape");
+  auto pads = attr_ints_or(c, "pads", std::vector<std::int64_t>(2 * spatial, 0));
+  auto strides = attr_ints_or(c, "strides", std::vector<std::int64_t>(spatial, 1));
+  if (k.size() != spatial || pads.size() != 2 * spatial || strides.size() != spatial)
+    fail("{}: kernel_shape, strides and pads do not fit {} spatial axes", c.node.label(), spatial);
+  Shape inverse{x.dim(0), x.dim(1)};
+  for (std::size_t d = 0; d < spatial; ++d)
+    inverse.push_back((x.shape()[d + 2] - 1) * strides[d] + k[d] - pads[d] - pads[d + spatial]);
+  for (auto d : inverse)
+    if (d < 0) fail("{}: output shape {} is negative", c.node.label(), shape_str(inverse));
+  Shape os = inverse;
+  if (has_input(in, 2)) {
+    os = in[2].to_i64();
+    bool fits = os.size() == inverse.size();
+    for (std::size_t d = 0; fits && d < os.size(); ++d) fits = os[d] >= inverse[d];
+    if (!fits || os[0] != x.dim(0) || os[1] != x.dim(1))
+      fail("{}: output_shape {} is smaller than the pooling's inverse {}", c.node.label(),
+           shape_str(os), shape_str(inverse));
+  }
+  const Shape& layout = output_layout ? os : inverse;
+  const std::int64_t n = shape_numel(layout);
+  const auto inv_strides = strides_of(layout), out_strides = strides_of(os);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape_numel(os)), -1);
+  for (std::size_t i = 0; i < ind.size(); ++i) {
+    if (ind[i] < 0 || ind[i] >= n)
+      fail("{}: I[{}] = {} is outside the unpooled {} elements", c.node.label(), i, ind[i], n);
+    std::int64_t rest = ind[i], off = 0;
+    for (std::size_t d = 0; d < os.size(); ++d) {
+      off += rest / inv_strides[d] * out_strides[d];
+      rest %= inv_strides[d];
+    }
+    idx[static_cast<std::size_t>(off)] = static_cast<std::int64_t>(i);
+  }
+  const Tensor zero = Tensor::from_f64({0.0}, {}, x.dtype());
+  return {take(x, os, idx, &zero)};
+}
+
+// Which layout I's flat positions refer to when output_shape is larger than the pooling's inverse
+// shape: the text says only that they are flat positions, and its test data reads them in the
+// inverse shape (placed at the start of the larger output); PyTorch's max_unpool and ONNX Runtime
+// read them in output_shape's layout (the shape of the tensor that was pooled). Explains a
+// finding when the kernel's output is exactly that reading.
+Convention unpool_index_layout() {
+  return {"unpool-index-layout",
+          "the ONNX text says I holds flat positions but not in which shape when output_shape "
+          "differs from the pooling's inverse shape; its test data reads them in the inverse "
+          "shape",
+          [](const KernelContext& c, const Tensors& in, const Tensors&, const Tensors& got,
+             const std::vector<std::vector<bool>>&) {
+            if (!has_input(in, 2) || got.empty() || !got[0].defined()) return false;
+            Tensor other = max_unpool(c, in, true)[0];
+            if (other.shape() != got[0].shape()) return false;
+            auto a = other.to_f64(), b = got[0].to_f64();
+            for (std::size_t i = 0; i < a.size(); ++i)
+              if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+            return true;
+          }};
+}
+
+// Unique (opset 11): the distinct elements (or slices along `axis`), sorted ascending or in order
+// of first occurrence, with the index of each one's first occurrence, each input element's (or
+// slice's) index among them, and the counts.
+template <typename Key>
+Tensors unique_of(const KernelContext& c, const Tensor& x, const std::vector<Key>& v) {
+  const bool flat = !c.node.has_attr("axis");
+  const bool sorted = attr_i_or(c, "sorted", 1) != 0;
+  const std::int64_t axis = flat ? 0 : norm_axis(c, attr_i(c, "axis"), x.rank());
+  const Shape shape = flat ? Shape{x.numel()} : x.shape();
+  if (shape.empty()) fail("{}: a 0-d input needs no axis", c.node.label());
+  const std::int64_t n = shape[static_cast<std::size_t>(axis)];
+  std::int64_t inner = 1;
+  for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const std::int64_t outer = n == 0 ? 0 : static_cast<std::int64_t>(v.size()) / (n * inner);
+  // Slice s: the elements at (o, s, i) for every outer o and inner i, in that order.
+  auto slice = [&](std::int64_t s) {
+    std::vector<Key> e;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i)
+        e.push_back(v[static_cast<std::size_t>((o * n + s) * inner + i)]);
+    return e;
+  };
+  std::vector<std::vector<Key>> slices;
+  for (std::int64_t s = 0; s < n; ++s) slices.push_back(slice(s));
+  std::vector<std::int64_t> first, inverse(static_cast<std::size_t>(n)), counts;
+  std::map<std::vector<Key>, std::int64_t> seen;
+  for (std::int64_t s = 0; s < n; ++s) {
+    auto [it, fresh] = seen.try_emplace(slices[static_cast<std::size_t>(s)],
+                                        static_cast<std::int64_t>(first.size()));
+    if (fresh) {
+      first.push_back(s);
+      counts.push_back(0);
+    }
+    inverse[static_cast<std::size_t>(s)] = it->second;
+    ++counts[static_cast<std::size_t>(it->second)];
+  }
+  // Order of the output: first occurrence, or ascending (std::map's order).
+  std::vector<std::int64_t> order(first.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (sorted) {
+    std::size_t k = 0;
+    for (const auto& [key, id] : seen) order[k++] = id;
+  }
+  std::vector<std::int64_t> rank(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k) rank[static_cast<std::size_t>(order[k])] = k;
+  std::vector<std::int64_t> indices, counts_out;
+  for (auto id : order) {
+    indices.push_back(first[static_cast<std::size_t>(id)]);
+    counts_out.push_back(counts[static_cast<std::size_t>(id)]);
+  }
+  for (auto& i : inverse) i = rank[static_cast<std::size_t>(i)];
+  Shape ys = shape;
+  ys[static_cast<std::size_t>(axis)] = static_cast<std::int64_t>(indices.size());
+  const Tensor src = flat ? x.reshaped(shape) : x;
+  Tensor y = take_mapped(src, ys, [&](std::int64_t d, std::int64_t i) {
+    return d == axis ? indices[static_cast<std::size_t>(i)] : i;
+  });
+  const auto u = static_cast<std::int64_t>(indices.size());
+  return {y, Tensor::from_i64(indices, {u}), Tensor::from_i64(inverse, {n}),
+          Tensor::from_i64(counts_out, {u})};
+}
+
+Tensors unique(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  // Floating values compare as numbers (-0 equals 0); NaN is refused (see unique_undefined).
+  if (is_floating(x.dtype())) return unique_of(c, x, x.to_f64());
+  return unique_of(c, x, x.to_i64());
+}
+
+// NaN equals nothing, itself included: whether NaNs are one unique value or many, ONNX leaves
+// open (NumPy's unique changed its answer in 1.21).
+Undefined unique_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.empty() || !in[0].defined() || !is_floating(in[0].dtype())) return "";
+    auto v = in[0].to_f64();
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (std::isnan(v[i]))
+        return fmt::format("{}: X is NaN at {}: ONNX does not say whether NaNs are one value",
+                           node.label(), i);
+    return "";
+  };
+  return u;
+}
+
 }  // namespace
 
 void register_index_ops(OpRegistry& r) {
@@ -214,6 +374,21 @@ void register_index_ops(OpRegistry& r) {
   r.op("Scatter", Family::index, scatter_elements).vjp(scatter_vjp()).error(data_movement());
 
   r.op("ScatterND", Family::index, scatter_nd).vjp(scatter_vjp()).error(scatter_error_model());
+
+  r.op("MaxUnpool", Family::index,
+       [](const KernelContext& c, const Tensors& in) { return max_unpool(c, in); })
+      .vjp(data_movement_vjp({0}))
+      .error(data_movement())
+      .conventions({unpool_index_layout()});
+  r.op("Unique", Family::index, unique)
+      .error(data_movement())
+      .undefined(unique_undefined())
+      .float32_rounded()
+      .cases({{11, {CaseInput{{2, 3}, DType::Float32, {2, 1, 1, 3, 4, 3}}}, {}, 4},
+              {11,
+               {CaseInput{{3, 2}, DType::Float32, {1, 0, 1, 0, 2, 2}}},
+               {{"axis", Attribute::of_int(0)}, {"sorted", Attribute::of_int(0)}},
+               4}});
 }
 
 }  // namespace metaop

@@ -19,6 +19,7 @@ const OpRegistry& OpRegistry::instance() {
     register_attention_ops(r);
     register_signal_ops(r);
     register_grid_sample_ops(r);
+    register_quantized_ops(r);
     register_float32_definitions(r);
     return r;
   }();

@@ -196,6 +196,7 @@ void register_recurrent_ops(OpRegistry& r);
 void register_attention_ops(OpRegistry& r);
 void register_signal_ops(OpRegistry& r);
 void register_grid_sample_ops(OpRegistry& r);
+void register_quantized_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

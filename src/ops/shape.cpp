@@ -514,6 +514,86 @@ Tensors center_crop_pad(const KernelContext& c, const Tensors& in) {
   return {take(x, os, idx, &zero)};
 }
 
+// Compress (opset 11): the slices along `axis` (of the flattened input without it) whose
+// condition is true; a condition shorter than the axis leaves the rest out.
+Tensors compress(const KernelContext& c, const Tensors& in) {
+  const Tensor& x0 = input(c, in, 0);
+  const auto cond = input(c, in, 1).to_i64();
+  const bool flat = !c.node.has_attr("axis");
+  const Tensor x = flat ? x0.reshaped({x0.numel()}) : x0;
+  const std::int64_t axis = flat ? 0 : norm_axis(c, attr_i(c, "axis"), x.rank());
+  const std::int64_t dim = x.dim(axis);
+  std::vector<std::int64_t> kept;
+  for (std::size_t i = 0; i < cond.size(); ++i) {
+    if (!cond[i]) continue;
+    if (static_cast<std::int64_t>(i) >= dim)
+      fail("{}: condition is true at {}, past the {} slices along axis {}", c.node.label(), i, dim,
+           axis);
+    kept.push_back(static_cast<std::int64_t>(i));
+  }
+  Shape os = x.shape();
+  os[static_cast<std::size_t>(axis)] = static_cast<std::int64_t>(kept.size());
+  return {take_mapped(x, os, [&](std::int64_t d, std::int64_t i) {
+    return d == axis ? kept[static_cast<std::size_t>(i)] : i;
+  })};
+}
+
+// ReverseSequence (opset 10): along time_axis, the first sequence_lens[b] elements of each batch
+// entry b reversed, the rest as they are.
+Tensors reverse_sequence(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  const auto lens = input(c, in, 1).to_i64();
+  if (x.rank() < 2) fail("{}: input of rank {}: at least 2", c.node.label(), x.rank());
+  const std::int64_t b_axis = norm_axis(c, attr_i(c, "batch_axis"), x.rank());
+  const std::int64_t t_axis = norm_axis(c, attr_i(c, "time_axis"), x.rank());
+  if (b_axis == t_axis || b_axis > 1 || t_axis > 1)
+    fail("{}: batch_axis {} and time_axis {}: one is 0, the other 1", c.node.label(), b_axis,
+         t_axis);
+  if (static_cast<std::int64_t>(lens.size()) != x.dim(b_axis))
+    fail("{}: {} sequence lengths for a batch of {}", c.node.label(), lens.size(), x.dim(b_axis));
+  for (std::size_t b = 0; b < lens.size(); ++b)
+    if (lens[b] < 0 || lens[b] > x.dim(t_axis))
+      fail("{}: sequence length {} of batch entry {} is outside [0, {}]", c.node.label(), lens[b],
+           b, x.dim(t_axis));
+  const auto st = strides_of(x.shape());
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(x.numel()));
+  IndexIter it(x.shape());
+  for (auto& v : idx) {
+    const auto& i = it.idx();
+    const std::int64_t len = lens[static_cast<std::size_t>(i[static_cast<std::size_t>(b_axis)])];
+    std::int64_t off = 0;
+    for (std::int64_t d = 0; d < x.rank(); ++d) {
+      std::int64_t j = i[static_cast<std::size_t>(d)];
+      if (d == t_axis && j < len) j = len - 1 - j;
+      off += j * st[static_cast<std::size_t>(d)];
+    }
+    v = off;
+    it.next();
+  }
+  return {take(x, x.shape(), idx)};
+}
+
+// NonZero (opset 9): the indices of the nonzero elements in row-major order, one row per axis
+// (a 0-d input counts as 1-D, as NumPy's nonzero).
+Tensors nonzero(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  const Shape shape = x.rank() == 0 ? Shape{1} : x.shape();
+  const auto v = x.to_f64();
+  const auto r = static_cast<std::int64_t>(shape.size());
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(r));
+  IndexIter it(shape);
+  for (double e : v) {
+    if (e != 0)  // NaN is nonzero
+      for (std::int64_t d = 0; d < r; ++d)
+        rows[static_cast<std::size_t>(d)].push_back(it.idx()[static_cast<std::size_t>(d)]);
+    it.next();
+  }
+  std::vector<std::int64_t> out;
+  for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
+  const auto n = r > 0 ? static_cast<std::int64_t>(rows[0].size()) : 0;
+  return {Tensor::from_i64(out, {r, n})};
+}
+
 Tensors size_op(const KernelContext& c, const Tensors& in) {
   return Tensors{Tensor::from_i64({input(c, in, 0).numel()}, {})};
 }
@@ -585,6 +665,9 @@ const std::vector<ShapeRow>& shape_rows() {
       row("OneHot",          one_hot,           {},            {}),
       row("Trilu",           trilu,             {0}),
       row("CenterCropPad",   center_crop_pad,   {0}),
+      row("Compress",        compress,          {0}),
+      row("ReverseSequence", reverse_sequence,  {0}),
+      row("NonZero",         nonzero,           {},            {0}),
   };
   return rows;
 }

@@ -636,6 +636,20 @@ case("legal_opset18_split_num_outputs", "legal",
 case("opset_past_23", "flags", ["run", "legal/split_opset24.onnx", "--input", "legal/x7.npy"], 2,
      r"opset 24 is not supported \(MetaOp follows opsets 1 to 23\)")
 
+# Control flow runs inlined (src/engine/control_flow.h): a Loop whose trip count asks for 10^12
+# iterations ends at the inlined graph's node limit in one line, not in an endless run.
+body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+                          helper.make_node("Neg", ["h_in"], ["h_out"], name="neg")], "body",
+                         [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []),
+                          vi("h_in", TensorProto.FLOAT, [2])],
+                         [vi("c_out", TensorProto.BOOL, []), vi("h_out", TensorProto.FLOAT, [2])])
+save(helper.make_graph([helper.make_node("Loop", ["m", "", "h0"], ["h"], name="loop", body=body)],
+                       "m", [vi("h0", TensorProto.FLOAT, [2])], [vi("h", TensorProto.FLOAT, [2])],
+                       [numpy_helper.from_array(np.array(10**12, np.int64), "m")]),
+     path("memory", "loop_1e12.onnx"))
+case("loop_past_node_limit", "memory", ["run", "memory/loop_1e12.onnx", "--random-inputs"], 2,
+     r"node 'loop' \(Loop\).*inlining the model's control flow passes 200000 nodes", timeout=120)
+
 # ONNX 1.12's shape inference (linked, opsets up to 17) counts one STFT frame too many for some
 # lengths (80 samples, frames of 16 every 4: 18 where there are 17) and so rejected this model;
 # the current onnx package infers it again, and it runs. A real signal given as [batch, length],

@@ -18,7 +18,8 @@ std::vector<ImportBindingSpec> tvm_specs() {
       "TVM 0.27's Relax ONNX frontend has no converter for it (OpNotImplemented)";
   for (const char* op : {"Celu", "LpNormalization", "NegativeLogLikelihoodLoss",
                          "SoftmaxCrossEntropyLoss", "RNN", "GRU", "LSTM", "RotaryEmbedding", "DFT",
-                         "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "CenterCropPad"})
+                         "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "CenterCropPad",
+                         "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence"})
     s.lacking[op] = no_converter;
   // Converters that refuse every case of the ONNX tests.
   s.lacking["OneHot"] =
