@@ -9,12 +9,13 @@ from onnx import TensorProto, helper
 
 out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
 
-# A valid ONNX model whose ops MetaOp does not implement (Det twice, RandomUniformLike once).
+# A valid ONNX model whose ops MetaOp does not implement (RandomNormalLike twice,
+# RandomUniformLike once).
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])
-y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 3])
 u = helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3, 3])
-nodes = [helper.make_node("Det", ["x"], ["d1"], name="det_a"),
-         helper.make_node("Det", ["x"], ["d2"], name="det_b"),
+nodes = [helper.make_node("RandomNormalLike", ["x"], ["d1"], name="normal_a"),
+         helper.make_node("RandomNormalLike", ["x"], ["d2"], name="normal_b"),
          helper.make_node("Add", ["d1", "d2"], ["y"], name="add"),
          helper.make_node("RandomUniformLike", ["x"], ["u"], name="noise")]
 g = helper.make_graph(nodes, "unsupported_ops", [x], [y, u])

@@ -29,7 +29,7 @@ head -c 1000 "$DATA/image_ok.npy" > "$WORK/truncated.npy"
 expect truncated_model 2 "$WORK/truncated.onnx" -- "$METAOP" run "$WORK/truncated.onnx" --random-inputs
 expect empty_model 2 "empty file" -- "$METAOP" run "$WORK/empty.onnx" --random-inputs
 expect missing_model 2 "no_such_model.onnx: no such file" -- "$METAOP" run "$WORK/no_such_model.onnx"
-expect unsupported_ops 2 "unsupported operators: Det x2, RandomUniformLike x1" -- "$METAOP" run "$DATA/unsupported_ops.onnx" --random-inputs
+expect unsupported_ops 2 "unsupported operators: RandomNormalLike x2, RandomUniformLike x1" -- "$METAOP" run "$DATA/unsupported_ops.onnx" --random-inputs
 expect wrong_shape 2 "image_wrong_shape.npy: shape [1, 3, 8, 8] does not match graph input 'image'" -- \
   "$METAOP" run "$DATA/tiny_cnn.onnx" --input "$DATA/image_wrong_shape.npy"
 expect wrong_dtype 2 "image_wrong_dtype.npy: dtype float64 does not match graph input 'image'" -- \

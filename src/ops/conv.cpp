@@ -1,4 +1,5 @@
-// Convolution meta operators: Conv (im2col + float64 GEMM) and ConvTranspose (GEMM + col2im).
+// Convolution meta operators: Conv (im2col + float64 GEMM), ConvTranspose (GEMM + col2im) and
+// Col2Im.
 #include "ops/danger.h"
 #include "ops/linear_util.h"
 #include "ops/vjp_util.h"
@@ -316,9 +317,163 @@ Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn
   return c.node.op_type == "Conv" ? conv(c, in, gemm) : conv_transpose(c, in, gemm);
 }
 
+namespace {
+
+// ---- Col2Im (opset 18): the blocks of a [N, C * prod(block), L] input summed back into images
+// of image_shape: block l's element k lands at l * stride - pad_begin + k * dilation (per spatial
+// axis), where it is inside the image; elements on the padding are dropped.
+struct Col2ImGeometry {
+  Shape image, block, blocks;  // per spatial axis: image size, block size, blocks along it
+  std::vector<std::int64_t> stride, dilation, pad;
+  std::int64_t n = 0, channels = 0, block_size = 1, count = 1;  // count: L
+};
+
+Col2ImGeometry col2im_geometry(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  Col2ImGeometry g;
+  g.image = input(c, in, 1).to_i64();
+  g.block = input(c, in, 2).to_i64();
+  const std::size_t d = g.image.size();
+  if (x.rank() != 3 || d == 0 || g.block.size() != d)
+    fail(
+        "{}: input {} with image_shape {} and block_shape {}: a [N, C * prod(block), L] input "
+        "and one size per spatial axis",
+        c.node.label(), shape_str(x.shape()), shape_str(g.image), shape_str(g.block));
+  g.stride = attr_ints_or(c, "strides", std::vector<std::int64_t>(d, 1));
+  g.dilation = attr_ints_or(c, "dilations", std::vector<std::int64_t>(d, 1));
+  g.pad = attr_ints_or(c, "pads", std::vector<std::int64_t>(2 * d, 0));
+  if (g.stride.size() != d || g.dilation.size() != d || g.pad.size() != 2 * d)
+    fail("{}: strides, dilations and pads do not fit {} spatial axes", c.node.label(), d);
+  for (std::size_t i = 0; i < d; ++i) {
+    if (g.block[i] < 1 || g.image[i] < 1 || g.stride[i] < 1 || g.dilation[i] < 1 || g.pad[i] < 0 ||
+        g.pad[i + d] < 0)
+      fail(
+          "{}: image {}, block {}, stride {}, dilation {} and pads {}, {} along axis {}: sizes "
+          "at least 1, pads at least 0",
+          c.node.label(), g.image[i], g.block[i], g.stride[i], g.dilation[i], g.pad[i],
+          g.pad[i + d], i);
+    std::int64_t span = g.dilation[i] * (g.block[i] - 1) + 1;
+    std::int64_t room = g.image[i] + g.pad[i] + g.pad[i + d] - span;
+    if (room < 0)
+      fail("{}: a block spans {} along axis {}, more than the padded image's {}", c.node.label(),
+           span, i, g.image[i] + g.pad[i] + g.pad[i + d]);
+    g.blocks.push_back(room / g.stride[i] + 1);
+    g.block_size *= g.block[i];
+    g.count *= g.blocks.back();
+  }
+  g.n = x.dim(0);
+  if (x.dim(1) % g.block_size != 0 || x.dim(2) != g.count)
+    fail("{}: input {} does not fit blocks {} ({} blocks of {} elements per channel)",
+         c.node.label(), shape_str(x.shape()), shape_str(g.block), g.count, g.block_size);
+  g.channels = x.dim(1) / g.block_size;
+  return g;
+}
+
+// For each input element (n, c * K + k, l), in order, the flat image position it adds to within
+// its (n, c) image, or -1 on the padding.
+std::vector<std::int64_t> col2im_targets(const Col2ImGeometry& g) {
+  const std::size_t d = g.image.size();
+  std::vector<std::int64_t> where(static_cast<std::size_t>(g.block_size * g.count));
+  IndexIter k(g.block);
+  for (std::int64_t kk = 0; kk < g.block_size; ++kk, k.next()) {
+    IndexIter l(g.blocks);
+    for (std::int64_t ll = 0; ll < g.count; ++ll, l.next()) {
+      std::int64_t pos = 0;
+      for (std::size_t i = 0; i < d && pos >= 0; ++i) {
+        std::int64_t at = l.idx()[i] * g.stride[i] - g.pad[i] + k.idx()[i] * g.dilation[i];
+        pos = at < 0 || at >= g.image[i] ? -1 : pos * g.image[i] + at;
+      }
+      where[static_cast<std::size_t>(kk * g.count + ll)] = pos;
+    }
+  }
+  return where;
+}
+
+Tensors col2im_op(const KernelContext& c, const Tensors& in) {
+  const Tensor& x = input(c, in, 0);
+  require_float(c, x, "input");
+  Col2ImGeometry g = col2im_geometry(c, in);
+  const auto where = col2im_targets(g);
+  const std::int64_t pixels = shape_numel(g.image), per_image = g.block_size * g.count;
+  auto v = x.to_f64();
+  std::vector<double> out(static_cast<std::size_t>(g.n * g.channels * pixels), 0.0);
+  for (std::int64_t img = 0; img < g.n * g.channels; ++img)
+    for (std::int64_t e = 0; e < per_image; ++e)
+      if (auto pos = where[static_cast<std::size_t>(e)]; pos >= 0)
+        out[static_cast<std::size_t>(img * pixels + pos)] +=
+            v[static_cast<std::size_t>(img * per_image + e)];
+  Shape os{g.n, g.channels};
+  os.insert(os.end(), g.image.begin(), g.image.end());
+  return {Tensor::from_f64(out, os, x.dtype())};
+}
+
+// Its float32 twin (triage): each image position's terms summed in float32 in `order`.
+Tensors col2im_float32(const KernelContext& c, const Tensors& in, SumOrder order) {
+  const Tensor& x = input(c, in, 0);
+  Col2ImGeometry g = col2im_geometry(c, in);
+  const auto where = col2im_targets(g);
+  const std::int64_t pixels = shape_numel(g.image), per_image = g.block_size * g.count;
+  auto v = x.to_f64();
+  std::vector<std::vector<float>> terms(static_cast<std::size_t>(g.n * g.channels * pixels));
+  for (std::int64_t img = 0; img < g.n * g.channels; ++img)
+    for (std::int64_t e = 0; e < per_image; ++e)
+      if (auto pos = where[static_cast<std::size_t>(e)]; pos >= 0)
+        terms[static_cast<std::size_t>(img * pixels + pos)].push_back(
+            static_cast<float>(v[static_cast<std::size_t>(img * per_image + e)]));
+  std::vector<double> out;
+  out.reserve(terms.size());
+  for (auto& t : terms) out.push_back(t.empty() ? 0.0 : float32_sum(std::move(t), order));
+  Shape os{g.n, g.channels};
+  os.insert(os.end(), g.image.begin(), g.image.end());
+  return {Tensor::from_f64(out, os, x.dtype())};
+}
+
+// The adjoint: each input element gets the gradient of the image position it added to.
+Tensors col2im_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                   const Tensors& grads) {
+  Col2ImGeometry g = col2im_geometry(c, in);
+  const auto where = col2im_targets(g);
+  const std::int64_t pixels = shape_numel(g.image), per_image = g.block_size * g.count;
+  auto go = grad_of(grads, out, 0);
+  std::vector<double> gx(static_cast<std::size_t>(in[0].numel()), 0.0);
+  for (std::int64_t img = 0; img < g.n * g.channels; ++img)
+    for (std::int64_t e = 0; e < per_image; ++e)
+      if (auto pos = where[static_cast<std::size_t>(e)]; pos >= 0)
+        gx[static_cast<std::size_t>(img * per_image + e)] =
+            go[static_cast<std::size_t>(img * pixels + pos)];
+  return {grad_like(gx, in[0])};
+}
+
+void register_col2im(OpRegistry& r) {
+  r.op("Col2Im", Family::conv, col2im_op)
+      .vjp(col2im_vjp)
+      .error(error_models::accumulation(
+          [](const KernelContext&, const Tensors& in) {
+            // At most prod(block) elements land on one image position.
+            double k = 1;
+            for (auto b : in[2].to_i64()) k *= static_cast<double>(b);
+            return k;
+          },
+          "kappa(prod(block_shape)) * col2im(|x|), 2 ulp"))
+      .float32(col2im_float32, "each image position's sum of the block elements that land on it",
+               "none needed beyond a float32 sum's (an order that adds like magnitudes first)")
+      .cases({{18,
+               {case_input::floats({1, 4, 9}), case_input::ints({2}, {4, 4}),
+                case_input::ints({2}, {2, 2})}},
+              {18,
+               {case_input::floats({2, 6, 2}), case_input::ints({2}, {3, 4}),
+                case_input::ints({2}, {1, 3})},
+               {{"strides", Attribute::of_ints({2, 1})},
+                {"dilations", Attribute::of_ints({1, 2})},
+                {"pads", Attribute::of_ints({1, 0, 0, 1})}}}});
+}
+
+}  // namespace
+
 void register_conv_ops(OpRegistry& r) {
   register_conv(r);
   register_conv_transpose(r);
+  register_col2im(r);
 }
 
 }  // namespace metaop

@@ -105,8 +105,9 @@ Tensors conv_integer(const KernelContext& c, const Tensors& in) {
 // 21), as ONNX's reference computes it; the product acc * multiplier is exact here and rounded
 // half to even.
 
-// The multiplier of each output element: `outer` scales of one input along `axis_o` of the output
-// (A's rows, a weight's output channels), `inner` of the other along `axis_i` (B's columns).
+// The multiplier of each output element: the `outer` scales of one input along one axis of the
+// output (A's rows, a weight's output channels), the `inner` ones of the other along another
+// (B's columns).
 struct Requantize {
   std::vector<float> m;  // multiplier per (outer index, inner index)
   std::size_t n_outer = 1, n_inner = 1;

@@ -20,6 +20,8 @@ const OpRegistry& OpRegistry::instance() {
     register_signal_ops(r);
     register_grid_sample_ops(r);
     register_quantized_ops(r);
+    register_detection_ops(r);
+    register_det_ops(r);
     register_float32_definitions(r);
     return r;
   }();

@@ -47,6 +47,14 @@ float float32_sum(std::vector<float> terms, SumOrder order);
 using Float32Evaluate =
     std::function<Tensors(const KernelContext&, const Tensors&, SumOrder order)>;
 
+// Thrown by a float32 twin whose evaluation loses the result on these inputs (an intermediate
+// overflows where the exact one does not): the definition's float32 limit, which triage reports
+// as such however the kernel then fails.
+class Float32Lost : public Error {
+ public:
+  using Error::Error;
+};
+
 // How triage (analysis/core/triage.h) evaluates the op's definition faithfully in float32: a
 // finding whose kernel is no worse than that evaluation is a float32 limit of the formula, not a
 // defect of the kernel.
@@ -197,6 +205,8 @@ void register_attention_ops(OpRegistry& r);
 void register_signal_ops(OpRegistry& r);
 void register_grid_sample_ops(OpRegistry& r);
 void register_quantized_ops(OpRegistry& r);
+void register_detection_ops(OpRegistry& r);
+void register_det_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

@@ -16,10 +16,26 @@ std::vector<ImportBindingSpec> tvm_specs() {
   s.first_fusing_level = 1;
   const std::string no_converter =
       "TVM 0.27's Relax ONNX frontend has no converter for it (OpNotImplemented)";
-  for (const char* op : {"Celu", "LpNormalization", "NegativeLogLikelihoodLoss",
-                         "SoftmaxCrossEntropyLoss", "RNN", "GRU", "LSTM", "RotaryEmbedding", "DFT",
-                         "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "CenterCropPad",
-                         "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence"})
+  for (const char* op : {"Celu",
+                         "LpNormalization",
+                         "NegativeLogLikelihoodLoss",
+                         "SoftmaxCrossEntropyLoss",
+                         "RNN",
+                         "GRU",
+                         "LSTM",
+                         "RotaryEmbedding",
+                         "DFT",
+                         "STFT",
+                         "HannWindow",
+                         "HammingWindow",
+                         "BlackmanWindow",
+                         "CenterCropPad",
+                         "ConvInteger",
+                         "QLinearMatMul",
+                         "QLinearConv",
+                         "ReverseSequence",
+                         "Col2Im",
+                         "Det"})
     s.lacking[op] = no_converter;
   // Converters that refuse every case of the ONNX tests.
   s.lacking["OneHot"] =
