@@ -321,16 +321,7 @@ class Inliner {
     Tensors ins;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? Tensor() : value(n, in));
     refuse_undefined_inputs(n, ins);
-    Tensors outs;
-    try {
-      outs = plan_.reference()->forward(n, g_.opset, ins);
-    } catch (const Unsupported&) {
-      throw;
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      if (msg.find(n.label()) != std::string::npos) throw;
-      fail("{}: {}", n.label(), msg);
-    }
+    Tensors outs = reference_forward(n, g_.opset, plan_, ins);
     for (std::size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
       if (!n.outputs[k].empty()) env_[n.outputs[k]] = outs[k];
     flat_.nodes.push_back(std::move(n));

@@ -105,6 +105,25 @@ void validate_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs
   }
 }
 
+Tensors reference_forward(const Node& node, std::int64_t opset, Plan& plan, const Tensors& ins) {
+  try {
+    return plan.reference()->forward(node, opset, ins);
+  } catch (const std::bad_alloc&) {
+    fail("{}: an allocation of {} was refused: past the memory budget of {} (--max-memory)",
+         node.label(), format_bytes(refused_allocation()), format_bytes(memory_budget()));
+  } catch (const std::length_error& e) {
+    // A size past what a container holds (a vector of 2^62 elements): the node's values, not
+    // MetaOp, asked for it.
+    fail("{}: an output or buffer too large to hold ({})", node.label(), e.what());
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find(node.label()) != std::string::npos) throw;
+    fail("{}: {}", node.label(), msg);
+  }
+}
+
 namespace {
 
 // The op types no binding of the plan runs, in g and in its subgraphs (If, Loop and Scan run
@@ -193,27 +212,6 @@ void check_output_budget(const Graph& g, const Node& node) {
     }
 }
 
-// The reference's errors are the model's: they end the run, named after the node (a size past
-// the memory budget too).
-Tensors run_reference(const Graph& g, const Node& node, Plan& plan, const Tensors& ins) {
-  try {
-    return plan.reference()->forward(node, g.opset, ins);
-  } catch (const std::bad_alloc&) {
-    fail("{}: an allocation of {} was refused: past the memory budget of {} (--max-memory)",
-         node.label(), format_bytes(refused_allocation()), format_bytes(memory_budget()));
-  } catch (const std::length_error& e) {
-    // A size past what a container holds (a vector of 2^62 elements): the node's values, not
-    // MetaOp, asked for it.
-    fail("{}: an output or buffer too large to hold ({})", node.label(), e.what());
-  } catch (const Unsupported&) {
-    throw;
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    if (msg.find(node.label()) != std::string::npos) throw;
-    fail("{}: {}", node.label(), msg);
-  }
-}
-
 // The node's forward on the binding the plan names, or on the reference when that binding does
 // not support it or its kernel crashes, throws or gives a wrong output (the record says which
 // ran, why, how long and how much heap it took).
@@ -231,8 +229,8 @@ Tensors run_node(const Graph& g, const Node& node, Plan& plan, const Tensors& in
     if (Support s = b->supports(node.op_type); !s.forward) throw Unsupported(s.reason);
     if (b != plan.reference())
       if (std::string why = crashing_inputs(node, ins); !why.empty()) throw Unsupported(why);
-    outs =
-        b == plan.reference() ? run_reference(g, node, plan, ins) : b->forward(node, g.opset, ins);
+    outs = b == plan.reference() ? reference_forward(node, g.opset, plan, ins)
+                                 : b->forward(node, g.opset, ins);
     // A framework kernel with a wrong output counts as a crash of that kernel: recorded, and
     // the node runs on the reference so that the run goes on.
     if (std::string bad = output_problem(g, node, b->name(), outs);
@@ -243,7 +241,7 @@ Tensors run_node(const Graph& g, const Node& node, Plan& plan, const Tensors& in
     rec.fallback_reason = e.what();
     b = plan.reference();
     t0 = std::chrono::steady_clock::now();
-    outs = run_reference(g, node, plan, ins);
+    outs = reference_forward(node, g.opset, plan, ins);
   } catch (const BindingUnavailable&) {
     throw;
   } catch (const std::exception& e) {
@@ -257,7 +255,7 @@ Tensors run_node(const Graph& g, const Node& node, Plan& plan, const Tensors& in
     rec.fallback_reason = rec.crash;
     b = plan.reference();
     t0 = std::chrono::steady_clock::now();
-    outs = run_reference(g, node, plan, ins);
+    outs = reference_forward(node, g.opset, plan, ins);
   }
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rec.heap_delta = heap_in_use() - heap0;

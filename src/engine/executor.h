@@ -80,6 +80,10 @@ void refuse_undefined_inputs(const Node& node, const Tensors& inputs);
 // lowest integer modulo -1): the reason, or "" (run_graph runs such a node on the reference).
 std::string crashing_inputs(const Node& node, const Tensors& inputs);
 
+// The node's forward on the plan's reference. Its errors are the model's: they end the run,
+// named after the node (a size past the memory budget too).
+Tensors reference_forward(const Node& node, std::int64_t opset, Plan& plan, const Tensors& ins);
+
 // Throws Unsupported listing every op type (with counts) that no binding of the plan runs.
 void check_supported(const Graph& g, Plan& plan);
 

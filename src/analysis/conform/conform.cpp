@@ -51,9 +51,9 @@ ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rt
         inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
       auto out_files = sorted_pbs(set, "output_");
       // If, Loop and Scan run inlined as these inputs take them.
-      Graph flat;
-      if (has_control_flow(g)) flat = inline_control_flow(g, inputs).graph;
-      RunResult res = run_graph(has_control_flow(g) ? flat : g, inputs, plan);
+      const bool control_flow = has_control_flow(g);
+      Graph flat = control_flow ? inline_control_flow(g, inputs).graph : Graph{};
+      RunResult res = run_graph(control_flow ? flat : g, inputs, plan);
       r.bound_nodes = 0;
       for (const auto& rec : res.records) r.bound_nodes += rec.binding != "reference";
       for (std::size_t i = 0; i < out_files.size() && i < g.outputs.size(); ++i) {
