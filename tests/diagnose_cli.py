@@ -5,7 +5,9 @@ is planted, each fault gets the right category and place, the model-or-framework
 planted kernel fault `framework` (its reproducer reproduces it) and a too-high learning rate
 not, repairs verify and are written out, twins stay healthy; faults that leave the loss at the
 trivial predictor's level (labels apart from their inputs, weight decay, target scale, momentum,
-a flipped gradient or update) are named, and no repair is verified there; bad usage exits 2.
+a flipped gradient or update) are named, and no repair is verified there; architecture faults
+(layers without a nonlinearity, logits an output activation squeezes) and inputs that do not
+determine the labels are named; bad usage exits 2.
 
 Usage: diagnose_cli.py METAOP WORK_DIR
 """
@@ -23,7 +25,8 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "init_large_tanh", "deep_sigmoid_mlp", "data_labels_from_one", "loss_double_softmax",
          "loss_bce_on_logits", "framework_nan_relu", "data_labels_sorted", "hp_weight_decay_typo",
          "data_target_scale", "hp_momentum_above_one", "framework_grad_sign_gemm",
-         "framework_update_sign_adam"]
+         "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
+         "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -253,6 +256,38 @@ for name, where in [("framework_grad_sign_gemm", {"node": gemm, "phase": "backwa
     rc, out, doc = diagnose(name, twin=True)
     check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
           out)
+# Architecture: layers stacked without a nonlinearity (chance level on rings; a Relu after
+# each layer but the last verifies), logits an output activation squeezes (static faults whose
+# removal verifies).
+for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bce"]:
+    rc, out, doc = diagnose(name)
+    got, where = top(doc), node_of(name, "node")
+    static = SETUPS[name]["static"]
+    check(rc == 1 and got.get("category") == "architecture" and got.get("node") == where and
+          got.get("static") is static and got.get("fix_verified") and not hollow(doc),
+          f"{name}: architecture at {where} (static: {static}), its fix verified below the "
+          f"trivial predictor's loss ({got.get('place')}: {got.get('fix_result')})", out)
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
+          out)
+# Inputs that do not determine the labels: one batch's inputs repeated, every input erased. A
+# static data fault of the input (no model can beat chance on them), no repair.
+for name, needle in [("data_inputs_repeated", "8 distinct inputs"),
+                     ("data_inputs_erased", "all 192 samples of input 'x' are identical")]:
+    rc, out, doc = diagnose(name)
+    got = top(doc)
+    check(rc == 1 and got.get("category") == "data" and got.get("input") == "x" and
+          got.get("static") is True and needle in got.get("evidence", "") and
+          "chance_level" in got.get("symptoms", []) and
+          doc.get("data", {}).get("distinct_inputs") == (8 if name.endswith("repeated") else 1) and
+          doc["data"].get("floor_loss", 0) >= 0.8 * doc.get("trivial_loss", 1) and
+          not any(r["verified"] for r in doc.get("repairs", [])),
+          f"{name}: data x, '{needle}', explains chance_level, no repair ({got.get('evidence')})",
+          out)
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
+          out)
+
 # No verified repair of any setup above ends at the trivial predictor's level.
 for f in sorted(os.listdir(WORK)):
     if f.endswith("_diagnose.json"):

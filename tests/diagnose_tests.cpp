@@ -1,4 +1,5 @@
 // Unit tests of the training diagnosis: monitors over windows and the static checks.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -188,6 +189,82 @@ TEST(Diagnose, TrivialPredictorOfEachLossAndTheTargetsScale) {
   EXPECT_NEAR(mse.trivial_loss, 4e8, 1.0);
   EXPECT_NEAR(mse.target_scale, 1e5, 1e-6);
   EXPECT_TRUE(std::isnan(static_checks(g, X, X, LossKind::Output).trivial_loss));
+}
+
+TEST(Diagnose, IdenticalInputsSetAFloorOnTheLoss) {
+  Graph g = activation_graph("Relu");
+  // Samples 0 and 1 share an input, and so do 2 and 3; feature 1 is constant.
+  Tensor X = Tensor::from_f64({1, 5, 1, 5, 2, 5, 2, 5}, {4, 2}, DType::Float32);
+  // Labels 0, 1 | 2, 2: the first pair's entropy is ln 2, the second's 0; the floor is their
+  // mean over the samples, (2 ln 2 + 0) / 4.
+  StaticChecks ce =
+      static_checks(g, X, Tensor::from_i64({0, 1, 2, 2}, {4}), LossKind::CrossEntropy);
+  EXPECT_EQ(ce.samples, 4);
+  EXPECT_EQ(ce.distinct_inputs, 2);
+  EXPECT_NEAR(ce.floor_loss, 0.5 * std::log(2.0), 1e-12);
+  EXPECT_NEAR(ce.trivial_loss, 1.5 * std::log(2.0), 1e-12);
+  EXPECT_EQ(ce.constant_features, (std::vector<std::int64_t>{1}));
+  // The floor is a third of the trivial predictor's loss: a note, not a fault.
+  for (const auto& d : ce.definite) EXPECT_NE(d.category, "data") << d.evidence;
+  bool floor_note = false, constant_note = false;
+  for (const auto& n : ce.notes) {
+    floor_note |= n.find("2 distinct inputs") != std::string::npos;
+    constant_note |= n.find("1 of 2 features") != std::string::npos;
+  }
+  EXPECT_TRUE(floor_note);
+  EXPECT_TRUE(constant_note);
+  // Regression: the targets' variance within each pair, 1 and 4, averaged: 2.5.
+  StaticChecks mse =
+      static_checks(g, X, Tensor::from_f64({1, 3, 0, 4}, {4, 1}, DType::Float32), LossKind::MSE);
+  EXPECT_NEAR(mse.floor_loss, 2.5, 1e-12);
+  // Binary labels: the binary entropy of each pair's mean, 1/2 and 0.
+  StaticChecks bce = static_checks(g, X, Tensor::from_f64({0, 1, 1, 1}, {4, 1}, DType::Float32),
+                                   LossKind::BCEWithLogits);
+  EXPECT_NEAR(bce.floor_loss, 0.5 * std::log(2.0), 1e-12);
+  // Every input alike: the floor is the trivial predictor's loss, a definite data fault.
+  Tensor same = Tensor::from_f64(std::vector<double>(8, 3.0), {4, 2}, DType::Float32);
+  StaticChecks none =
+      static_checks(g, same, Tensor::from_i64({0, 1, 2, 2}, {4}), LossKind::CrossEntropy);
+  ASSERT_EQ(none.definite.size(), 1u);
+  EXPECT_EQ(none.definite[0].category, "data");
+  EXPECT_EQ(none.definite[0].input, "x");
+  EXPECT_NE(none.definite[0].evidence.find("all 4 samples"), std::string::npos);
+  // Distinct inputs: no floor.
+  Tensor distinct = Tensor::from_f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}, DType::Float32);
+  EXPECT_TRUE(std::isnan(
+      static_checks(g, distinct, Tensor::from_i64({0, 1, 2, 2}, {4}), LossKind::CrossEntropy)
+          .floor_loss));
+}
+
+TEST(Diagnose, ArchitectureLinearLayersAndBoundedLogits) {
+  Tensor X = Tensor::from_f64({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}, DType::Float32);
+  Tensor Y = Tensor::from_i64({0, 1}, {2});
+  // Gemm -> Relu -> Gemm: not linear; Gemm -> Add -> Gemm (the Relu forgotten): linear.
+  EXPECT_TRUE(
+      static_checks(activation_graph("Relu"), X, Y, LossKind::CrossEntropy).linear_layers.empty());
+  Graph lin = activation_graph("Identity");
+  EXPECT_EQ(static_checks(lin, X, Y, LossKind::CrossEntropy).linear_layers,
+            (std::vector<std::string>{"fc", "fc2"}));
+  // A product of two computed values is not affine.
+  lin.nodes[1] = {"act", "Mul", "", {"h", "h"}, {"y"}, {}};
+  EXPECT_TRUE(static_checks(lin, X, Y, LossKind::CrossEntropy).linear_layers.empty());
+  // Logits out of a Sigmoid under cross_entropy (4 classes): ln(1 + 3/e) is the least loss.
+  Graph sig = activation_graph("Sigmoid", false);
+  sig.outputs[0].dims = std::vector<std::int64_t>{-1, 4};
+  StaticChecks c = static_checks(sig, X, Y, LossKind::CrossEntropy);
+  ASSERT_EQ(c.definite.size(), 1u);
+  EXPECT_EQ(c.definite[0].category, "architecture");
+  EXPECT_EQ(c.definite[0].fix.kind, "remove_node");
+  EXPECT_NE(c.definite[0].evidence.find(fmt::format("{:.4g}", std::log1p(3 / std::exp(1.0)))),
+            std::string::npos)
+      << c.definite[0].evidence;
+  // A Relu before bce_with_logits; a Sigmoid before mse is judged by the targets' range.
+  Tensor Yb = Tensor::from_f64({0, 1}, {2, 1}, DType::Float32);
+  auto relu = static_checks(activation_graph("Relu", false), X, Yb, LossKind::BCEWithLogits);
+  ASSERT_EQ(relu.definite.size(), 1u);
+  EXPECT_EQ(relu.definite[0].category, "architecture");
+  EXPECT_TRUE(
+      static_checks(activation_graph("Sigmoid", false), X, Yb, LossKind::MSE).definite.empty());
 }
 
 TEST(Diagnose, ChanceLevelAgainstTheTrivialPredictor) {

@@ -94,6 +94,18 @@ def sequences(n=192, length=24, seed=5):
     return x.astype(np.float32), y.astype(np.int64)
 
 
+def rings(n=384, seed=6):
+    """Three concentric rings in the plane (the class is the ring) and two noise features: no
+    line separates them."""
+    r = np.random.default_rng(seed + 100 * VARIANT)
+    y = r.integers(0, 3, n)
+    radius = y + r.uniform(0.15, 0.85, n)
+    angle = r.uniform(0, 2 * np.pi, n)
+    x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], 1) / 1.5
+    x = np.concatenate([x, 0.5 * r.standard_normal((n, 2))], 1)
+    return x.astype(np.float32), y.astype(np.int64)
+
+
 def standardized(x):
     axes = (0,) + tuple(range(2, x.ndim))
     return ((x - x.mean(axis=axes, keepdims=True)) / x.std(axis=axes, keepdims=True)).astype(np.float32)
@@ -298,7 +310,28 @@ setup("deep_sigmoid_sequences", mlp([24] + [24] * 10 + [3], act=nn.Sigmoid), tor
 # Targets in (-1, 1) behind a ReLU: the negative ones are out of the output's reach.
 setup("relu_on_regression_output", mlp([8, 16, 1], last=nn.ReLU()), torch.zeros(2, 8), xr, yr,
       "mse", BASE + SGD + ["--lr", "0.05"], {"args": BASE + SGD + ["--lr", "0.05"]},
-      {"category": "activation", "op": "Relu", "index": 1}, [], twin_model=mlp([8, 16, 1]), static=True)
+      {"category": "architecture", "op": "Relu", "index": 1}, [], twin_model=mlp([8, 16, 1]), static=True)
+
+# ---- architecture ----------------------------------------------------------------------------
+# Logits squeezed into [0, 1] by a Sigmoid under cross_entropy: no class can get a probability
+# near 1.
+setup("arch_sigmoid_logits", mlp([8, 16, 3], last=nn.Sigmoid()), torch.zeros(2, 8), x, y,
+      "cross_entropy", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "architecture", "op": "Sigmoid"}, [], twin_model=mlp([8, 16, 3]), static=True)
+# Logits at or above 0 (a Relu) under bce_with_logits: every label 0 costs at least ln 2.
+xb, yb = binary()
+setup("arch_relu_logits_bce", mlp([6, 16, 1], last=nn.ReLU()), torch.zeros(2, 6), xb, yb,
+      "bce_with_logits", BASE + SGD + ["--lr", "0.5"], {"args": BASE + SGD + ["--lr", "0.5"]},
+      {"category": "architecture", "op": "Relu", "index": 1}, [], twin_model=mlp([6, 16, 1]),
+      static=True)
+# Three layers without a nonlinearity between them (the activations forgotten) on rings that no
+# line separates: an affine model, at chance level.
+xg, yg = rings()
+setup("arch_no_nonlinearity", mlp([4, 32, 32, 3], act=nn.Identity), torch.zeros(2, 4), xg, yg,
+      "cross_entropy", BASE + ["--optimizer", "adam", "--lr", "0.01"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "architecture", "op": "Gemm"}, ["chance_level"],
+      twin_model=mlp([4, 32, 32, 3]))
 
 # ---- data ------------------------------------------------------------------------------------
 xu = x.copy()
@@ -368,6 +401,17 @@ setup("framework_update_sign_seq", mlp([24, 32, 3]), torch.zeros(2, 24), xs, ys,
 setup("data_labels_sorted", mlp([8, 16, 3]), torch.zeros(2, 8), x, np.sort(y), "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
       {"category": "data", "input": "labels", "repairable": False}, ["chance_level"], twin_y=y)
+# A loader that repeats the first batch's inputs (labels still the data set's): 8 distinct
+# inputs carry every label.
+setup("data_inputs_repeated", mlp([8, 16, 3]), torch.zeros(2, 8), np.tile(x[:8], (len(x) // 8, 1)),
+      y, "cross_entropy", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "data", "input": "x", "repairable": False}, ["chance_level"], twin_x=x,
+      static=True)
+# A transform that erases the inputs (every sample all zeros).
+setup("data_inputs_erased", mlp([8, 16, 3]), torch.zeros(2, 8), np.zeros_like(x), y,
+      "cross_entropy", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "data", "input": "x", "repairable": False}, ["chance_level"], twin_x=x,
+      static=True)
 # Weight decay 5, a typo for 5e-4: the weights are pulled to zero, the loss sits at ln(classes).
 setup("hp_weight_decay_typo", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1", "--weight-decay", f"{mag(5):g}"],

@@ -29,7 +29,7 @@ def matches(d, e):
         return d.get("hyperparameter") == e["hyperparameter"]
     if c == "initialization":
         return d.get("node") == e["node"]
-    if c == "activation":
+    if c in ("activation", "architecture"):
         return d.get("node") == e["node"]
     if c == "data":
         return d.get("input") == e["input"]

@@ -14,6 +14,15 @@ namespace metaop {
 // target_mean, target_sd).
 void baseline_checks(StaticChecks& checks, const Tensor& Y, LossKind loss);
 
+// Samples whose inputs are identical (bit for bit) must get one prediction: fills
+// checks.samples, distinct_inputs and floor_loss (the lowest loss any model can reach, the
+// labels' entropy or the targets' variance within each group of identical inputs), and adds a
+// definite `data` diagnosis of `input` when that floor is at chance level (at least the default
+// chance margin times the trivial predictor's loss: no model can learn from these inputs), a
+// note when identical inputs only lower what can be learnt, or when most inputs are repeats.
+void duplicate_inputs(StaticChecks& checks, const Tensor& X, const Tensor& Y, LossKind loss,
+                      const std::string& input);
+
 // The labels or targets standardized per column (axis 0 is the sample): mean 0, standard
 // deviation 1.
 Tensor standardized_targets(const Tensor& Y);

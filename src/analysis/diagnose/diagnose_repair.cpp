@@ -46,6 +46,38 @@ void remove_node(Graph& g, const std::string& name) {
 
 void reinitialize(Graph& g, const LayerInit& l, const std::string& init, std::uint64_t seed);
 
+// A Relu after every layer of `layers` but the last (after its bias, for a Linear exported as
+// MatMul + Add); returns how many were inserted.
+std::size_t insert_relus(Graph& g, const std::vector<std::string>& layers) {
+  std::size_t done = 0;
+  for (std::size_t i = 0; i + 1 < layers.size(); ++i) {
+    std::size_t k = node_index(g, layers[i]);
+    std::string value = g.nodes[k].outputs.at(0);
+    for (std::size_t j = k + 1; j < g.nodes.size(); ++j) {
+      const Node& m = g.nodes[j];
+      if (m.op_type == "Add" && m.inputs.size() == 2 && m.inputs[0] == value &&
+          g.initializers.count(m.inputs[1])) {
+        k = j;
+        value = m.outputs.at(0);
+        break;
+      }
+    }
+    for (const auto& o : g.outputs)
+      if (o.name == value) fail("{}: '{}' is an output of the model", g.path, value);
+    Node relu;
+    relu.name = fmt::format("metaop_repair/Relu_{}", i);
+    relu.op_type = "Relu";
+    relu.inputs = {value};
+    relu.outputs = {value + "_metaop_relu"};
+    for (auto& n : g.nodes)
+      for (auto& in : n.inputs)
+        if (in == value) in = relu.outputs[0];
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(k + 1), std::move(relu));
+    ++done;
+  }
+  return done;
+}
+
 // Replaces the nodes the fix names; with `init`, re-initializes the layers that feed them.
 std::size_t replace_ops(Graph& g, const Fix& f, const StaticChecks& c, std::uint64_t seed) {
   std::size_t out = output_producer(g), done = 0;
@@ -269,6 +301,11 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
   } else if (f.kind == "replace_op") {
     if (replace_ops(g, f, checks, 0x5eed + s.config.seed) == 0)
       fail("{}: no node to replace for '{}'", g.path, f.description);
+    a.description = f.description;
+    a.graph_changed = true;
+  } else if (f.kind == "insert_relu") {
+    if (insert_relus(g, checks.linear_layers) == 0)
+      fail("{}: no layer to put a Relu after", g.path);
     a.description = f.description;
     a.graph_changed = true;
   } else if (f.kind == "weight_decay") {

@@ -314,20 +314,44 @@ class Rules {
     return d;
   }
 
-  // Static loss faults explain what they cause; returns whether one did.
+  // Static faults of the loss and the labels explain what they cause; those of the
+  // architecture and the inputs (an output that cannot reach the labels, inputs that do not
+  // determine them) explain a loss that stops falling, and inputs that do not determine the
+  // labels gradients that vanish (once the model predicts the labels' frequencies, nothing is
+  // left to learn). Returns whether one did.
   bool static_loss(const Symptom& s) {
+    bool stall =
+        s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level";
     bool any = false;
-    for (auto& d : list_)
-      if (d.definite && d.category == "loss") {
-        if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));
-        any = true;
-      }
-    for (auto& d : list_)
-      if (d.definite && d.input == "labels") {
-        if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));
-        any = true;
-      }
+    for (auto& d : list_) {
+      bool inputs = d.category == "data" && d.input != "labels" && d.features.empty();
+      bool cause = d.category == "loss" || d.input == "labels" ||
+                   (stall && d.category == "architecture") ||
+                   (inputs && (stall || s.kind == "vanishing_gradient"));
+      if (!d.definite || !cause) continue;
+      if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));
+      any = true;
+    }
     return any;
+  }
+
+  // A model of two or more layers with nothing between them but affine ops computes what one
+  // layer would.
+  void architecture(const Symptom& s) {
+    if (c_.linear_layers.empty()) return;
+    Diagnosis d;
+    d.category = "architecture";
+    d.node = c_.linear_layers.front();
+    d.op_type = layer(d.node) ? layer(d.node)->op_type : "";
+    d.score = 0.6;
+    d.evidence = fmt::format(
+        "the model's {} layers ({}) have no nonlinearity between them: it computes an affine "
+        "function of its input, as one layer would, and cannot fit labels that are not linearly "
+        "separable",
+        c_.linear_layers.size(), fmt::join(c_.linear_layers, ", "));
+    d.fix.kind = "insert_relu";
+    d.fix.description = "a Relu after every layer but the last";
+    add(std::move(d), s);
   }
 
   // Non-finite or exploding loss, gradients, activations.
@@ -527,6 +551,7 @@ class Rules {
                                     "(high above {:g}): the steps overshoot",
                                     typical, t_.update_ratio_high)),
           s);
+    architecture(s);
     if (!c_.off_scale.empty()) add(data(0.5, "input features far from unit scale"), s);
     if (const LayerInit* l = abnormal_layer(true)) add(initialization(*l, 0.5, gain_text(*l)), s);
     if (const LayerInit* l = abnormal_layer(false)) add(initialization(*l, 0.5, gain_text(*l)), s);

@@ -209,6 +209,21 @@ void feature_stats(StaticChecks& c, const Tensor& x, const std::string& input) {
     c.feature_std[f] = cnt[f] ? std::sqrt(sq[f] / cnt[f]) : 0;
   nonfinite_features(c, nonfinite, input);
   feature_scale(c, input, n);
+  for (std::size_t f = 0; f < sum.size(); ++f)
+    if (cnt[f] > 0 && c.feature_std[f] == 0)
+      c.constant_features.push_back(static_cast<std::int64_t>(f));
+  // Every feature constant: every input the same, which duplicate_inputs judges.
+  std::size_t k = c.constant_features.size();
+  if (k > 0 && k < sum.size())
+    c.notes.push_back(fmt::format(
+        "{} of {} features of input '{}' have one value in every sample ({}{}): they carry "
+        "nothing the model can learn from",
+        k, sum.size(), input,
+        fmt::join(
+            c.constant_features.begin(),
+            c.constant_features.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(k, 8)),
+            ", "),
+        k > 8 ? ", ..." : ""));
 }
 
 Diagnosis loss_diagnosis(const std::string& what, const Node* node, Fix fix, std::string why) {
@@ -307,6 +322,21 @@ std::size_t output_producer(const Graph& g) {
 
 namespace {
 
+// A definite architecture fault of the output's activation `prod`, whose fix removes it.
+void output_activation_fault(StaticChecks& c, const Node& prod, std::string evidence) {
+  Diagnosis d;
+  d.category = "architecture";
+  d.node = prod.name;
+  d.op_type = prod.op_type;
+  d.definite = true;
+  d.score = 1;
+  d.evidence = std::move(evidence);
+  d.fix.kind = "remove_node";
+  d.fix.node = prod.name;
+  d.fix.description = "the output's " + prod.op_type + " '" + prod.name + "' removed";
+  c.definite.push_back(std::move(d));
+}
+
 // The output activation's range against the targets' (DeepDiagnosis's out-of-range check): a
 // definite diagnosis when some targets lie outside it.
 void output_range(StaticChecks& c, const Node& prod, const Tensor& Y) {
@@ -316,20 +346,95 @@ void output_range(StaticChecks& c, const Node& prod, const Tensor& Y) {
   std::int64_t outside = 0;
   for (double y : v) outside += y < lo || y > hi;
   if (!outside) return;
-  Diagnosis d;
-  d.category = "activation";
-  d.node = prod.name;
-  d.op_type = op;
-  d.definite = true;
-  d.score = 1;
-  d.evidence = fmt::format(
-      "the model's output comes from {}, whose values lie in [{:g}, {:g}], and {} of {} "
-      "targets lie outside it: mse can never reach them",
-      prod.label(), lo, hi, outside, v.size());
-  d.fix.kind = "remove_node";
-  d.fix.node = prod.name;
-  d.fix.description = "the output's " + op + " '" + prod.name + "' removed";
-  c.definite.push_back(std::move(d));
+  output_activation_fault(
+      c, prod,
+      fmt::format("the model's output comes from {}, whose values lie in [{:g}, {:g}], and {} of "
+                  "{} targets lie outside it: mse can never reach them",
+                  prod.label(), lo, hi, outside, v.size()));
+}
+
+// Ops that keep a model affine in its input (per sample): data movement, sums, scaling by
+// constants, pooling by averages, batch normalization. Anything else counts as a nonlinearity.
+bool keeps_affine(const Graph& g, const Node& n) {
+  static const std::set<std::string> moves = {"Identity",
+                                              "Reshape",
+                                              "Flatten",
+                                              "Transpose",
+                                              "Squeeze",
+                                              "Unsqueeze",
+                                              "Dropout",
+                                              "Cast",
+                                              "Concat",
+                                              "Split",
+                                              "Slice",
+                                              "Gather",
+                                              "Pad",
+                                              "Expand",
+                                              "Shape",
+                                              "Constant",
+                                              "ConstantOfShape",
+                                              "AveragePool",
+                                              "Neg",
+                                              "ReduceMean",
+                                              "ReduceSum",
+                                              "GlobalAveragePool",
+                                              "BatchNormalization"};
+  if (is_layer(n.op_type) || moves.count(n.op_type)) return true;
+  if (n.op_type == "Add" || n.op_type == "Sub") return true;
+  auto constant = [&](std::size_t i) {
+    return i < n.inputs.size() && g.initializers.count(n.inputs[i]) != 0;
+  };
+  if (n.op_type == "Mul") return constant(0) || constant(1);  // scaling by a constant
+  if (n.op_type == "Div") return constant(1);
+  return false;
+}
+
+// The layers, when there are two or more and every node between the input and the output but
+// the output's own Softmax, LogSoftmax or Sigmoid (the link to the loss) keeps the model affine.
+std::vector<std::string> linear_layers(const Graph& g, const std::vector<LayerInit>& layers) {
+  if (layers.size() < 2) return {};
+  std::size_t out = output_producer(g);
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    const auto& op = g.nodes[k].op_type;
+    if (k == out && (op == "Softmax" || op == "LogSoftmax" || op == "Sigmoid")) continue;
+    if (!keeps_affine(g, g.nodes[k])) return {};
+  }
+  std::vector<std::string> names(layers.size());
+  std::transform(layers.begin(), layers.end(), names.begin(),
+                 [](const LayerInit& l) { return l.node; });
+  return names;
+}
+
+// An output activation whose range keeps the loss away from its labels: logits squeezed into
+// [0, 1] (Sigmoid) or [-1, 1] (Tanh) under cross_entropy; logits at or above 0 (Relu) under
+// bce_with_logits, which then predicts every label 1 with probability at least 1/2.
+void bounded_logits(StaticChecks& c, const Node& prod, LossKind loss) {
+  const std::string& op = prod.op_type;
+  std::string why;
+  if (loss == LossKind::CrossEntropy && (op == "Sigmoid" || op == "Tanh")) {
+    double width = op == "Sigmoid" ? 1 : 2;
+    std::string floor =
+        c.classes >= 2
+            ? fmt::format(
+                  ": with {} classes the loss cannot go below ln(1 + {} e^-{:g}) = {:.4g} "
+                  "per sample",
+                  c.classes, c.classes - 1, width,
+                  std::log1p(static_cast<double>(c.classes - 1) * std::exp(-width)))
+            : "";
+    why = fmt::format(
+        "the model's output comes from {}, so the logits cross_entropy sees lie within {:g} of "
+        "each other and no class gets a probability near 1{}",
+        prod.label(), width, floor);
+  } else if (loss == LossKind::BCEWithLogits && op == "Relu") {
+    why = fmt::format(
+        "the model's output comes from {}, so every logit bce_with_logits sees is at least 0: "
+        "every label is predicted 1 with probability at least 1/2, and each label 0 costs at "
+        "least ln 2",
+        prod.label());
+  } else {
+    return;
+  }
+  output_activation_fault(c, prod, std::move(why));
 }
 
 }  // namespace
@@ -337,10 +442,12 @@ void output_range(StaticChecks& c, const Node& prod, const Tensor& Y) {
 StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, LossKind loss) {
   StaticChecks c;
   c.layers = layer_inits(g);
-  if (X.rank() >= 1 && X.dim(0) > 0 && is_floating(X.dtype()))
-    feature_stats(c, X, g.inputs.empty() ? "input" : g.inputs[0].name);
+  c.linear_layers = linear_layers(g, c.layers);
+  std::string input = g.inputs.empty() ? "input" : g.inputs[0].name;
+  if (X.rank() >= 1 && X.dim(0) > 0 && is_floating(X.dtype())) feature_stats(c, X, input);
   check_labels(c, g, Y, loss);
   baseline_checks(c, Y, loss);
+  if (c.trainable) duplicate_inputs(c, X, Y, loss, input);
   std::size_t p = output_producer(g);
   const Node* prod = p == SIZE_MAX ? nullptr : &g.nodes[p];
   std::string op = prod ? prod->op_type : "";
@@ -393,6 +500,8 @@ StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, Los
         fmt::format("the model's output comes from {} and bce_with_logits applies its own "
                     "sigmoid: the loss sees sigmoid(sigmoid(x)), confined to [0.5, 0.73]",
                     prod->label())));
+  } else if (prod) {
+    bounded_logits(c, *prod, loss);
   }
   return c;
 }

@@ -20,7 +20,8 @@ struct Fix {
   // feature), shift_labels (by `shift`), remove_node (the output's Softmax: its input becomes
   // the output), replace_op (every hidden node of op type `from`, or `node` alone, becomes
   // `op_type`), swap_loss (to `loss`), rebind (`node`'s `phase` -- forward, backward, or the
-  // update of weight `node` -- to the reference).
+  // update of weight `node` -- to the reference), insert_relu (a Relu after every layer but
+  // the last).
   std::string kind;
   std::string description;  // in words
   double factor = 1;
@@ -31,7 +32,7 @@ struct Fix {
 };
 
 struct Diagnosis {
-  // hyperparameter, initialization, activation, data, loss, framework
+  // hyperparameter, initialization, activation, architecture, data, loss, framework
   std::string category;
   std::string hyperparameter;  // hyperparameter: learning_rate, weight_decay, momentum
   std::string node, op_type;   // the place: a layer, an activation, the loss's input, a kernel
@@ -83,6 +84,16 @@ struct StaticChecks {
   std::string trivial_what;  // what it predicts, in words
   // mse: the largest |mean| or standard deviation of a target column, and that column's.
   double target_scale = 1, target_mean = 0, target_sd = 1;
+  // Samples whose inputs are identical, bit for bit: how many distinct inputs the samples have,
+  // and the lowest loss any model can reach when it must give identical inputs one prediction
+  // (the labels' entropy or variance within each group; NaN when every input is distinct).
+  std::int64_t samples = 0, distinct_inputs = 0;
+  double floor_loss = std::numeric_limits<double>::quiet_NaN();
+  // Features (axis 1 of the first input) with one value in every sample.
+  std::vector<std::int64_t> constant_features;
+  // The layers (in graph order) when the model has two or more and nothing between them but
+  // ops that keep it affine: the model computes what one layer would.
+  std::vector<std::string> linear_layers;
 };
 
 }  // namespace metaop

@@ -112,6 +112,11 @@ nlohmann::json run_diagnosis_to_json(const RunDiagnosis& d) {
   }
   j["data"]["feature_mean"] = d.checks.feature_mean;
   j["data"]["feature_std"] = d.checks.feature_std;
+  j["data"]["constant_features"] = d.checks.constant_features;
+  j["data"]["samples"] = d.checks.samples;
+  j["data"]["distinct_inputs"] = d.checks.distinct_inputs;
+  j["data"]["floor_loss"] = json_number(d.checks.floor_loss);
+  j["linear_layers"] = d.checks.linear_layers;
   for (const auto& l : d.checks.layers)
     j["layers"].push_back({{"node", l.node},
                            {"op_type", l.op_type},
