@@ -26,7 +26,8 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "loss_bce_on_logits", "framework_nan_relu", "data_labels_sorted", "hp_weight_decay_typo",
          "data_target_scale", "hp_momentum_above_one", "framework_grad_sign_gemm",
          "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
-         "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased"]
+         "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
+         "hp_momentum_oscillating"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -231,7 +232,9 @@ for name, expect in [("hp_weight_decay_typo", {"category": "hyperparameter",
                                                "hyperparameter": "weight_decay"}),
                      ("data_target_scale", {"category": "data", "input": "labels"}),
                      ("hp_momentum_above_one", {"category": "hyperparameter",
-                                                "hyperparameter": "momentum"})]:
+                                                "hyperparameter": "momentum"}),
+                     ("hp_momentum_oscillating", {"category": "hyperparameter",
+                                                  "hyperparameter": "momentum"})]:
     rc, out, doc = diagnose(name)
     got = top(doc)
     check(rc == 1 and all(got.get(k) == v for k, v in expect.items()) and
@@ -240,6 +243,10 @@ for name, expect in [("hp_weight_decay_typo", {"category": "hyperparameter",
           f"({got.get('place')}: {got.get('fix_result')}; hollow {hollow(doc)})", out)
     if name == "hp_momentum_above_one":
         check("warning: --momentum 1.1" in out, "momentum above 1 runs, with a warning", out)
+    if name == "hp_momentum_oscillating":  # a loss that swings without exploding
+        check("oscillating_loss" in kinds(doc) and "oscillating_loss" in got.get("symptoms", []),
+              f"momentum 0.99: oscillating_loss, explained by the momentum ({sorted(kinds(doc))})",
+              out)
     if name == "data_target_scale":  # regression (mse): no accuracy
         check(doc.get("accuracies") == [] and doc.get("accuracy_last_epoch") is None and
               "accuracy:" not in out, "mse: no accuracy is reported", out)
@@ -305,6 +312,8 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
                      (["--loss", "cross_entropy", "--stagnation-epochs", "1"],
                       "--stagnation-epochs"),
                      (["--loss", "cross_entropy", "--loss-growth", "0.5"], "--loss-growth"),
+                     (["--loss", "cross_entropy", "--oscillation-rise", "0"],
+                      "--oscillation-rise"),
                      (["--loss", "cross_entropy", "--inject", "nosuch:update_nan@torch:update"],
                       "nosuch")]:
     p = subprocess.run([METAOP, "diagnose", *base, *args], capture_output=True, text=True)

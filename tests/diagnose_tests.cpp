@@ -148,6 +148,13 @@ TEST(Diagnose, LossWindowsStagnantSlowAndHealthy) {
   auto up = run({1.0, 5.0, 12.0, 20.0, 40.0, 80.0});
   ASSERT_TRUE(up.has("exploding_loss"));
   EXPECT_EQ(up.first("exploding_loss")->step, 3u);  // 12 > 10 x 1.0
+  // Rising again by 0.3 and 0.3 (0.6 of the first epoch's 1.0) by epoch 5: oscillating; a fall
+  // with one bump of 0.1 is not.
+  auto swinging = run({1.0, 0.6, 0.9, 0.5, 0.8, 0.7});
+  ASSERT_TRUE(swinging.has("oscillating_loss"));
+  EXPECT_EQ(swinging.first("oscillating_loss")->step, 5u);
+  EXPECT_NEAR(swinging.first("oscillating_loss")->value, 0.6, 1e-12);
+  EXPECT_FALSE(run({1.0, 0.7, 0.8, 0.6, 0.5, 0.45}).has("oscillating_loss"));
 }
 
 TEST(Diagnose, StaticChecksFeatureScaleLabelsAndTheOutputAgainstTheLoss) {

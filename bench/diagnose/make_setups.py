@@ -428,6 +428,12 @@ setup("hp_momentum_above_one", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_
       BASE + SGD + ["--lr", "0.05", "--momentum", "1.1"],
       {"args": BASE + SGD + ["--lr", "0.05", "--momentum", "0.9"]},
       {"category": "hyperparameter", "hyperparameter": "momentum"}, ["exploding_loss"])
+# SGD momentum 0.99: the effective step is 100 x the learning rate, and the loss swings from one
+# epoch to the next without exploding.
+setup("hp_momentum_oscillating", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.3", "--momentum", "0.99"],
+      {"args": BASE + SGD + ["--lr", "0.05", "--momentum", "0.9"]},
+      {"category": "hyperparameter", "hyperparameter": "momentum"}, ["oscillating_loss"])
 # A flipped gradient sign in one Gemm's backward: the layers before it climb the loss.
 setup("framework_grad_sign_gemm", mlp([8, 32, 32, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
       BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},

@@ -133,6 +133,9 @@ void add_threshold_options(CLI::App* cmd, DiagnoseThresholds& t) {
   opt("--chance-margin", t.chance_margin,
       "Chance level: the last epoch's loss at or above this share of the trivial predictor's "
       "(label frequencies, targets' mean); a repair must end below it too");
+  opt("--oscillation-rise", t.oscillation_rise,
+      "Oscillating loss: the epochs' mean losses rise again, in all, by at least this share of "
+      "the first epoch's");
   opt("--window", t.window, "Steps per monitoring window (0: one epoch)");
 }
 

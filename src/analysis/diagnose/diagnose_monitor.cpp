@@ -16,7 +16,7 @@ const std::vector<std::string>& symptom_kinds() {
       "nonfinite_loss",     "exploding_loss",   "exploding_gradient",
       "vanishing_gradient", "dead_relu",        "saturation",
       "stagnant_loss",      "slow_convergence", "nonfinite_activation",
-      "chance_level"};
+      "chance_level",       "oscillating_loss"};
   return kinds;
 }
 
@@ -38,6 +38,7 @@ void validate(const DiagnoseThresholds& t) {
   if (t.stagnation_epochs < 2)
     fail("--stagnation-epochs {}: must be at least 2", t.stagnation_epochs);
   positive("--stagnation-change", t.stagnation_change);
+  positive("--oscillation-rise", t.oscillation_rise);
   if (!(t.loss_growth > 1)) fail("--loss-growth {}: must be above 1", t.loss_growth);
   share("--converged", t.converged);
   positive("--update-ratio-high", t.update_ratio_high);
@@ -521,6 +522,7 @@ void TrainMonitor::judge_loss_windows() {
   if (means.size() < 3) return;
   judge_chance(means.back(), means.size() * spe);
   if (means.back() <= t_.converged * means.front()) return;
+  judge_oscillation(means, spe);
   // The gain per epoch, on average from the first epoch to the last third (mean-loss noise of
   // single epochs averages out), relative to the first epoch's loss.
   std::size_t tail = std::max<std::size_t>(1, means.size() / 3);
@@ -546,6 +548,31 @@ void TrainMonitor::judge_loss_windows() {
                      "threshold {:g})",
                      e + 1, e + k, *hi, spread, t_.stagnation_change)});
     break;
+  }
+}
+
+// The epochs' mean losses that rise again after falling: steps that overshoot swing the loss up
+// and down from one epoch to the next, where a healthy run's epoch means fall, or stay.
+void TrainMonitor::judge_oscillation(const std::vector<double>& means, std::size_t spe) {
+  double rise = 0;
+  std::size_t rises = 0;
+  for (std::size_t e = 1; e < means.size(); ++e) {
+    if (means[e] <= means[e - 1]) continue;
+    rise += means[e] - means[e - 1];
+    ++rises;
+    if (rise < t_.oscillation_rise * means.front()) continue;
+    add({"oscillating_loss", (e + 1) * spe, "", "", rise / means.front(), t_.oscillation_rise,
+         fmt::format("the mean loss of an epoch rose again {} time(s) by epoch {}, by {:.4g} in "
+                     "all: {:.3g} times the first epoch's {:.4g} (threshold {:g}); the means of "
+                     "epochs 1-{}: {:.3g}{}",
+                     rises, e + 1, rise, rise / means.front(), means.front(), t_.oscillation_rise,
+                     std::min<std::size_t>(e + 1, 12),
+                     fmt::join(means.begin(),
+                               means.begin() +
+                                   static_cast<std::ptrdiff_t>(std::min<std::size_t>(e + 1, 12)),
+                               ", "),
+                     e + 1 > 12 ? ", ..." : "")});
+    return;
   }
 }
 

@@ -33,9 +33,11 @@ struct DiagnoseThresholds {
   double converged = 0.1;               // loss below this share of the first window's: converged
   double update_ratio_high = 0.1;       // DeepDiagnosis: update/weight above (learning rate high)
   double update_ratio_low = 1e-5;       // DeepDiagnosis: update/weight below (learning rate low)
-  double chance_margin = 0.8;  // a run (or a repair) must end below this share of the trivial
-                               // predictor's loss (diagnose_baseline), else: chance_level
-  std::size_t window = 0;      // steps per window; 0: one epoch
+  double chance_margin = 0.8;     // a run (or a repair) must end below this share of the trivial
+                                  // predictor's loss (diagnose_baseline), else: chance_level
+  double oscillation_rise = 0.5;  // the epochs' mean losses rise again, in all, by at least
+                                  // this share of the first epoch's: oscillating_loss
+  std::size_t window = 0;         // steps per window; 0: one epoch
 };
 
 // Fails naming the option of a threshold out of its range.
@@ -124,6 +126,7 @@ class TrainMonitor {
   void find_nonfinite(const StepView& v);
   void judge_loss_windows();
   void judge_chance(double last_epoch, std::size_t step);
+  void judge_oscillation(const std::vector<double>& means, std::size_t steps_per_epoch);
   void record_accuracy(const StepView& v);
 
   DiagnoseThresholds t_;

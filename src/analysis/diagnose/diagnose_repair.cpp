@@ -211,10 +211,12 @@ void judge(RepairAttempt& a, const MonitoredRun& m, const Diagnosis& d,
 }
 
 // Whether the only symptoms a repaired run shows that the original did not are those of steps
-// too large (a loss or gradients that explode, non-finite values) and the original's are gone.
+// too large (a loss or gradients that explode, non-finite values, a loss that swings) and the
+// original's are gone.
 bool diverges_only(const RepairAttempt& a, const std::set<std::string>& before) {
   static const std::set<std::string> divergence = {"exploding_loss", "nonfinite_loss",
-                                                   "nonfinite_activation", "exploding_gradient"};
+                                                   "nonfinite_activation", "exploding_gradient",
+                                                   "oscillating_loss"};
   bool any = false;
   for (const auto& s : a.symptoms) {
     if (before.count(s.kind) || !divergence.count(s.kind)) return false;

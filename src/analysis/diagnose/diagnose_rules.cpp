@@ -9,6 +9,10 @@
 
 namespace metaop {
 
+// An SGD momentum at or above this (and below 1, which has its own rule) makes the effective step
+// lr / (1 - momentum) twenty times the learning rate or more.
+constexpr double kMomentumHigh = 0.95;
+
 // Weight decays at or above these (L2 in the gradient: sgd, adam; decoupled: adamw) pull the
 // weights to zero faster than the data's gradients pull them away; regression targets this many
 // times off unit scale (either way) make MSE's gradients off scale.
@@ -54,11 +58,12 @@ class Rules {
       if ((s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level") &&
           stalled_units())
         attach(s, {"dead_relu", "saturation", "vanishing_gradient"});
-    // A run that diverged ends at chance level because it diverged.
+    // A run that diverged ends at chance level because it diverged, and its loss that rose
+    // (a negative gain) is no slow convergence.
     for (const auto& s : r_.symptoms)
-      if (s.kind == "chance_level" && diverged())
-        attach(s,
-               {"exploding_loss", "nonfinite_loss", "nonfinite_activation", "exploding_gradient"});
+      if (rose_with_divergence(s))
+        attach(s, {"exploding_loss", "nonfinite_loss", "nonfinite_activation", "exploding_gradient",
+                   "oscillating_loss"});
     std::stable_sort(list_.begin(), list_.end(),
                      [](const Diagnosis& a, const Diagnosis& b) { return a.score > b.score; });
     return list_;
@@ -81,9 +86,14 @@ class Rules {
         }
     }
   }
+  // Steps too large: the loss or the gradients left their range, or the loss swings.
   bool diverged() const {
     return r_.has("exploding_loss") || r_.has("nonfinite_loss") || r_.has("nonfinite_activation") ||
-           r_.has("exploding_gradient");
+           r_.has("exploding_gradient") || r_.has("oscillating_loss");
+  }
+  bool rose_with_divergence(const Symptom& s) const {
+    return (s.kind == "chance_level" || (s.kind == "slow_convergence" && s.value < 0)) &&
+           diverged();
   }
   bool stalled_units() const {
     return r_.has("dead_relu") || r_.has("saturation") || r_.has("vanishing_gradient");
@@ -242,6 +252,7 @@ class Rules {
     if (s.kind == "vanishing_gradient") return vanishing(s);
     if (s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level")
       return slow(s);
+    if (s.kind == "oscillating_loss") return oscillation(s);
     return divergence(s);
   }
 
@@ -429,6 +440,33 @@ class Rules {
     if (!where.empty() && !is_loss_node(where)) nonfinite_site(s, where);
   }
 
+  // A loss that swings from one epoch to the next: steps that overshoot, from a high SGD
+  // momentum (which multiplies the step by 1 / (1 - momentum)) or a high learning rate.
+  void oscillation(const Symptom& s) {
+    if (static_loss(s)) return;
+    bool momentum = o_.kind == "sgd" && o_.momentum >= kMomentumHigh && o_.momentum < 1;
+    if (momentum) {
+      Diagnosis d = hyperparameter(
+          "momentum", 0.8,
+          fmt::format("SGD momentum {:g} carries {:g} of every past step into the next: the "
+                      "effective step is lr / (1 - momentum) = {:.3g} x the learning rate, and "
+                      "the weights swing past the minimum (usual: 0.9)",
+                      o_.momentum, o_.momentum, 1 / (1 - o_.momentum)));
+      d.fix.kind = "momentum";
+      d.fix.factor = 0.9;
+      d.fix.description = fmt::format("momentum {:g} -> 0.9", o_.momentum);
+      add(std::move(d), s);
+    }
+    double typical = typical_update_ratio();
+    bool large = std::isfinite(typical) && typical > t_.update_ratio_high;
+    add(learning_rate(0.1, large && !confounded() ? 0.75 : (momentum ? 0.5 : 0.6),
+                      fmt::format("the loss swings from one epoch to the next, as steps that "
+                                  "overshoot make it; median update-to-weight ratio of a step "
+                                  "{:.3g} (high above {:g})",
+                                  typical, t_.update_ratio_high)),
+        s);
+  }
+
   void vanishing(const Symptom& s) {
     static_loss(s);
     if (const LayerInit* l = abnormal_layer(false))
@@ -535,8 +573,8 @@ class Rules {
   }
 
   void slow(const Symptom& s) {
-    if (static_loss(s) || stalled_units()) return;       // explained by those (run())
-    if (s.kind == "chance_level" && diverged()) return;  // by the divergence's causes (run())
+    if (static_loss(s) || stalled_units()) return;  // explained by those (run())
+    if (rose_with_divergence(s)) return;            // by the divergence's causes (run())
     double typical = typical_update_ratio();
     if (std::isfinite(typical) && typical < 1e-3)
       add(learning_rate(raise_factor(typical), typical < t_.update_ratio_low ? 0.85 : 0.65,
