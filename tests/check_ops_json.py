@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 # (forward ops, backward ops) per binding.
-CLAIMS = {"reference": (165, 122), "torch": (112, 91), "torch-1.13": (112, 91),
+CLAIMS = {"reference": (165, 122), "torch": (125, 97), "torch-1.13": (125, 97),
           "onednn": (50, 20), "onednn-2.6": (50, 20), "opencv": (153, 0), "opencv-4.6": (86, 0),
           "ort": (165, 0), "ort-1.30": (165, 0), "ort-wasm": (165, 0), "openvino": (162, 0), "tvm": (142, 0)}
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/conventions.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {
@@ -480,6 +481,40 @@ void register_windows(OpRegistry& r) {
 }
 
 }  // namespace
+
+Convention real_signal_zero_parts() {
+  return {
+      "real-signal-zero-parts",
+      "the ONNX text defines every output as the sum of products by complex twiddles; for a real "
+      "signal the twiddles of bin 0 (and of bin N/2 for an even N) are real, so those bins' "
+      "imaginary parts are 0 whatever the signal, but the defining sum of products by 0 gives "
+      "NaN where the signal holds an infinity or a NaN; it does not say whether a kernel may "
+      "write the 0 (as a transform of real signals does)",
+      [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
+         const std::vector<std::vector<bool>>& bad) {
+        if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty() ||
+            !ref[0].defined() || !got[0].defined() || ref[0].shape() != got[0].shape())
+          return false;
+        DftSpec s = dft_spec(c, in);
+        if (s.inverse || s.l.complex) return false;
+        bool held = false;
+        for (double v : s.l.v) held = held || !std::isfinite(v);
+        if (!held) return false;
+        auto r = ref[0].to_f64(), k = got[0].to_f64();
+        bool any = false;
+        for (std::size_t i = 0; i < bad[0].size(); ++i) {
+          if (!bad[0][i]) continue;
+          any = true;
+          if (!std::isfinite(r[i]) && !std::isfinite(k[i])) continue;  // as transform-infinities
+          // Element i of [outer, out_len, inner, 2]: the imaginary part of bin 0 or N/2?
+          const auto j = static_cast<std::int64_t>(i);
+          const std::int64_t bin = j / 2 / s.l.inner % s.out_len;
+          const bool zero_part = j % 2 == 1 && (bin == 0 || (s.N % 2 == 0 && bin == s.N / 2));
+          if (!(zero_part && std::isnan(r[i]) && k[i] == 0)) return false;
+        }
+        return any;
+      }};
+}
 
 void register_signal_ops(OpRegistry& r) {
   register_transforms(r);

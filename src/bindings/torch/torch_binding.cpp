@@ -39,6 +39,9 @@ const std::map<std::string, TorchOp>& ops() {
     torch_kernels::add_conv_pool(t);
     torch_kernels::add_normalization(t);
     torch_kernels::add_shape(t);
+    torch_kernels::add_spatial(t);
+    torch_kernels::add_signal(t);
+    torch_kernels::add_selection(t);
     return t.ops;
   }();
   return table;

@@ -60,5 +60,8 @@ void add_losses(TorchTable& t);
 void add_conv_pool(TorchTable& t);  // torch_kernels_nn.cpp
 void add_normalization(TorchTable& t);
 void add_shape(TorchTable& t);
+void add_spatial(TorchTable& t);  // torch_kernels_spatial.cpp
+void add_signal(TorchTable& t);
+void add_selection(TorchTable& t);
 
 }  // namespace metaop::torch_kernels

@@ -47,6 +47,7 @@
 #include <ATen/ops/isposinf.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/linalg_det.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log_softmax.h>
@@ -324,6 +325,8 @@ void add_elementwise(TorchTable& t) {
 // MatMul, Gemm, Einsum.
 void add_linear(TorchTable& t) {
   t.add("MatMul", TorchOp{[](const Ctx& c) { return ATs{at::matmul(c.in(0), c.in(1))}; }});
+  // Backward not claimed: see GridSample's (torch_kernels_spatial.cpp).
+  t.add("Det", TorchOp{[](const Ctx& c) { return ATs{at::linalg_det(c.in(0))}; }, false});
   t.add("Gemm", TorchOp{[](const Ctx& c) {
           at::Tensor a = attr_i(c.k, "transA") ? c.in(0).t() : c.in(0);
           at::Tensor b = attr_i(c.k, "transB") ? c.in(1).t() : c.in(1);

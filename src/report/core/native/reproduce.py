@@ -167,6 +167,29 @@ def torch_ops():
             return [torch.selu(x[0])]
         return [torch.ops.aten.elu(x[0], al, g)]
 
+    def dft(a, x, opset):
+        t = x[0]
+        r = t.dim() - 1
+        given = len(x) > 2 and x[2] is not None
+        ax = (int(x[2].reshape(-1)[0]) if given else -2) if opset >= 20 else a.get("axis", 1)
+        ax = ax + r + 1 if ax < 0 else ax
+        inverse, onesided = bool(a.get("inverse", 0)), bool(a.get("onesided", 0))
+        n = int(x[1].reshape(-1)[0]) if len(x) > 1 and x[1] is not None else \
+            2 * (t.shape[ax] - 1) if inverse and onesided else t.shape[ax]
+        sig = torch.view_as_complex(t.contiguous()) if t.shape[-1] == 2 else t[..., 0]
+        if inverse and onesided:
+            return [torch.fft.irfft(sig, n, ax).unsqueeze(-1)]
+        y = torch.fft.rfft(sig, n, ax) if onesided else \
+            (torch.fft.ifft if inverse else torch.fft.fft)(sig, n, ax)
+        return [torch.view_as_real(y).contiguous()]
+
+    def grid_sample(a, x, opset):
+        mode = {"linear": "bilinear", "cubic": "bicubic"}.get(a.get("mode", "bilinear"),
+                                                              a.get("mode", "bilinear"))
+        return [F.grid_sample(x[0], x[1].to(x[0].dtype), mode=mode,
+                              padding_mode=a.get("padding_mode", "zeros"),
+                              align_corners=bool(a.get("align_corners", 0)))]
+
     ops = {name: unary(getattr(torch, name.lower())) for name in [
         "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Tan",
         "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round",
@@ -204,6 +227,7 @@ def torch_ops():
         "ReduceLogSumExp": reduction(lambda t, d, k: torch.logsumexp(t, d, k)),
         "TopK": topk, "Softmax": softmax_like(0), "LogSoftmax": softmax_like(1),
         "LayerNormalization": layer_norm,
+        "DFT": dft, "Det": unary(torch.linalg.det), "GridSample": grid_sample,
     })
     return ops
 

@@ -1,0 +1,252 @@
+// ATen kernels of the spatial (GridSample, AffineGrid, Col2Im, MaxUnpool), signal (DFT, the
+// windows) and selection (NonZero, Compress, ReverseSequence, CenterCropPad) meta operators.
+// Where ATen's operator covers only part of the ONNX one (2-D col2im, symmetric pads, 4-D and
+// 5-D grids), the rest is refused as unsupported, naming what.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/affine_grid_generator.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/blackman_window.h>
+#include <ATen/ops/col2im.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/fft_fft.h>
+#include <ATen/ops/fft_ifft.h>
+#include <ATen/ops/fft_irfft.h>
+#include <ATen/ops/fft_rfft.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/grid_sampler.h>
+#include <ATen/ops/hamming_window.h>
+#include <ATen/ops/hann_window.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/max_unpool2d.h>
+#include <ATen/ops/max_unpool3d.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
+
+#include <numeric>
+
+#include "bindings/torch/aten_convert.h"
+#include "bindings/torch/torch_kernels.h"
+#include "ops/kernel_util.h"
+
+namespace metaop::torch_kernels {
+
+namespace {
+
+std::int64_t scalar_of(const Ctx& c, std::size_t i) {
+  auto v = c.raw.at(i).to_i64();
+  if (v.size() != 1) c.unsupported(fmt::format("input #{} holds {} values, not one", i, v.size()));
+  return v[0];
+}
+
+at::Tensor long_tensor(const std::vector<std::int64_t>& v, const Shape& shape) {
+  return to_aten(Tensor::from_i64(v, shape));
+}
+
+ATs grid_sample(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  if (!at::isFloatingType(x.scalar_type())) c.unsupported("a non-float X");
+  const std::string mode = attr_s(c.k, "mode"), padding = attr_s(c.k, "padding_mode");
+  // ATen's codes: interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border,
+  // 2 reflection. Opset 16 names the modes bilinear and bicubic, opset 20 linear and cubic.
+  const std::int64_t m = mode == "bilinear" || mode == "linear" ? 0
+                         : mode == "nearest"                    ? 1
+                         : mode == "bicubic" || mode == "cubic" ? 2
+                                                                : -1;
+  const std::int64_t p = padding == "zeros"        ? 0
+                         : padding == "border"     ? 1
+                         : padding == "reflection" ? 2
+                                                   : -1;
+  if (m < 0 || p < 0) c.unsupported("mode " + mode + ", padding_mode " + padding);
+  if (x.dim() != 4 && x.dim() != 5) c.unsupported("a grid of other than 2 or 3 spatial dims");
+  if (x.dim() == 5 && m == 2) c.unsupported("cubic interpolation of a 3-D grid");
+  return {
+      at::grid_sampler(x, c.in(1).to(x.scalar_type()), m, p, attr_i(c.k, "align_corners") != 0)};
+}
+
+ATs col2im(const Ctx& c) {
+  const auto image = c.raw.at(1).to_i64(), block = c.raw.at(2).to_i64();
+  if (image.size() != 2) c.unsupported("an image of other than 2 dims (ATen's col2im)");
+  const auto dil = attr_ints_or(c.k, "dilations", {1, 1});
+  const auto strides = attr_ints_or(c.k, "strides", {1, 1});
+  const auto pads = attr_ints_or(c.k, "pads", {0, 0, 0, 0});
+  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])
+    c.unsupported("asymmetric pads");
+  return {at::col2im(c.in(0), image, block, dil, {pads[0], pads[1]}, strides)};
+}
+
+ATs max_unpool(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  const std::int64_t nsp = x.dim() - 2;
+  if (nsp != 2 && nsp != 3) c.unsupported("other than 2 or 3 spatial dims (ATen's max_unpool)");
+  const auto k = c.node().attr_ints("kernel_shape");
+  const auto s = attr_ints_or(c.k, "strides", std::vector<std::int64_t>(nsp, 1));
+  const auto pads = attr_ints_or(c.k, "pads", std::vector<std::int64_t>(2 * nsp, 0));
+  std::vector<std::int64_t> out(static_cast<std::size_t>(nsp));
+  for (std::int64_t d = 0; d < nsp; ++d)
+    out[d] = (x.size(2 + d) - 1) * s[d] + k[d] - pads[d] - pads[d + nsp];
+  if (c.has(2)) {
+    auto os = c.raw[2].to_i64();
+    if (!std::equal(out.begin(), out.end(), os.begin() + 2, os.end()))
+      c.unsupported(
+          "output_shape other than the pooling's inverse shape (ATen reads the indices in "
+          "output_shape's layout: the unpool-index-layout convention)");
+  }
+  // ONNX's indices are flat positions in the whole output, ATen's within each (n, c) plane.
+  const std::int64_t plane =
+      std::accumulate(out.begin(), out.end(), std::int64_t{1}, std::multiplies<>());
+  const at::Tensor& i = c.in(1);
+  std::vector<std::int64_t> base_shape(static_cast<std::size_t>(x.dim()), 1);
+  base_shape[0] = x.size(0);
+  base_shape[1] = x.size(1);
+  at::Tensor idx =
+      i.to(at::kLong) -
+      at::arange(x.size(0) * x.size(1), i.options().dtype(at::kLong)).reshape(base_shape) * plane;
+  if (nsp == 2) return {at::max_unpool2d(x, idx, out)};
+  return {at::max_unpool3d(x, idx, out, s, {pads[0], pads[1], pads[2]})};
+}
+
+// DFT (opsets 17 and 20) on ATen's FFTs: the last dim holds 1 (real) or 2 (real, imaginary)
+// parts; dft_length pads or truncates; the inverse scales by 1/N, as ONNX's ("backward", ATen's
+// default, named: GCC 12 warns of the defaulted optional's copy in LibTorch 1.13's headers).
+constexpr const char* kNorm = "backward";
+
+ATs dft(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  const std::int64_t r = x.dim() - 1;
+  std::int64_t axis = c.k.opset >= 20 ? (c.has(2) ? scalar_of(c, 2) : -2) : attr_i(c.k, "axis");
+  if (axis < 0) axis += r + 1;
+  if (r < 1 || axis < 0 || axis >= r) c.unsupported(fmt::format("axis {}", axis));
+  const bool inverse = attr_i(c.k, "inverse") != 0, onesided = attr_i(c.k, "onesided") != 0;
+  const bool complex = x.size(-1) == 2;
+  const std::int64_t len = x.size(axis);
+  const std::int64_t n = c.has(1) ? scalar_of(c, 1) : (inverse && onesided ? 2 * (len - 1) : len);
+  at::Tensor sig = complex ? at::view_as_complex(x.contiguous()) : x.select(-1, 0);
+  if (inverse && onesided)  // the Hermitian extension's inverse: real, one part
+    return {at::fft_irfft(sig, n, axis, kNorm).unsqueeze(-1)};
+  if (onesided) {
+    if (complex) c.unsupported("a one-sided transform of a complex signal");
+    return {at::view_as_real(at::fft_rfft(sig, n, axis, kNorm)).contiguous()};
+  }
+  at::Tensor y = inverse ? at::fft_ifft(sig, n, axis, kNorm) : at::fft_fft(sig, n, axis, kNorm);
+  return {at::view_as_real(y).contiguous()};
+}
+
+// The windows: N = size (periodic) or size - 1; ONNX's Hamming coefficients are 25/46 and
+// 21/46, not ATen's default 0.54 and 0.46.
+template <typename F>
+TorchOp window(F make) {
+  return TorchOp{[make](const Ctx& c) {
+                   const auto dt =
+                       dtype_from_onnx(static_cast<int>(attr_i(c.k, "output_datatype")));
+                   if (!dt || !is_floating(*dt)) c.unsupported("a window of a non-float type");
+                   return ATs{make(scalar_of(c, 0), attr_i(c.k, "periodic") != 0,
+                                   at::TensorOptions().dtype(to_aten(*dt)))};
+                 },
+                 false};
+}
+
+ATs reverse_sequence(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  const std::int64_t b_axis = norm_axis(c.k, attr_i(c.k, "batch_axis"), x.dim());
+  const std::int64_t t_axis = norm_axis(c.k, attr_i(c.k, "time_axis"), x.dim());
+  const auto lens = c.raw.at(1).to_i64();
+  const std::int64_t B = x.size(b_axis), T = x.size(t_axis);
+  if (b_axis == t_axis || static_cast<std::int64_t>(lens.size()) != B)
+    c.unsupported("batch_axis, time_axis or sequence_lens out of shape");
+  // The time index each (batch, time) position reads, in the order of the two axes in x.
+  Shape shape(static_cast<std::size_t>(x.dim()), 1);
+  shape[static_cast<std::size_t>(b_axis)] = B;
+  shape[static_cast<std::size_t>(t_axis)] = T;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(B * T));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::int64_t len = lens[static_cast<std::size_t>(b)];
+      if (len < 0 || len > T) c.unsupported(fmt::format("sequence length {}", len));
+      const std::int64_t at = b_axis < t_axis ? b * T + t : t * B + b;
+      idx[static_cast<std::size_t>(at)] = t < len ? len - 1 - t : t;
+    }
+  return {at::gather(x, t_axis, long_tensor(idx, shape).expand(x.sizes()).contiguous())};
+}
+
+ATs compress(const Ctx& c) {
+  const bool flat = !c.node().has_attr("axis");
+  at::Tensor x = flat ? c.in(0).reshape({-1}) : c.in(0);
+  const std::int64_t axis = flat ? 0 : norm_axis(c.k, attr_i(c.k, "axis"), x.dim());
+  const auto cond = c.raw.at(1).to_i64();
+  std::vector<std::int64_t> kept;
+  for (std::size_t i = 0; i < cond.size(); ++i)
+    if (cond[i]) {
+      if (static_cast<std::int64_t>(i) >= x.size(axis)) c.unsupported("condition past the axis");
+      kept.push_back(static_cast<std::int64_t>(i));
+    }
+  return {at::index_select(x, axis, long_tensor(kept, {static_cast<std::int64_t>(kept.size())}))};
+}
+
+ATs center_crop_pad(const Ctx& c) {
+  at::Tensor y = c.in(0);
+  const auto target = c.raw.at(1).to_i64();
+  std::vector<std::int64_t> axes = attr_ints_or(c.k, "axes", {});
+  if (axes.empty()) {
+    axes.resize(static_cast<std::size_t>(y.dim()));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  axes = norm_axes(c.k, axes, y.dim());
+  if (target.size() != axes.size()) c.unsupported("shape and axes of different lengths");
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const std::int64_t d = axes[i], dim = y.size(d), want = target[i];
+    if (dim >= want) {
+      y = y.narrow(d, (dim - want) / 2, want);
+      continue;
+    }
+    // at::constant_pad_nd's pads: the last dim first, (begin, end) pairs.
+    std::vector<std::int64_t> pads(static_cast<std::size_t>(2 * (y.dim() - d)), 0);
+    pads[pads.size() - 2] = (want - dim) / 2;
+    pads[pads.size() - 1] = want - dim - (want - dim) / 2;
+    y = at::constant_pad_nd(y, pads, 0);
+  }
+  return {y.contiguous()};
+}
+
+}  // namespace
+
+// GridSample's and AffineGrid's backward is not claimed (nor Det's, torch_kernels_math.cpp):
+// ATen's autograd of them agrees with finite differences but not with the generic backward
+// bound of their VJPs, which evaluates the VJP on absolute values and so misses the
+// conditioning of the interpolation's and the cofactors' derivatives (a reflected GridSample
+// gradient that cancels to 1e-17 is given 3e-23). They need bounds of their own before ATen's
+// backward can be judged.
+void add_spatial(TorchTable& t) {
+  t.add("GridSample", TorchOp{grid_sample, false});
+  t.add("AffineGrid",
+        TorchOp{[](const Ctx& c) {
+                  return ATs{at::affine_grid_generator(c.in(0), c.raw.at(1).to_i64(),
+                                                       attr_i(c.k, "align_corners") != 0)};
+                },
+                false});
+  t.add("Col2Im", TorchOp{col2im});
+  t.add("MaxUnpool", TorchOp{max_unpool});
+}
+
+void add_signal(TorchTable& t) {
+  t.add("DFT", TorchOp{dft});
+  t.add("HannWindow", window([](std::int64_t n, bool periodic, at::TensorOptions o) {
+          return at::hann_window(n, periodic, o);
+        }));
+  t.add("HammingWindow", window([](std::int64_t n, bool periodic, at::TensorOptions o) {
+          return at::hamming_window(n, periodic, 25.0 / 46.0, 21.0 / 46.0, o);
+        }));
+  t.add("BlackmanWindow", window([](std::int64_t n, bool periodic, at::TensorOptions o) {
+          return at::blackman_window(n, periodic, o);
+        }));
+}
+
+void add_selection(TorchTable& t) {
+  t.add("NonZero",
+        TorchOp{[](const Ctx& c) { return ATs{at::nonzero(c.in(0)).t().contiguous()}; }, false});
+  t.add("Compress", TorchOp{compress});
+  t.add("ReverseSequence", TorchOp{reverse_sequence});
+  t.add("CenterCropPad", TorchOp{center_crop_pad});
+}
+
+}  // namespace metaop::torch_kernels
