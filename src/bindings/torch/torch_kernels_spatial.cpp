@@ -87,7 +87,8 @@ ATs max_unpool(const Ctx& c) {
     out[d] = (x.size(2 + d) - 1) * s[d] + k[d] - pads[d] - pads[d + nsp];
   if (c.has(2)) {
     auto os = c.raw[2].to_i64();
-    if (!std::equal(out.begin(), out.end(), os.begin() + 2, os.end()))
+    if (static_cast<std::int64_t>(os.size()) != x.dim() || os[0] != x.size(0) ||
+        os[1] != x.size(1) || !std::equal(out.begin(), out.end(), os.begin() + 2, os.end()))
       c.unsupported(
           "output_shape other than the pooling's inverse shape (ATen reads the indices in "
           "output_shape's layout: the unpool-index-layout convention)");
