@@ -35,8 +35,9 @@ test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j2 -LE 'models|slow|fuzz|tidy'
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize) of what the unit and CLI
-# tests run (metaop and the unit tests), and those tests (CMakePresets.json); CI runs it after
-# make test (about 10 minutes to build, 2 to test on two cores).
+# tests run (metaop and the unit tests), and those tests (CMakePresets.json: -O1 -g1, half the
+# compile time of -O2 -g); CI runs it after make test (about 12 minutes to build, 5 to test on
+# two cores; docs/benchmarks.md).
 test-sanitize: deps
 	cmake --preset sanitize
 	cmake --build --preset sanitize --target metaop metaop_unit_tests metaop_plugin_manifests
