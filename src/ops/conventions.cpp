@@ -152,13 +152,9 @@ Convention padded_infinities() {
           }};
 }
 
-namespace {
-
-// Whether input 0 holds a value with `held` and every element of output 0 outside the model (one
-// at least) has `explained`(reference, kernel): the shape of the non-finite conventions below.
 bool nonfinite_explains(const Tensors& in, const Tensors& ref, const Tensors& got,
                         const std::vector<std::vector<bool>>& bad, bool (*held)(double),
-                        bool (*explained)(double, double)) {
+                        const std::function<bool(std::size_t, double, double)>& explained) {
   if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty()) return false;
   bool any_held = false;
   for (double v : in[0].to_f64()) any_held = any_held || held(v);
@@ -169,24 +165,23 @@ bool nonfinite_explains(const Tensors& in, const Tensors& ref, const Tensors& go
   for (std::size_t i = 0; i < bad[0].size(); ++i) {
     if (!bad[0][i]) continue;
     any = true;
-    if (!explained(r[i], k[i])) return false;
+    if (!explained(i, r[i], k[i])) return false;
   }
   return any;
 }
 
-}  // namespace
-
 Convention transform_infinities() {
-  return {"transform-infinities",
-          "the ONNX text defines the transform as a sum of products by complex twiddles; with an "
-          "infinite input, whether an output is +inf, -inf or NaN depends on which twiddle parts "
-          "are exactly 0 and on the order of the operations, which it does not fix",
-          [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
-             const std::vector<std::vector<bool>>& bad) {
-            return nonfinite_explains(
-                in, ref, got, bad, [](double v) { return !std::isfinite(v); },
-                [](double r, double k) { return !std::isfinite(r) && !std::isfinite(k); });
-          }};
+  return {
+      "transform-infinities",
+      "the ONNX text defines the transform as a sum of products by complex twiddles; with an "
+      "infinite input, whether an output is +inf, -inf or NaN depends on which twiddle parts "
+      "are exactly 0 and on the order of the operations, which it does not fix",
+      [](const KernelContext&, const Tensors& in, const Tensors& ref, const Tensors& got,
+         const std::vector<std::vector<bool>>& bad) {
+        return nonfinite_explains(
+            in, ref, got, bad, [](double v) { return !std::isfinite(v); },
+            [](std::size_t, double r, double k) { return !std::isfinite(r) && !std::isfinite(k); });
+      }};
 }
 
 Convention zero_weight_infinities() {
@@ -198,7 +193,7 @@ Convention zero_weight_infinities() {
              const std::vector<std::vector<bool>>& bad) {
             return nonfinite_explains(
                 in, ref, got, bad, [](double v) { return std::isinf(v); },
-                [](double r, double k) { return std::isnan(r) && std::isinf(k); });
+                [](std::size_t, double r, double k) { return std::isnan(r) && std::isinf(k); });
           }};
 }
 

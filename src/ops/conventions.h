@@ -2,9 +2,18 @@
 // Choices the ONNX text leaves open (Convention, ops/registry.h), shared by the ops that meet
 // them. Each says what the text says and when the choice explains a finding, as narrowly as the
 // case allows.
+#include <functional>
+
 #include "ops/registry.h"
 
 namespace metaop {
+
+// Whether input 0 holds a value with `held` and every element of output 0 outside the model (one
+// at least) has `explained`(its flat index, reference, kernel): the shape of the non-finite
+// conventions.
+bool nonfinite_explains(const Tensors& in, const Tensors& ref, const Tensors& got,
+                        const std::vector<std::vector<bool>>& bad, bool (*held)(double),
+                        const std::function<bool(std::size_t, double, double)>& explained);
 
 // NaN through a comparison, max or min: the text defines the op by comparisons (x > alpha ? x :
 // 0, max(0, x) ...) that NaN fails, and does not say whether NaN takes that branch or

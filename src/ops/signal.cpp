@@ -492,27 +492,21 @@ Convention real_signal_zero_parts() {
       "write the 0 (as a transform of real signals does)",
       [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
          const std::vector<std::vector<bool>>& bad) {
-        if (in.empty() || !in[0].defined() || ref.empty() || got.empty() || bad.empty() ||
-            !ref[0].defined() || !got[0].defined() || ref[0].shape() != got[0].shape())
+        if (in.empty() || !in[0].defined() || ref.empty() || !ref[0].defined() || got.empty() ||
+            !got[0].defined() || ref[0].shape() != got[0].shape())
           return false;
-        DftSpec s = dft_spec(c, in);
+        const DftSpec s = dft_spec(c, in);
         if (s.inverse || s.l.complex) return false;
-        bool held = false;
-        for (double v : s.l.v) held = held || !std::isfinite(v);
-        if (!held) return false;
-        auto r = ref[0].to_f64(), k = got[0].to_f64();
-        bool any = false;
-        for (std::size_t i = 0; i < bad[0].size(); ++i) {
-          if (!bad[0][i]) continue;
-          any = true;
-          if (!std::isfinite(r[i]) && !std::isfinite(k[i])) continue;  // as transform-infinities
-          // Element i of [outer, out_len, inner, 2]: the imaginary part of bin 0 or N/2?
-          const auto j = static_cast<std::int64_t>(i);
-          const std::int64_t bin = j / 2 / s.l.inner % s.out_len;
-          const bool zero_part = j % 2 == 1 && (bin == 0 || (s.N % 2 == 0 && bin == s.N / 2));
-          if (!(zero_part && std::isnan(r[i]) && k[i] == 0)) return false;
-        }
-        return any;
+        return nonfinite_explains(
+            in, ref, got, bad, [](double v) { return !std::isfinite(v); },
+            [&s](std::size_t i, double r, double k) {
+              if (!std::isfinite(r) && !std::isfinite(k)) return true;  // transform-infinities
+              // Element i of [outer, out_len, inner, 2]: the imaginary part of bin 0 or N/2?
+              const auto j = static_cast<std::int64_t>(i);
+              const std::int64_t bin = j / 2 / s.l.inner % s.out_len;
+              const bool zero_part = j % 2 == 1 && (bin == 0 || (s.N % 2 == 0 && bin == s.N / 2));
+              return zero_part && std::isnan(r) && k == 0;
+            });
       }};
 }
 

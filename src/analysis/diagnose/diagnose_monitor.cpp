@@ -561,17 +561,15 @@ void TrainMonitor::judge_oscillation(const std::vector<double>& means, std::size
     rise += means[e] - means[e - 1];
     ++rises;
     if (rise < t_.oscillation_rise * means.front()) continue;
+    const std::size_t shown = std::min<std::size_t>(e + 1, 12);  // epoch means in the detail
     add({"oscillating_loss", (e + 1) * spe, "", "", rise / means.front(), t_.oscillation_rise,
-         fmt::format("the mean loss of an epoch rose again {} time(s) by epoch {}, by {:.4g} in "
-                     "all: {:.3g} times the first epoch's {:.4g} (threshold {:g}); the means of "
-                     "epochs 1-{}: {:.3g}{}",
-                     rises, e + 1, rise, rise / means.front(), means.front(), t_.oscillation_rise,
-                     std::min<std::size_t>(e + 1, 12),
-                     fmt::join(means.begin(),
-                               means.begin() +
-                                   static_cast<std::ptrdiff_t>(std::min<std::size_t>(e + 1, 12)),
-                               ", "),
-                     e + 1 > 12 ? ", ..." : "")});
+         fmt::format(
+             "the mean loss of an epoch rose again {} time(s) by epoch {}, by {:.4g} in "
+             "all: {:.3g} times the first epoch's {:.4g} (threshold {:g}); the means of "
+             "epochs 1-{}: {:.3g}{}",
+             rises, e + 1, rise, rise / means.front(), means.front(), t_.oscillation_rise, shown,
+             fmt::join(means.begin(), means.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+             e + 1 > shown ? ", ..." : "")});
     return;
   }
 }

@@ -159,11 +159,12 @@ ATs reverse_sequence(const Ctx& c) {
   Shape shape(static_cast<std::size_t>(x.dim()), 1);
   shape[static_cast<std::size_t>(b_axis)] = B;
   shape[static_cast<std::size_t>(t_axis)] = T;
+  for (std::int64_t len : lens)
+    if (len < 0 || len > T) c.unsupported(fmt::format("sequence length {}", len));
   std::vector<std::int64_t> idx(static_cast<std::size_t>(B * T));
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t) {
       const std::int64_t len = lens[static_cast<std::size_t>(b)];
-      if (len < 0 || len > T) c.unsupported(fmt::format("sequence length {}", len));
       const std::int64_t at = b_axis < t_axis ? b * T + t : t * B + b;
       idx[static_cast<std::size_t>(at)] = t < len ? len - 1 - t : t;
     }
