@@ -65,6 +65,12 @@ done
 $PY "$HERE/diagnose/overhead.py" "$METAOP" "$OUT/diagnose_overhead" --repeats 7 \
   --json "$OUT/diagnose_overhead.json" > "$OUT/diagnose_overhead.log"
 
+stamp "python: metaop.check against the command line (resnet18), watch's cost per step"
+PYTHONPATH=$BUILD/python "$HERE/../.venv/bin/python" "$HERE/python/check_overhead.py" "$METAOP" \
+  "$MODELS/resnet18/opset17.onnx" --bind torch --rounds 5 > "$OUT/python_check_overhead.log"
+PYTHONPATH=$BUILD/python "$HERE/../.venv/bin/python" "$HERE/python/watch_overhead.py" \
+  > "$OUT/python_watch_overhead.log"
+
 stamp "expose: 27 buggy programs and their fixed twins (60 s budget per run)"
 $PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$OUT/expose.md" \
   2> "$OUT/expose.log"
@@ -85,4 +91,5 @@ echo "== faults"; grep -A6 "^injections" "$OUT/faults.log"
 echo "== grad_faults"; grep -A5 "faults$" "$OUT/grad_faults.log"
 for v in 0 8 9 10; do echo "== diagnose variant $v"; tail -4 "$OUT/diagnose_$v.log"; done
 echo "== diagnose overhead"; tail -4 "$OUT/diagnose_overhead.log"
+echo "== python"; tail -1 "$OUT/python_check_overhead.log"; cat "$OUT/python_watch_overhead.log"
 echo "== expose"; grep "^- " "$OUT/expose.md"

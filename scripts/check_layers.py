@@ -3,10 +3,11 @@
 compiles anything, so a violation fails the build):
 
   1. includes point down only: a file of layer L includes headers of layer L or below, in the
-     order tensor < graph < ops < bindings < engine < analysis < report < cli;
+     order tensor < graph < ops < bindings < engine < analysis < report < cli < python;
   2. framework headers stay in their binding's folder: ATen / torch / c10 in src/bindings/torch,
      opencv2 in src/bindings/opencv, oneDNN in src/bindings/onednn, ONNX's protobuf headers in
-     src/graph and src/tensor (the model and tensor readers), CLI11 in src/cli;
+     src/graph and src/tensor (the model and tensor readers), CLI11 in src/cli, pybind11 in
+     src/python;
   3. a header that includes framework headers is included only from its own folder;
   4. capabilities stay apart: src/analysis and src/report hold a `core` folder and one folder per
      capability; a file of analysis/X (X not core) includes headers of analysis/X and
@@ -23,11 +24,11 @@ import shutil
 import sys
 import tempfile
 
-LAYERS = ["tensor", "graph", "ops", "bindings", "engine", "analysis", "report", "cli"]
+LAYERS = ["tensor", "graph", "ops", "bindings", "engine", "analysis", "report", "cli", "python"]
 FRAMEWORKS = {  # include prefix -> folders (relative to src) allowed to include it
     "ATen/": ["bindings/torch"], "torch/": ["bindings/torch"], "c10/": ["bindings/torch"],
     "opencv2/": ["bindings/opencv"], "oneapi/": ["bindings/onednn"], "dnnl": ["bindings/onednn"],
-    "onnx/": ["graph", "tensor"], "CLI/": ["cli"],
+    "onnx/": ["graph", "tensor"], "CLI/": ["cli"], "pybind11/": ["python"],
 }
 CAPABILITY_LAYERS = ["analysis", "report"]  # a core folder and one folder per capability
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

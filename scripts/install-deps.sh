@@ -30,7 +30,7 @@ PACKAGES=(
   libeigen3-dev libopenblas-dev libxxhash-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy python3-torch python3-torchvision python3-onnx
+  python3 python3-dev python3-numpy python3-torch python3-torchvision python3-onnx
 )
 
 missing=()

@@ -1,8 +1,10 @@
 #include "bindings/plugin.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "bindings/update_kernel.h"
@@ -54,10 +57,106 @@ std::vector<std::unique_ptr<Loaded>>& loaded() {
   return all;
 }
 
+// A plugin's references to MetaOp's own code resolve against the process's global symbols. In
+// the metaop executable they are there (it exports them); when MetaOp is a shared library loaded
+// locally (the Python module, which Python loads with RTLD_LOCAL), that library is made global
+// first, in this process only: plugins load in the worker processes MetaOp forks.
+void make_metaop_global() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info self{};
+    if (::dladdr(reinterpret_cast<void*>(&make_metaop_global), &self) == 0 || !self.dli_fname)
+      return;
+    void* exe = ::dlopen(nullptr, RTLD_NOW);
+    void* here = ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (here && here != exe) ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  });
+}
+
+// The libraries a shared object needs (its DT_NEEDED entries), read from the file's dynamic
+// section; empty when the file is not a 64-bit ELF object.
+std::vector<std::string> needed_libraries(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  auto fits = [&](std::uint64_t off, std::uint64_t n) {
+    return off <= bytes.size() && n <= bytes.size() - off;
+  };
+  if (!fits(0, sizeof(Elf64_Ehdr)) || bytes.compare(0, SELFMAG, ELFMAG) != 0 ||
+      bytes[EI_CLASS] != ELFCLASS64)
+    return out;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  auto section = [&](std::uint64_t i) {
+    Elf64_Shdr sh{};
+    std::uint64_t off = eh.e_shoff + i * sizeof(Elf64_Shdr);
+    if (i < eh.e_shnum && fits(off, sizeof sh)) std::memcpy(&sh, bytes.data() + off, sizeof sh);
+    return sh;
+  };
+  for (std::uint64_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr dyn = section(i);
+    if (dyn.sh_type != SHT_DYNAMIC || !fits(dyn.sh_offset, dyn.sh_size)) continue;
+    Elf64_Shdr str = section(dyn.sh_link);
+    if (!fits(str.sh_offset, str.sh_size)) continue;
+    for (std::uint64_t e = 0; e + sizeof(Elf64_Dyn) <= dyn.sh_size; e += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn d;
+      std::memcpy(&d, bytes.data() + dyn.sh_offset + e, sizeof d);
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag == DT_NEEDED && d.d_un.d_val < str.sh_size)
+        out.emplace_back(bytes.c_str() + str.sh_offset + d.d_un.d_val);
+    }
+  }
+  return out;
+}
+
+// "libc10" of "libc10.so.1.13".
+std::string library_stem(const std::string& name) {
+  return name.substr(0, name.find(".so"));
+}
+
+// A library this process has loaded already that stands for another version of one `plugin`
+// needs: the same stem under another file name (libc10.so where the plugin needs
+// libc10.so.1.13). A program that runs MetaOp in its own process may have loaded a framework
+// before MetaOp did (Python with PyTorch imported); the plugin's framework library would then
+// bind to the other version's symbols. Returns its path, or empty.
+std::string clashing_library(const std::string& plugin) {
+  std::set<std::string> stems;
+  std::set<std::string> names;
+  for (const auto& n : needed_libraries(plugin)) {
+    // The C and C++ runtimes and MetaOp's own libraries are shared by design.
+    static const char* const shared[] = {"libc",       "libm",  "libstdc++", "libgcc_s",
+                                         "libpthread", "libdl", "librt",     "ld-linux-x86-64",
+                                         "libfmt"};
+    std::string stem = library_stem(n);
+    if (std::find(std::begin(shared), std::end(shared), stem) != std::end(shared)) continue;
+    stems.insert(stem);
+    names.insert(n);
+  }
+  struct Scan {
+    const std::set<std::string>* stems;
+    const std::set<std::string>* names;
+    std::string found;
+  } scan{&stems, &names, {}};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto* s = static_cast<Scan*>(data);
+        if (!info->dlpi_name || !*info->dlpi_name) return 0;
+        std::string name = fs::path(info->dlpi_name).filename().string();
+        if (s->stems->count(library_stem(name)) && !s->names->count(name)) {
+          s->found = info->dlpi_name;
+          return 1;
+        }
+        return 0;
+      },
+      &scan);
+  return scan.found;
+}
+
 // Loads `path` (once per process) and runs its registration. Fails naming the file.
 Loaded& load_library(const std::string& path) {
   for (auto& l : loaded())
     if (l->path == path) return *l;
+  make_metaop_global();
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) fail("plugin {}: cannot be loaded: {}", path, ::dlerror());
   auto abi = reinterpret_cast<int (*)()>(::dlsym(h, "metaop_plugin_abi"));
@@ -364,6 +463,16 @@ const BindingDescription& load_plugin_binding(const BindingInfo& info) {
             "binding '{}' ({} {}) cannot be loaded beside {} {} from {} in one process: run it "
             "isolated (--isolation process, the default)",
             info.name, info.framework, info.version, d.framework, d.version, l->path);
+  bool loaded_here = std::any_of(loaded().begin(), loaded().end(),
+                                 [&](const auto& l) { return l->path == info.plugin; });
+  if (!loaded_here)
+    if (std::string other = clashing_library(info.plugin); !other.empty())
+      fail(
+          "binding '{}' ({} {}) cannot be loaded in this process: it has {} loaded already, "
+          "another version of that framework's library (in Python, importing the framework "
+          "loads it: run this binding from the command line, or from a Python process that has "
+          "not imported it)",
+          info.name, info.framework, info.version, other);
   Loaded& l = load_library(info.plugin);
   for (auto& d : l.registrar.bindings())
     if (d.name == info.name) return d;

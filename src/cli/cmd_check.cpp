@@ -2,7 +2,6 @@
 // localization, verification by replacement, reproducers and per-node time.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "bindings/factory.h"
 #include "cli/binding_options.h"
 #include "cli/commands.h"
+#include "cli/host.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
@@ -60,10 +60,9 @@ struct CheckArgs {
 WholeGraphResult run_whole_graph(const CheckArgs& a, const Graph& g,
                                  const std::vector<Inputs>& samples, const std::string& repro_root,
                                  WholeGraphOptions& wopt) {
-  if (isatty(STDERR_FILENO))
-    wopt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  if (progress_shown()) wopt.progress = [](const std::string& s) { show_progress(s); };
   WholeGraphResult w = check_whole_graph(g, a.model, samples, wopt);
-  if (wopt.progress) fmt::print(stderr, "\r\033[K");
+  end_progress();
   for (auto& v : w.verdicts) {
     if (!v.reduction || v.reduction->window.empty()) continue;
     Reduction& red = *v.reduction;
@@ -223,11 +222,10 @@ int run(const CheckArgs& a) {
     for (std::size_t s = 0; s < count; ++s) samples.push_back(s == 0 ? first : make_sample(s));
   }
 
-  if (isatty(STDERR_FILENO))
-    opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  if (progress_shown()) opt.progress = [](const std::string& s) { show_progress(s); };
   CheckResult r = check_model(
       g, count, [&](std::size_t s) { return s == 0 ? first : make_sample(s); }, opt);
-  if (opt.progress) fmt::print(stderr, "\r\033[K");
+  end_progress();
 
   std::string repro_root = !a.repro_dir.empty()    ? a.repro_dir
                            : !a.report_dir.empty() ? a.report_dir + "/repro"

@@ -1,13 +1,13 @@
 // metaop diagnose: trains with monitors, says what goes wrong and where (model or framework),
 // and repairs what it can.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <algorithm>
 
 #include "analysis/diagnose/diagnose.h"
 #include "bindings/factory.h"
 #include "cli/commands.h"
+#include "cli/host.h"
 #include "cli/train_options.h"
 #include "report/diagnose/diagnose_report.h"
 
@@ -26,10 +26,9 @@ int run(DiagnoseCommand& a) {
   TrainSetup s = make_train_setup(a.train);
   validate(a.options.thresholds);
   a.options.repair = !a.no_repair;
-  if (isatty(STDERR_FILENO))
-    a.options.status = [](const std::string& line) { fmt::print(stderr, "\r\033[K{}", line); };
+  if (progress_shown()) a.options.status = [](const std::string& line) { show_progress(line); };
   DiagnoseResult r = diagnose(s, a.options);
-  if (a.options.status) fmt::print(stderr, "\r\033[K");
+  end_progress();
   return report_diagnosis(r, s, a.out);
 }
 

@@ -9,6 +9,7 @@
 #include "bindings/binding.h"
 #include "bindings/factory.h"
 #include "cli/commands.h"
+#include "cli/host.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
 #include "engine/executor.h"
@@ -115,8 +116,9 @@ int run(const ExposeArgs& a) {
   auto [inputs, sources] = gather_inputs(g, spec);
   validate_inputs(g, inputs, sources);
 
-  bool bar = a.progress || isatty(STDERR_FILENO);
-  if (bar)
+  // On stderr (a terminal, or --progress), or to the host.
+  bool on_stderr = !host() && (a.progress || isatty(STDERR_FILENO));
+  if (on_stderr || progress_shown())
     opt.progress = [limit = a.time_limit, last = -1.0](std::int64_t done, std::int64_t total,
                                                        double seconds, std::size_t exposed,
                                                        std::size_t targets) mutable {
@@ -124,13 +126,15 @@ int run(const ExposeArgs& a) {
       last = seconds;
       double by_steps = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
       double f = std::min(1.0, std::max(by_steps, seconds / limit));
+      auto text = fmt::format("{} steps  {:.1f}/{:.0f} s  exposed {}/{} targets", done, seconds,
+                              limit, exposed, targets);
+      if (host()) return show_progress(text, f);
       int width = 30, filled = static_cast<int>(width * f);
-      fmt::print(stderr, "\r[{}{}] {} steps  {:.1f}/{:.0f} s  exposed {}/{} targets",
-                 std::string(filled, '#'), std::string(width - filled, '-'), done, seconds, limit,
-                 exposed, targets);
+      fmt::print(stderr, "\r[{}{}] {}", std::string(filled, '#'), std::string(width - filled, '-'),
+                 text);
     };
   ExposeResult r = expose_model(g, inputs, opt);
-  if (bar) fmt::print(stderr, "\r\033[K");
+  if (on_stderr) fmt::print(stderr, "\r\033[K");
 
   write_expose_files(r, a.model, a.out_dir);
   print_expose_summary(stdout, g, r, a.model);

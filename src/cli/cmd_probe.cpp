@@ -1,6 +1,5 @@
 // metaop probe: op-level sweep of edge values over the ONNX node tests' attribute settings.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include "bindings/binding.h"
 #include "cli/binding_options.h"
 #include "cli/commands.h"
+#include "cli/host.h"
 #include "cli/plan_options.h"
 #include "cli/repro_minimize.h"
 #include "graph/onnx_io.h"
@@ -77,8 +77,7 @@ ProbeOptions probe_options(const ProbeArgs& a) {
       fail("--op {}: no such meta operator (or 'update', the optimizers)", op);
   opt.ops = a.ops;
   opt.dtypes = probe_dtypes(a.dtypes);
-  if (isatty(STDERR_FILENO))
-    opt.progress = [](const std::string& s) { fmt::print(stderr, "\r\033[K{}", s); };
+  if (progress_shown()) opt.progress = [](const std::string& s) { show_progress(s); };
   return opt;
 }
 
@@ -110,7 +109,7 @@ int run(const ProbeArgs& a) {
   ProbeOptions opt = probe_options(a);
   if (!a.bind_note.empty()) fmt::print(stderr, "{}", a.bind_note);
   ProbeResult r = probe(opt);
-  if (opt.progress) fmt::print(stderr, "\r\033[K");
+  end_progress();
   minimize_findings(r.findings, a.minimize, "probe");
 
   fmt::print("probe: {} cases (node test x input pattern), {} op(s), bindings {}\n", r.cases,

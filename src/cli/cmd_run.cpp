@@ -1,6 +1,5 @@
 // metaop run: runs a model under a binding plan and summarizes (and saves) its outputs.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "bindings/fault_injection.h"
 #include "cli/binding_options.h"
 #include "cli/commands.h"
+#include "cli/host.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
@@ -138,13 +138,15 @@ int run(const RunArgs& a) {
 
   RunOptions opts;
   opts.keep_all = !a.dump_dir.empty();
-  bool tty = isatty(STDERR_FILENO);
-  if (tty)
+  if (progress_shown())
     opts.progress = [](std::size_t done, std::size_t total) {
-      fmt::print(stderr, "\r[{}/{} nodes]", done, total);
-      if (done == total) fmt::print(stderr, "\r\033[K");
+      show_progress(
+          fmt::format("[{}/{} nodes]", done, total),
+          static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total, 1)));
+      if (done == total) end_progress();
     };
   RunResult res = run_graph(g, inputs, plan, opts);
+  if (Host* h = host(); h && h->outputs) *h->outputs = res.outputs;
   fmt::print("{}: {} nodes, opset {}\n", a.model, g.nodes.size(), g.opset);
   print_plan_summary(g, res.records);
   for (const auto& o : g.outputs) print_summary(o.name, res.outputs.at(o.name));

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cli/host.h"
 #include "engine/control_flow.h"
 #include "tensor/heap.h"
 #include "tensor/npy.h"
@@ -30,6 +31,11 @@ std::pair<double, double> parse_range(const std::string& s) {
 }
 
 Tensor load_tensor_file(const std::string& path) {
+  if (std::string name = array_name(path); !name.empty()) {
+    if (Host* h = host())
+      if (auto it = h->arrays.find(name); it != h->arrays.end()) return it->second;
+    fail("{}: no such array was given", printable(path, 200));
+  }
   auto ext = std::filesystem::path(path).extension().string();
   if (ext == ".npy") return read_npy(path);
   if (ext == ".pb") return read_tensor_pb(path);

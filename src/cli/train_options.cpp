@@ -1,12 +1,12 @@
 #include "cli/train_options.h"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cli/host.h"
 #include "cli/inputs.h"
 #include "cli/plan_options.h"
 #include "cli/process_options.h"
@@ -162,14 +162,20 @@ TrainSetup make_train_setup(TrainArgs& a) {
   validate(s.config.optimizer);
   for (const auto& w : optimizer_warnings(s.config.optimizer))
     fmt::print(stderr, "metaop: warning: {}\n", w);
-  if (isatty(STDERR_FILENO)) {
+  if (progress_shown()) {
     auto running = std::make_shared<double>(0.0);
     s.config.progress = [running](std::size_t step, std::size_t total, double loss) {
       *running = step == 1 ? loss : 0.9 * *running + 0.1 * loss;
-      int width = 30, done = static_cast<int>(width * step / total);
-      fmt::print(stderr, "\r[{}{}] step {}/{}  loss {:.6g}", std::string(done, '#'),
-                 std::string(width - done, '.'), step, total, *running);
-      if (step == total) fmt::print(stderr, "\r\033[K");
+      double share = static_cast<double>(step) / static_cast<double>(total);
+      auto text = fmt::format("step {}/{}  loss {:.6g}", step, total, *running);
+      if (host()) {
+        show_progress(text, share);
+        return;
+      }
+      int width = 30, done = static_cast<int>(width * share);
+      fmt::print(stderr, "\r[{}{}] {}", std::string(done, '#'), std::string(width - done, '.'),
+                 text);
+      if (step == total) end_progress();
     };
   }
   return s;
