@@ -16,9 +16,14 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# The bundled CNN checked op by op under the three frameworks, then a small MLP trained under
-# torch (forward, backward and torch's Adam) with every step checked; HTML reports in build/demo.
+# The start of a DenseNet (tests/data/dense_block.onnx, scripts/make_demo_model.py) checked op by
+# op under the three frameworks: OpenCV 4.6's single-input Concat defect (docs/findings.md) found,
+# verified and given a reproducer (exit 1: a finding, which the demo expects; 2 would be an
+# error); then the bundled CNN, clean; then a small MLP trained under torch (forward, backward
+# and torch's Adam) with every step checked. HTML reports in build/demo.
 demo: build
+	$(BUILD_DIR)/metaop check tests/data/dense_block.onnx --bind torch,onednn,opencv-4.6 \
+	  --samples 2 --report $(BUILD_DIR)/demo/defect; test $$? -le 1
 	$(BUILD_DIR)/metaop check tests/data/tiny_cnn.onnx --bind torch,onednn,opencv-4.6 --samples 2 \
 	  --report $(BUILD_DIR)/demo/check
 	$(BUILD_DIR)/metaop train tests/data/train_mlp.onnx --data tests/data/train_x.npy \

@@ -31,6 +31,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-torch python3-torchvision python3-onnx
+  graphviz chromium
 )
 
 missing=()

@@ -140,8 +140,9 @@ fs = [f for f in findings(os.path.join(WORK, "concat.json")) if f["kind"] != "un
 check(rc == 1 and fs and fs[0]["node"] == "concat" and fs[0]["kind"] == "accuracy" and
       fs[0]["verified"], f"opencv-4.6 single-input Concat defect found and verified ({fs[:1]})")
 html = open(os.path.join(WORK, "rep", "index.html")).read()
-check("<svg" in html and "concat" in html and "<script" not in html,
-      "HTML report: inline SVG plots, the finding, no scripts")
+check("<svg" in html and "concat" in html and "<script src" not in html and "<link" not in html
+      and "http://" not in html.replace("http://www.w3.org/", "") and "https://" not in html,
+      "HTML report: inline SVG, the finding, nothing fetched (scripts inline)")
 
 # 5. Bad usage and input: exit 2 with a message naming the culprit.
 for args, needle in [(["--bind", "tensorflow"], "tensorflow"),

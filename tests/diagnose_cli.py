@@ -165,8 +165,10 @@ if lr is not None:  # the written hyperparameters train the model healthily
           "train --hparams with the written repair: healthy", p.stdout + p.stderr)
 html = open(os.path.join(WORK, "report", "index.html")).read() \
     if os.path.exists(os.path.join(WORK, "report", "index.html")) else ""
-check(html.count("<svg") >= 3 and "<script" not in html and "Diagnoses" in html,
-      "--report: loss, gradient norms and dead units plotted, the diagnoses, no scripts")
+check(html.count("<svg") >= 4 and "id='metaop-graph'" in html and "<script src" not in html
+      and "Diagnoses" in html,
+      "--report: the model's graph, loss, gradient norms and dead units plotted, the diagnoses, "
+      "nothing fetched")
 for name, expect in [("data_labels_from_one", {"category": "data", "input": "labels"}),
                      ("loss_double_softmax", {"category": "loss",
                                               "node": node_of("loss_double_softmax", "node")}),

@@ -139,9 +139,10 @@ check(len(prof) > 50 and all(p["forward_seconds"] > 0 and (p["forward_peak"] > 0
       and sum(p["backward_seconds"] > 0 and (p["backward_peak"] > 0 or not HEAP)
               for p in prof) > 50,
       f"per-node forward/backward time and heap peak in the JSON ({len(prof)} nodes)")
-check(html.count("<svg") == 3 and "<script" not in html and "Loss per step" in html and
-      "Updates" in html and "Time and memory per node" in html,
-      "train --report: loss curve, per-node error and update plots, time and memory, no scripts")
+check(html.count("<svg") == 4 and "id='metaop-graph'" in html and "<script src" not in html
+      and "Loss per step" in html and "Updates" in html and "Time and memory per node" in html,
+      "train --report: the model's graph, loss curve, per-node error and update plots, time and "
+      "memory, nothing fetched")
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 

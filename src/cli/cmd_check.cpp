@@ -149,7 +149,19 @@ void write_check_outputs(const CheckArgs& a, const Graph& g, const CheckResult& 
     fmt::print("wrote {}\n", a.json_file);
   }
   if (!a.report_dir.empty()) {
-    write_html_report(g, r, a.report_dir);
+    CheckReportExtra extra;
+    if (whole) {
+      extra.html = whole_graph_html(*whole, factor);
+      std::size_t bad = 0;
+      for (const auto& v : whole->verdicts) {
+        bad += v.status != WholeGraphStatus::Ok;
+        if (v.reduction)
+          extra.nodes.insert(extra.nodes.end(), v.reduction->window.begin(),
+                             v.reduction->window.end());
+      }
+      if (bad) extra.verdict = fmt::format("{} whole-graph verdict(s) not ok (below)", bad);
+    }
+    write_html_report(g, r, a.report_dir, extra);
     fmt::print("wrote {}/index.html\n", a.report_dir);
   }
 }

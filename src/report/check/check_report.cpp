@@ -4,14 +4,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
+#include <tuple>
 
 #include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
+#include "report/core/graph_view.h"
 #include "report/core/html.h"
 #include "tensor/text.h"
 
@@ -227,26 +232,209 @@ nlohmann::json check_to_json(const Graph& g, const CheckResult& r) {
   return j;
 }
 
-void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir) {
-  fs::create_directories(dir);
-  auto ser = series(r);
+namespace {
+
+// Where a finding goes on the page: defects (crashes and hangs first), untriaged ones,
+// float32 limits, conventions, hazards; unsupported nodes last (collapsed).
+int page_order(const Finding& f) {
+  if (f.kind == FindingKind::Unsupported) return 9;
+  if (f.kind == FindingKind::Crash || f.kind == FindingKind::Hang) return 0;
+  switch (f.cls) {
+    case FindingClass::Defect:
+      return 1;
+    case FindingClass::Untriaged:
+      return 2;
+    case FindingClass::Float32Limit:
+      return 3;
+    case FindingClass::Convention:
+      return 4;
+    case FindingClass::None:
+      break;
+  }
+  return f.defect() ? 1 : 5;
+}
+
+// The class colours of the page, the graph's legend and its nodes.
+const char* class_color(const Finding& f) {
+  switch (page_order(f)) {
+    case 0:
+    case 1:
+      return "#f28b82";  // defect (crash and hang too)
+    case 2:
+      return "#d7aefb";  // untriaged
+    case 3:
+      return "#fdd663";  // float32-limit
+    case 4:
+      return "#aecbfa";  // convention
+    case 9:
+      return "#dadce0";  // unsupported: the reference ran it
+    default:
+      return "#e6c9a8";  // hazard
+  }
+}
+
+std::string class_word(const Finding& f) {
+  if (f.kind == FindingKind::Unsupported) return "unsupported";
+  if (f.cls != FindingClass::None) return to_string(f.cls);
+  return to_string(f.kind);
+}
+
+// What a printer writes, as text.
+template <typename Print>
+std::string printed(Print print) {
+  char* buf = nullptr;
+  std::size_t size = 0;
+  std::FILE* f = ::open_memstream(&buf, &size);
+  if (!f) return "";
+  print(f);
+  std::fclose(f);
+  std::string out(buf, size);
+  std::free(buf);
+  return out;
+}
+
+// Each node's mark on the graph: its worst finding's class colour, a badge for crashes,
+// non-finite values and reference fallbacks, its worst local score per binding on hover.
+std::vector<NodeMark> node_marks(const Graph& g, const CheckResult& r,
+                                 const std::vector<const Finding*>& ordered,
+                                 std::map<std::string, NodeSeries>& ser) {
+  std::vector<NodeMark> marks(g.nodes.size());
+  std::map<std::string, std::size_t> index;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) index[g.nodes[k].name] = k;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    std::string scores;
+    double worst = 0;
+    for (const auto& b : r.bindings) {
+      auto it = ser[b].score.find(k);
+      if (it == ser[b].score.end()) continue;
+      bool fell_back = ser[b].ran_on.at(k) != b;
+      scores +=
+          fmt::format("; {} {}", b, fell_back ? "ran on the reference" : fmt_score(it->second));
+      if (!fell_back) worst = std::max(worst, it->second);
+    }
+    marks[k].tooltip = fmt::format("{} ({}){}", g.nodes[k].name, g.nodes[k].op_type,
+                                   scores.empty() ? "" : "; worst local score" + scores);
+    // Within its error models: paler the further below the threshold.
+    marks[k].fill = worst > 0.5 ? "#e6f4ea" : "#ffffff";
+  }
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    const Finding& f = *ordered[i];
+    auto it = index.find(f.node_name);
+    if (it == index.end()) continue;
+    NodeMark& m = marks[it->second];
+    int rank = 10 - page_order(f);
+    m.tooltip += fmt::format("\n{} under {} ({}): score {}", class_word(f), f.binding,
+                             to_string(f.phase), fmt_score(f.score));
+    if (rank <= m.rank) continue;
+    m.rank = rank;
+    m.fill = class_color(f);
+    m.href = fmt::format("#finding-{}", i);
+    m.badge = f.kind == FindingKind::Crash         ? "crash"
+              : f.kind == FindingKind::Hang        ? "hang"
+              : f.kind == FindingKind::Nonfinite   ? "NaN/INF"
+              : f.kind == FindingKind::Unsupported ? "unsupported: " + f.binding
+                                                   : "";
+  }
+  return marks;
+}
+
+std::string legend_html() {
+  return graph_legend({{"#f28b82",
+                        "defect (crash, hang; [whole-graph]: in a whole-graph discrepancy's "
+                        "reduced model)"},
+                       {"#d7aefb", "untriaged"},
+                       {"#fdd663", "float32-limit"},
+                       {"#aecbfa", "convention"},
+                       {"#dadce0", "unsupported (ran on the reference)"},
+                       {"#e6f4ea", "within its error model, local score over 0.5"},
+                       {"#ffffff", "within its error model"}},
+                      "Hover a node for its scores; click a marked one for its section. Drag "
+                      "to pan, wheel to zoom.");
+}
+
+// One section per finding: what, where, the worst element, class, verification, reproducer.
+std::string finding_section(const Finding& f, std::size_t i) {
   std::string h = fmt::format(
-      "<!doctype html><html><head><meta charset='utf-8'><title>metaop check: {}</title><style>"
-      "body{{font-family:sans-serif;margin:2em;max-width:1100px}} table{{border-collapse:"
-      "collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;"
-      "vertical-align:top}} th{{background:#eee}} .bad{{color:#b00}} .ok{{color:#070}} "
-      "code{{font-size:12px}}</style></head><body>",
-      html_escape(r.model));
-  h += fmt::format(
-      "<h1>metaop check</h1><p><b>{}</b>: {} nodes, opset {}, {} sample(s), "
-      "bindings {}.</p>",
-      html_escape(r.model), g.nodes.size(), g.opset, r.samples,
-      html_escape(fmt::format("{}", fmt::join(r.bindings, ", "))));
+      "<section class='finding' id='finding-{}'><h3><span style='background:{};padding:0 6px'>"
+      "{}</span> {} under {} &mdash; {} ({}), {}</h3><table>",
+      i, class_color(f), class_word(f), html_escape(f.node_name), html_escape(f.binding),
+      to_string(f.kind), to_string(f.phase), html_escape(f.op_type));
+  auto row = [&](const char* what, const std::string& value) {
+    if (!value.empty())
+      h += fmt::format("<tr><th>{}</th><td>{}</td></tr>", what, html_escape(value));
+  };
+  row("score", fmt_score(f.score) + " (x the error model's tolerance)");
+  row("worst element", f.detail);
+  row("class", f.class_basis);
+  row("verification", (f.verified ? "verified: " : "not verified: ") + f.verification);
+  if (f.numerical())
+    row("model output error",
+        fmt::format("{:.3g} with this kernel, {:.3g} with the reference in its place",
+                    f.model_error_before, f.model_error_after));
+  row("across versions", f.across_versions);
+  row("reproducer", f.repro);
+  row("minimized", f.minimized);
+  h += "</table>";
+  if (!f.repro.empty()) {
+    std::ifstream readme(fs::path(f.repro) / "README.txt");
+    std::stringstream text;
+    text << readme.rdbuf();
+    if (!text.str().empty())
+      h += "<details><summary>the reproducer's README (its commands)</summary><pre>" +
+           html_escape(text.str()) + "</pre></details>";
+  }
+  return h + "</section>";
+}
+
+}  // namespace
+
+namespace {
+
+// The findings table (unsupported nodes one row per binding, op type and reason), then a
+// section per other finding.
+std::string findings_html(const CheckResult& r, const std::vector<const Finding*>& ordered) {
+  std::string h = fmt::format("<h2>Findings ({})</h2>", r.findings.size());
+  if (r.findings.empty()) return h + "<p class='ok'>Every kernel is within its error model.</p>";
+  h += "<table id='findings'><tr><th>class</th><th>kind</th><th>binding</th><th>phase</th>"
+       "<th>node</th><th>op</th><th>score</th><th>verified</th><th>reproducer</th></tr>";
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<std::string>> lacking;
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    const Finding& f = *ordered[i];
+    if (f.kind == FindingKind::Unsupported) {
+      lacking[{f.binding, f.op_type, f.detail}].push_back(f.node_name);
+      continue;
+    }
+    h += fmt::format(
+        "<tr class='finding-row'><td style='background:{}'>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td><a href='#finding-{}'>{}</a></td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td><code>{}</code></td></tr>",
+        class_color(f), class_word(f), to_string(f.kind), html_escape(f.binding),
+        to_string(f.phase), i, html_escape(f.node_name), html_escape(f.op_type), fmt_score(f.score),
+        f.defect() ? (f.verified ? "yes" : "no") : "-", html_escape(f.repro));
+  }
+  for (const auto& [key, nodes] : lacking) {
+    const auto& [binding, op, why] = key;
+    h += fmt::format(
+        "<tr class='unsupported-row'><td style='background:#dadce0'>unsupported</td>"
+        "<td colspan='8'>{} x{} under {} ran on the reference: {}<br><small>{}</small></td></tr>",
+        html_escape(op), nodes.size(), html_escape(binding), html_escape(why),
+        html_escape(fmt::format("{}", fmt::join(nodes, ", "))));
+  }
+  h += "</table>";
+  for (std::size_t i = 0; i < ordered.size(); ++i)
+    if (ordered[i]->kind != FindingKind::Unsupported) h += finding_section(*ordered[i], i);
+  return h;
+}
+
+// The local score and propagated error along the model, per binding.
+std::string charts_html(const CheckResult& r, std::map<std::string, NodeSeries>& ser) {
   std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"};
   std::vector<std::pair<std::string, std::vector<double>>> local, drift;
   for (const auto& b : r.bindings) {
     const auto& ns = ser[b];
     std::vector<double> l, d;
+    l.reserve(ns.order.size());
+    d.reserve(ns.order.size());
     for (auto n : ns.order) {
       l.push_back(ns.score.at(n));
       d.push_back(ns.drift.at(n));
@@ -254,33 +442,22 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
     local.emplace_back(b, l);
     drift.emplace_back(b, d);
   }
-  h += "<h2>Error along the model</h2><p>Local score: each kernel against the float64 reference "
-       "on its own inputs, as a multiple of its error model's tolerance (above the red line: a "
-       "finding). Propagated error: each value against the end-to-end reference run, relative "
-       "to its largest magnitude.</p>";
-  h += svg_plot(local, colors, -6, 4, 1, "local score");
-  h += svg_plot(drift, colors, -10, 0, 0, "propagated rel. error");
+  return "<h2>Error along the model</h2><p>Local score: each kernel against the float64 "
+         "reference on its own inputs, as a multiple of its error model's tolerance (above the "
+         "red line: a finding). Propagated error: each value against the end-to-end reference "
+         "run, relative to its largest magnitude.</p>" +
+         svg_plot(local, colors, -6, 4, 1, "local score") +
+         svg_plot(drift, colors, -10, 0, 0, "propagated rel. error");
+}
 
-  h += fmt::format("<h2>Findings ({})</h2>", r.findings.size());
-  if (r.findings.empty())
-    h += "<p class='ok'>Every kernel is within its error model.</p>";
-  else {
-    h += "<table><tr><th>kind</th><th>class</th><th>binding</th><th>node</th><th>op</th>"
-         "<th>score</th><th>verified</th><th>detail</th><th>reproducer</th></tr>";
-    for (const auto& f : r.findings)
-      h += fmt::format(
-          "<tr><td class='{}'>{}</td><td title='{}'>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-          "<td>{}</td><td>{}</td><td>{}<br><i>{}</i></td><td><code>{}</code></td></tr>",
-          f.defect() ? "bad" : "", f.kind, html_escape(f.class_basis), to_string(f.cls), f.binding,
-          html_escape(f.node_name), f.op_type, fmt_score(f.score),
-          f.defect() ? (f.verified ? "yes" : "no") : "-", html_escape(f.detail),
-          html_escape(f.verification), html_escape(f.repro));
-    h += "</table>";
-  }
-  h += "<h2>Time and memory per node</h2><p>Mean time over samples, and the largest heap peak "
-       "of the kernel (bytes allocated above the level before it, outputs and temporaries); the "
-       "slowest 25 nodes by the reference's time.</p><table><tr><th>node</th><th>op</th>"
-       "<th>reference [ms]</th>";
+// The slowest 25 nodes by the reference's time, each binding's time and heap peak beside it.
+std::string time_table_html(const Graph& g, const CheckResult& r,
+                            std::map<std::string, NodeSeries>& ser) {
+  std::string h =
+      "<h2>Time and memory per node</h2><p>Mean time over samples, and the largest heap peak "
+      "of the kernel (bytes allocated above the level before it, outputs and temporaries); the "
+      "slowest 25 nodes by the reference's time.</p><table><tr><th>node</th><th>op</th>"
+      "<th>reference [ms]</th>";
   for (const auto& b : r.bindings) h += fmt::format("<th>{} [ms]</th><th>{} peak [MB]</th>", b, b);
   h += "</tr>";
   auto order = ser["reference"].order;
@@ -300,8 +477,84 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
     }
     h += "</tr>";
   }
-  h += "</table></body></html>\n";
+  return h + "</table>";
+}
+
+// Model Explorer's node data (a GraphNodeData document: "results" by the node's first output
+// tensor, each the node's worst local score over the bindings with its colour on this page;
+// "thresholds" colour the rest by score), so that a model opened there is coloured the same.
+nlohmann::json model_explorer_data(const Graph& g, const CheckResult& r,
+                                   const std::vector<NodeMark>& marks,
+                                   std::map<std::string, NodeSeries>& ser) {
+  nlohmann::json results = nlohmann::json::object();
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    if (g.nodes[k].outputs.empty() || g.nodes[k].outputs[0].empty()) continue;
+    double worst = 0;
+    for (const auto& b : r.bindings) {
+      auto it = ser[b].score.find(k);
+      if (it != ser[b].score.end() && ser[b].ran_on.at(k) == b) worst = std::max(worst, it->second);
+    }
+    // JSON has no infinity: non-finite scores as 1e300.
+    nlohmann::json e = {{"value", std::isfinite(worst) ? worst : 1e300}};
+    if (marks[k].rank > 0) e["bgColor"] = marks[k].fill;
+    results[g.nodes[k].outputs[0]] = e;
+  }
+  return {{"results", results},
+          {"thresholds",
+           {{{"value", 0.5}, {"bgColor", "#ffffff"}}, {{"value", 1}, {"bgColor", "#e6f4ea"}}}}};
+}
+
+}  // namespace
+
+void write_html_report(const Graph& g, const CheckResult& r, const std::string& dir,
+                       const CheckReportExtra& extra) {
+  fs::create_directories(dir);
+  auto ser = series(r);
+  std::vector<const Finding*> ordered;
+  ordered.reserve(r.findings.size());
+  for (const auto& f : r.findings) ordered.push_back(&f);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const Finding* a, const Finding* b) {
+    return page_order(*a) < page_order(*b);
+  });
+  std::size_t defects = 0;
+  for (const auto& f : r.findings) defects += f.defect();
+  std::string h = fmt::format(
+      "<!doctype html><html><head><meta charset='utf-8'><title>metaop check: {}</title><style>"
+      "body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:"
+      "collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;"
+      "vertical-align:top}} th{{background:#eee}} .bad{{color:#b00}} .ok{{color:#070}} "
+      "code,pre{{font-size:12px}} pre{{background:#f6f6f6;padding:6px;overflow-x:auto}} "
+      "section.finding{{margin:1em 0}} #metaop-graph svg a{{cursor:pointer}}</style></head><body>"
+      "<h1>metaop check</h1><p><b>{}</b>: {} nodes, opset {}, {} sample(s), bindings {}.</p>"
+      "<p class='{}'><b>{} finding(s){}</b>{}</p>",
+      html_escape(r.model), html_escape(r.model), g.nodes.size(), g.opset, r.samples,
+      html_escape(fmt::format("{}", fmt::join(r.bindings, ", "))), defects ? "bad" : "ok",
+      r.findings.size(), html_escape(class_counts(r.findings)),
+      r.findings.empty() ? ": every kernel within its error model" : "");
+  if (!extra.verdict.empty()) h += "<p class='bad'><b>" + html_escape(extra.verdict) + "</b></p>";
+  h += extra.html;
+  auto marks = node_marks(g, r, ordered, ser);
+  for (std::size_t k = 0; k < g.nodes.size(); ++k)
+    if (std::find(extra.nodes.begin(), extra.nodes.end(), g.nodes[k].name) != extra.nodes.end()) {
+      marks[k].tooltip += "\nin a whole-graph discrepancy's reduced model";
+      if (marks[k].rank >= 10) continue;  // its own defect shows first
+      marks[k].rank = 10;
+      marks[k].fill = "#f28b82";
+      marks[k].badge = "whole-graph";
+      marks[k].href = "#whole-graph";
+    }
+  h += "<h2>The model</h2>" + graph_view_html(draw_graph(g, marks), legend_html()) +
+       "<p>The same colours for Model Explorer: <code>model_explorer.json</code> beside this page "
+       "(its node data, by each node's first output).</p>";
+  h += findings_html(r, ordered);
+  h += charts_html(r, ser);
+  h += time_table_html(g, r, ser);
+  h += "<h2>As printed</h2><pre>" +
+       html_escape(printed([&](std::FILE* f) { print_check_summary(f, g, r); })) +
+       "</pre></body></html>\n";
   write_file((fs::path(dir) / "index.html").string(), h);
+  write_file((fs::path(dir) / "model_explorer.json").string(),
+             model_explorer_data(g, r, marks, ser).dump(1) + "\n");
 }
 
 }  // namespace metaop

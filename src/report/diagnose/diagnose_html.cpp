@@ -6,10 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
+#include "report/core/graph_view.h"
 #include "report/core/html.h"
 #include "report/core/repro.h"
 #include "tensor/npy.h"
@@ -41,6 +43,48 @@ std::pair<double, double> log_range(
   return {std::floor(lo), std::ceil(hi) + (std::ceil(hi) == std::floor(lo) ? 1 : 0)};
 }
 
+// The model as a graph: the place of each diagnosis red (linked to its row), the nodes
+// where symptoms show yellow, each with what was found there on hover.
+std::string graph_section(const TrainSetup& s, const DiagnoseResult& r) {
+  const Graph& g = s.graph;
+  std::vector<NodeMark> marks(g.nodes.size());
+  std::map<std::string, std::size_t> index;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    index[g.nodes[k].name] = k;
+    marks[k].tooltip = fmt::format("{} ({})", g.nodes[k].name, g.nodes[k].op_type);
+  }
+  for (const auto& x : r.run.record.symptoms) {
+    auto it = index.find(x.node);
+    if (it == index.end()) continue;
+    NodeMark& m = marks[it->second];
+    m.tooltip += fmt::format("\nsymptom {} at step {}: {}", x.kind, x.step, x.detail);
+    if (m.rank >= 1) continue;
+    m.rank = 1;
+    m.fill = "#fdd663";
+    m.badge = x.kind;
+  }
+  const auto& ds = r.diagnoses();
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    auto it = index.find(ds[i].node);
+    if (it == index.end()) continue;
+    NodeMark& m = marks[it->second];
+    m.tooltip += fmt::format("\ndiagnosis {}: {}", ds[i].category, ds[i].evidence);
+    if (m.rank >= 2) continue;
+    m.rank = 2;
+    m.fill = "#f28b82";
+    m.badge = ds[i].category;
+    m.href = fmt::format("#diagnosis-{}", i + 1);
+  }
+  return "<h2>The model</h2>" +
+         graph_view_html(draw_graph(g, marks),
+                         graph_legend({{"#f28b82", "the place of a diagnosis"},
+                                       {"#fdd663", "where a symptom shows"},
+                                       {"#ffffff", "nothing found"}},
+                                      "Hover a node for what was found there; click a "
+                                      "diagnosis's place for its row. Drag to pan, wheel to "
+                                      "zoom."));
+}
+
 std::string diagnosis_rows(const DiagnoseResult& r) {
   std::string h =
       "<table><tr><th>#</th><th>category</th><th>place</th><th>explains</th><th>evidence</th>"
@@ -55,9 +99,9 @@ std::string diagnosis_rows(const DiagnoseResult& r) {
                             ? fmt::format("{} of {} under {}", phase_text(d), d.node, d.binding)
                             : d.node;
     h += fmt::format(
-        "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td class='{}'>{}</td></tr>",
-        i + 1, d.category, html_escape(where),
+        "<tr id='diagnosis-{}'><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td class='{}'>{}</td></tr>",
+        i + 1, i + 1, d.category, html_escape(where),
         html_escape(d.symptoms.empty() ? (d.definite ? "static check" : "")
                                        : fmt::format("{}", fmt::join(d.symptoms, ", "))),
         html_escape(d.evidence), html_escape(d.fix.description), d.fix_verified ? "ok" : "bad",
@@ -84,6 +128,7 @@ void write_diagnose_html(const TrainSetup& s, const DiagnoseResult& r, const std
       r.healthy() ? "healthy"
                   : fmt::format("{} symptom(s), {} diagnosis(es)", rec.symptoms.size(),
                                 r.diagnoses().size()));
+  h += graph_section(s, r);
   std::vector<std::pair<std::string, std::vector<double>>> loss{{"loss", rec.losses}};
   auto [llo, lhi] = log_range(loss);
   h += "<h2>Loss per step</h2>" + svg_plot(loss, kColors, llo, lhi, 0, "loss", "step");

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "analysis/core/finding.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
+#include "report/core/graph_view.h"
 #include "report/core/html.h"
 #include "tensor/npy.h"
 
@@ -244,6 +246,90 @@ nlohmann::json expose_to_json(const ExposeResult& r, const std::string& model_pa
   return j;
 }
 
+namespace {
+
+// The targets on the graph: exposed ones red (and the node that first gave a non-finite value),
+// the others yellow, each with its zone and distance on hover and a link to its row.
+std::vector<NodeMark> target_marks(const Graph& g, const ExposeResult& r) {
+  std::vector<NodeMark> marks(g.nodes.size());
+  std::map<std::string, std::size_t> index;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    index[g.nodes[k].name] = k;
+    marks[k].tooltip = fmt::format("{} ({})", g.nodes[k].name, g.nodes[k].op_type);
+  }
+  for (std::size_t i = 0; i < r.targets.size(); ++i) {
+    const auto& t = r.targets[i];
+    auto it = index.find(t.target.node_name);
+    if (it == index.end()) continue;
+    NodeMark& m = marks[it->second];
+    m.tooltip +=
+        fmt::format("\n{} {}: {} (distance {}, from {})", t.target.kind, t.target.condition,
+                    to_string(t.status), fmt_distance(t.distance, t.target.unit),
+                    fmt_distance(t.start_distance, t.target.unit));
+    int rank = t.exposed ? 3 : 1;
+    if (rank <= m.rank) continue;
+    m.rank = rank;
+    m.fill = t.exposed ? "#f28b82" : "#fdd663";
+    m.badge = t.exposed ? "exposed" : "";
+    m.href = fmt::format("#target-{}", i);
+    if (!t.exposed) continue;
+    if (auto first = index.find(t.first_node);
+        first != index.end() && first->second != it->second) {
+      NodeMark& f = marks[first->second];
+      f.rank = std::max(f.rank, 2);
+      f.badge = "first non-finite";
+      if (f.fill.empty()) f.fill = "#f6aea9";
+      f.tooltip += fmt::format("\nfirst non-finite value when {} is exposed", t.target.node_name);
+    }
+  }
+  return marks;
+}
+
+std::string legend_html() {
+  return graph_legend({{"#f28b82", "target exposed (NaN/INF reached)"},
+                       {"#f6aea9", "first node with a non-finite value"},
+                       {"#fdd663", "target not exposed"},
+                       {"#ffffff", "no danger zone"}},
+                      "Hover a node for its zones; click a target for its row. Drag to pan, "
+                      "wheel to zoom.");
+}
+
+// The targets, exposed ones first, then by how close the search came; each row "target-I".
+std::string targets_table(const ExposeResult& r, const std::string& model_path) {
+  std::string h;
+  // Exposed targets first, then by how close the search came.
+  std::vector<std::size_t> order(r.targets.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) {
+    const auto &x = r.targets[a], &y = r.targets[b];
+    if (x.exposed != y.exposed) return x.exposed;
+    return x.distance / x.start_distance < y.distance / y.start_distance;
+  });
+  h += "<h2>Targets</h2><table id='targets'><tr><th>node</th><th>op</th><th>kind</th>"
+       "<th>status</th><th>steps</th><th>seconds</th><th>distance (start)</th>"
+       "<th>verdict / closest point</th><th>files</th></tr>";
+  for (auto i : order) {
+    const auto& t = r.targets[i];
+    std::string verdict = t.exposed
+                              ? fmt::format("first non-finite at {} ({})<br>{}<br><code>{}</code>",
+                                            html_escape(t.first_node), html_escape(t.first_op),
+                                            html_escape(t.explanation),
+                                            html_escape(expose_run_command(r, t, model_path)))
+                              : html_escape(t.detail);
+    h += fmt::format(
+        "<tr id='target-{}' class='target-row'><td>{}</td><td>{}</td><td>{}</td>"
+        "<td class='{}'>{}</td><td>{}</td><td>{:.3f}</td><td>{} ({})</td><td>{}</td>"
+        "<td><code>{}</code></td></tr>",
+        i, html_escape(t.target.node_name), t.target.op_type, t.target.kind, t.exposed ? "bad" : "",
+        to_string(t.status), t.iterations, t.seconds, fmt_distance(t.distance, t.target.unit),
+        fmt_distance(t.start_distance, t.target.unit), verdict,
+        html_escape(fmt::format("{}", fmt::join(t.files, " "))));
+  }
+  return h + "</table>";
+}
+
+}  // namespace
+
 void write_expose_html(const Graph& g, const ExposeResult& r, const std::string& model_path,
                        const std::string& dir) {
   fs::create_directories(dir);
@@ -270,6 +356,7 @@ void write_expose_html(const Graph& g, const ExposeResult& r, const std::string&
       html_escape(r.binding), exposed ? "bad" : "ok", exposed, r.targets.size(), r.seconds,
       r.iterations, r.evaluations, r.verifications);
   for (const auto& n : r.notes) h += "<p><i>note: " + html_escape(n) + "</i></p>";
+  h += "<h2>The model</h2>" + graph_view_html(draw_graph(g, target_marks(g, r)), legend_html());
 
   // Distance over the search, relative to each target's start, on a common grid of steps.
   std::vector<std::size_t> shown;
@@ -303,25 +390,8 @@ void write_expose_html(const Graph& g, const ExposeResult& r, const std::string&
   if (!lines.empty())
     h += svg_plot(lines, colors, -12, 0.3, 0, "distance / start distance",
                   fmt::format("step (0 to {})", r.iterations));
-  h += "<h2>Targets</h2><table><tr><th>node</th><th>op</th><th>kind</th><th>status</th>"
-       "<th>steps</th><th>seconds</th><th>distance (start)</th><th>verdict / closest point</th>"
-       "<th>files</th></tr>";
-  for (const auto& t : r.targets) {
-    std::string verdict = t.exposed
-                              ? fmt::format("first non-finite at {} ({})<br>{}<br><code>{}</code>",
-                                            html_escape(t.first_node), html_escape(t.first_op),
-                                            html_escape(t.explanation),
-                                            html_escape(expose_run_command(r, t, model_path)))
-                              : html_escape(t.detail);
-    h += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td class='{}'>{}</td><td>{}</td><td>{:.3f}</td>"
-        "<td>{} ({})</td><td>{}</td><td><code>{}</code></td></tr>",
-        html_escape(t.target.node_name), t.target.op_type, t.target.kind, t.exposed ? "bad" : "",
-        to_string(t.status), t.iterations, t.seconds, fmt_distance(t.distance, t.target.unit),
-        fmt_distance(t.start_distance, t.target.unit), verdict,
-        html_escape(fmt::format("{}", fmt::join(t.files, " "))));
-  }
-  h += "</table></body></html>\n";
+  h += targets_table(r, model_path);
+  h += "</body></html>\n";
   std::ofstream(fs::path(dir) / "index.html") << h;
 }
 

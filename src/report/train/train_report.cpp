@@ -9,6 +9,7 @@
 
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
+#include "report/core/graph_view.h"
 #include "report/core/html.h"
 
 namespace metaop {
@@ -92,14 +93,54 @@ std::string findings_section(const TrainReport& r) {
   h += "<table><tr><th>phase</th><th>kind</th><th>binding</th><th>node</th><th>op</th>"
        "<th>score</th><th>step</th><th>detail</th><th>verification</th><th>reproducer</th>"
        "</tr>";
-  for (const auto& f : r.check->findings)
+  for (std::size_t i = 0; i < r.check->findings.size(); ++i) {
+    const auto& f = r.check->findings[i];
     h += fmt::format(
-        "<tr><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        f.phase, f.kind, f.binding, html_escape(f.node), f.op_type, fmt_score(f.score), f.step,
+        "<tr id='train-finding-{}'><td>{}</td><td class='bad'>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        i, f.phase, f.kind, f.binding, html_escape(f.node), f.op_type, fmt_score(f.score), f.step,
         html_escape(f.detail), html_escape(f.verification), html_escape(f.repro));
+  }
   h += "</table>";
   return h;
+}
+
+// The model as a graph (report/core/graph_view.h): each node with a finding red (its phases as
+// the badge) and linked to the findings table, its worst forward and backward scores on hover.
+std::string graph_section(const TrainReport& r) {
+  const Graph& g = *r.graph;
+  std::vector<NodeMark> marks(g.nodes.size());
+  std::map<std::string, std::size_t> index;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    index[g.nodes[k].name] = k;
+    double fwd = k < r.check->forward_scores.size() ? r.check->forward_scores[k] : 0;
+    double bwd = k < r.check->backward_scores.size() ? r.check->backward_scores[k] : 0;
+    marks[k].tooltip =
+        fmt::format("{} ({}); worst local score forward {}, backward {}", g.nodes[k].name,
+                    g.nodes[k].op_type, fmt_score(fwd), fmt_score(bwd));
+    if (std::max(fwd, bwd) > 0.5) marks[k].fill = "#e6f4ea";
+  }
+  for (std::size_t i = 0; i < r.check->findings.size(); ++i) {
+    const auto& f = r.check->findings[i];
+    auto it = index.find(f.node);
+    if (it == index.end()) continue;
+    NodeMark& m = marks[it->second];
+    m.tooltip += fmt::format("\n{} {} under {}: score {} (step {})", f.phase, f.kind, f.binding,
+                             fmt_score(f.score), f.step);
+    m.badge += fmt::format("{}{}", m.badge.empty() ? "" : ", ", to_string(f.phase));
+    if (m.rank > 0) continue;
+    m.rank = 1;
+    m.fill = "#f28b82";
+    m.href = fmt::format("#train-finding-{}", i);
+  }
+  return "<h2>The model</h2>" +
+         graph_view_html(
+             draw_graph(g, marks),
+             graph_legend({{"#f28b82", "a finding (forward, backward or update)"},
+                           {"#e6f4ea", "within its error models, a local score over 0.5"},
+                           {"#ffffff", "within its error models"}},
+                          "Hover a node for its worst scores; click a marked one for its "
+                          "finding. Drag to pan, wheel to zoom."));
 }
 
 // The 25 slowest nodes' mean time per step and heap peaks.
@@ -131,6 +172,7 @@ void write_train_report(const TrainReport& r, const std::string& dir) {
   std::string h = page_head(r);
   h += loss_section(r, colors);
   if (r.check && r.graph) {
+    h += graph_section(r);
     h += error_section(r, colors);
     h += update_section(r, colors);
     h += findings_section(r);

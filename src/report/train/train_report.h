@@ -18,7 +18,8 @@ struct TrainReport {
   std::size_t steps = 0;                              // steps the profile covers
 };
 
-// Writes DIR/index.html (self-contained: inline SVG and CSS, no scripts or network).
+// Writes DIR/index.html (self-contained: inline SVG, CSS and, with --check, the graph view's
+// pan-and-zoom script; nothing fetched).
 void write_train_report(const TrainReport& r, const std::string& dir);
 
 }  // namespace metaop

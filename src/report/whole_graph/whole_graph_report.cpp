@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "report/core/format.h"
+#include "report/core/html.h"
 #include "tensor/npy.h"
 #include "tensor/text.h"
 
@@ -102,6 +105,42 @@ void print_whole_graph_summary(std::FILE* out, const WholeGraphResult& r, double
     fmt::print(out, "    {}{}\n", red.verified ? "verified: " : "NOT verified: ", red.verification);
     if (!red.repro.empty()) fmt::print(out, "    reproducer: {}\n", red.repro);
   }
+}
+
+std::string whole_graph_html(const WholeGraphResult& r, double factor) {
+  std::string h = fmt::format(
+      "<h2>Whole-graph verdicts</h2><p>Each binding ran the model whole, as its users run it; an "
+      "output is a discrepancy when its normwise error is over {:g} x max(node-by-node error, "
+      "2^-20), or non-finite where node by node it is not.</p><table id='whole-graph'><tr>"
+      "<th>binding</th><th>sample</th><th>level</th><th>verdict</th><th>whole</th>"
+      "<th>node by node</th><th>outputs</th></tr>",
+      factor);
+  for (const auto& v : r.verdicts) {
+    double worst = 0, nbn = 0;
+    std::size_t bad = 0;
+    for (const auto& t : v.outputs) {
+      worst = std::max(worst, t.whole);
+      nbn = std::max(nbn, t.node_by_node);
+      bad += t.bad;
+    }
+    bool ok = v.status == WholeGraphStatus::Ok;
+    h += fmt::format(
+        "<tr class='{}'><td>{}</td><td>{}</td><td>{}</td><td><b>{}</b></td><td>{}</td>"
+        "<td>{}</td><td>{} of {} bad</td></tr>",
+        ok ? "ok" : "bad", html_escape(v.binding), v.sample, html_escape(v.level),
+        to_string(v.status), fmt_rel(worst), fmt_rel(nbn), bad, v.outputs.size());
+  }
+  char* buf = nullptr;
+  std::size_t size = 0;
+  if (std::FILE* f = ::open_memstream(&buf, &size)) {
+    print_whole_graph_summary(f, r, factor);
+    std::fclose(f);
+    h += "</table><pre>" + html_escape(std::string(buf, size)) + "</pre>";
+    std::free(buf);
+  } else {
+    h += "</table>";
+  }
+  return h;
 }
 
 nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {

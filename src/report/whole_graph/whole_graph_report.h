@@ -11,6 +11,9 @@ namespace metaop {
 
 void print_whole_graph_summary(std::FILE* out, const WholeGraphResult& r, double factor);
 nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor);
+// The verdicts as a section of an HTML report: one row per binding, sample and level (a
+// discrepancy or refusal marked), then the summary as the console prints it.
+std::string whole_graph_html(const WholeGraphResult& r, double factor);
 // Writes the reduced model (model.onnx), its inputs and the reference's outputs (.npy) and a
 // README with the command that shows the discrepancy into a new folder under `root`.
 std::string write_whole_graph_reproducer(const WholeGraphVerdict& v, const std::string& root,
