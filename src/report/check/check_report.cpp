@@ -279,20 +279,6 @@ std::string class_word(const Finding& f) {
   return to_string(f.kind);
 }
 
-// What a printer writes, as text.
-template <typename Print>
-std::string printed(Print print) {
-  char* buf = nullptr;
-  std::size_t size = 0;
-  std::FILE* f = ::open_memstream(&buf, &size);
-  if (!f) return "";
-  print(f);
-  std::fclose(f);
-  std::string out(buf, size);
-  std::free(buf);
-  return out;
-}
-
 // Each node's mark on the graph: its worst finding's class colour, a badge for crashes,
 // non-finite values and reference fallbacks, its worst local score per binding on hover.
 std::vector<NodeMark> node_marks(const Graph& g, const CheckResult& r,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace metaop {
 
@@ -34,6 +36,18 @@ std::string fmt_score(double s) {
 
 nlohmann::json text_or_null(const std::string& s) {
   return s.empty() ? nlohmann::json() : nlohmann::json(s);
+}
+
+std::string printed(const std::function<void(std::FILE*)>& print) {
+  char* buf = nullptr;
+  std::size_t size = 0;
+  std::FILE* f = ::open_memstream(&buf, &size);
+  if (!f) return "";
+  print(f);
+  std::fclose(f);
+  std::string out(buf, size);
+  std::free(buf);
+  return out;
 }
 
 }  // namespace metaop

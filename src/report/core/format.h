@@ -1,5 +1,7 @@
 #pragma once
 // What every report uses: scores for people, safe file names and JSON text.
+#include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,6 +15,9 @@ std::string fmt_score(double s);
 std::string safe_file_name(std::string s);
 // JSON text for files (indent 1, trailing newline); names that are not UTF-8 become U+FFFD.
 std::string dump_json(const nlohmann::json& j);
+// What a console printer writes (to the FILE* it is given), as text: the HTML reports show the
+// summaries as printed.
+std::string printed(const std::function<void(std::FILE*)>& print);
 // A text as JSON: null when it is empty.
 nlohmann::json text_or_null(const std::string& s);
 

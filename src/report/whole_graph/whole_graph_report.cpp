@@ -130,17 +130,9 @@ std::string whole_graph_html(const WholeGraphResult& r, double factor) {
         ok ? "ok" : "bad", html_escape(v.binding), v.sample, html_escape(v.level),
         to_string(v.status), fmt_rel(worst), fmt_rel(nbn), bad, v.outputs.size());
   }
-  char* buf = nullptr;
-  std::size_t size = 0;
-  if (std::FILE* f = ::open_memstream(&buf, &size)) {
-    print_whole_graph_summary(f, r, factor);
-    std::fclose(f);
-    h += "</table><pre>" + html_escape(std::string(buf, size)) + "</pre>";
-    std::free(buf);
-  } else {
-    h += "</table>";
-  }
-  return h;
+  return h + "</table><pre>" +
+         html_escape(printed([&](std::FILE* f) { print_whole_graph_summary(f, r, factor); })) +
+         "</pre>";
 }
 
 nlohmann::json whole_graph_to_json(const WholeGraphResult& r, double factor) {
