@@ -12,9 +12,11 @@
 #include <sstream>
 #include <tuple>
 
+#include "analysis/core/accuracy.h"
 #include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
+#include "report/core/chart.h"
 #include "report/core/format.h"
 #include "report/core/graph_view.h"
 #include "report/core/html.h"
@@ -338,8 +340,80 @@ std::string legend_html() {
                       "to pan, wheel to zoom.");
 }
 
+// For a finding of an element-wise op: each element's score (error / its tolerance) against the
+// value of the data input it came from (the first of the output's shape), the threshold as a
+// line; "" for other ops, or when no input matches the output element for element. Up to 600
+// elements evenly spread, and the 50 worst.
+std::string error_vs_input(const Graph& g, const Finding& f) {
+  const MetaOp* op = OpRegistry::instance().find(f.op_type);
+  if (op == nullptr || op->family != Family::elementwise || !f.numerical() ||
+      f.node >= g.nodes.size() || f.binding_outputs.empty() || f.inputs.empty())
+    return "";
+  const Node& node = g.nodes[f.node];
+  const Tensor& got = f.binding_outputs[0];
+  std::size_t data = f.inputs.size();
+  for (int d : op->domain.data_inputs) {
+    auto k = static_cast<std::size_t>(d);
+    if (k < f.inputs.size() && f.inputs[k].defined() && is_floating(f.inputs[k].dtype()) &&
+        got.defined() && f.inputs[k].shape() == got.shape()) {
+      data = k;
+      break;
+    }
+  }
+  if (data == f.inputs.size() || got.numel() == 0) return "";
+  LocalCheck local;
+  try {
+    local = check_local(node, g.opset, f.inputs, f.binding_outputs);
+  } catch (const std::exception&) {
+    return "";  // the reference cannot run these inputs again: no plot rather than a wrong one
+  }
+  if (local.reference.empty() || local.tol.empty() ||
+      local.tol[0].size() != static_cast<std::size_t>(got.numel()))
+    return "";
+  auto x = f.inputs[data].to_f64(), r = local.reference[0].to_f64(), b = got.to_f64();
+  const auto& tol = local.tol[0];
+  std::vector<double> score(b.size());
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    bool same = (std::isnan(r[i]) && std::isnan(b[i])) || r[i] == b[i];
+    score[i] = same ? 0
+               : std::isfinite(r[i]) != std::isfinite(b[i]) || std::isnan(b[i])
+                   ? INFINITY
+                   : std::fabs(b[i] - r[i]) / tol[i];
+  }
+  std::vector<std::size_t> shown;
+  std::size_t stride = std::max<std::size_t>(1, b.size() / 600);
+  for (std::size_t i = 0; i < b.size(); i += stride) shown.push_back(i);
+  std::vector<std::size_t> worst(b.size());
+  for (std::size_t i = 0; i < b.size(); ++i) worst[i] = i;
+  std::size_t most = std::min<std::size_t>(50, worst.size());
+  std::partial_sort(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(most), worst.end(),
+                    [&](auto p, auto q) { return score[p] > score[q]; });
+  shown.insert(shown.end(), worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(most));
+  std::sort(shown.begin(), shown.end());
+  shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
+  const std::string& name = node.inputs[data];
+  ChartSeries pts{f.binding, {}, {}, {}};
+  for (auto i : shown) {
+    pts.x.push_back(x[i]);
+    pts.y.push_back(score[i]);
+    pts.labels.push_back(fmt::format("{} = {:.9g}: reference {:.9g}, {} {:.9g}, score {}", name,
+                                     x[i], r[i], f.binding, b[i], fmt_score(score[i])));
+  }
+  Chart c = score_chart(fmt::format("{} (input {} of {})", name, data, f.op_type), "score");
+  double top = 0;
+  for (double v : pts.y)
+    if (std::isfinite(v) && v > 0) top = std::max(top, v);
+  c.hi = std::max(1.0, std::ceil(std::log10(std::max(top, 1.0))));
+  c.lo = std::min(-3.0, c.hi - 8);
+  return fmt::format(
+             "<details open><summary>error against input value ({} of {} elements; exact ones "
+             "at the bottom, non-finite mismatches as red triangles at the top)</summary>",
+             shown.size(), b.size()) +
+         svg_chart(c, {pts}) + "</details>";
+}
+
 // One section per finding: what, where, the worst element, class, verification, reproducer.
-std::string finding_section(const Finding& f, std::size_t i) {
+std::string finding_section(const Graph& g, const Finding& f, std::size_t i) {
   std::string h = fmt::format(
       "<section class='finding' id='finding-{}'><h3><span style='background:{};padding:0 6px'>"
       "{}</span> {} under {} &mdash; {} ({}), {}</h3><table>",
@@ -360,7 +434,7 @@ std::string finding_section(const Finding& f, std::size_t i) {
   row("across versions", f.across_versions);
   row("reproducer", f.repro);
   row("minimized", f.minimized);
-  h += "</table>";
+  h += "</table>" + error_vs_input(g, f);
   if (!f.repro.empty()) {
     std::ifstream readme(fs::path(f.repro) / "README.txt");
     std::stringstream text;
@@ -376,9 +450,30 @@ std::string finding_section(const Finding& f, std::size_t i) {
 
 namespace {
 
+// Why a binding lacks a node, without what is the node's own: its name ("node 'X' (Op): ") and
+// the shapes in brackets, so that nodes that fail for one reason share one row.
+std::string common_reason(const Finding& f) {
+  std::string r = f.detail;
+  std::string own = fmt::format("node '{}' ({}): ", f.node_name, f.op_type);
+  if (auto at = r.find(own); at != std::string::npos) r.erase(at, own.size());
+  std::string out;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    std::size_t close = r[i] == '[' ? r.find(']', i) : std::string::npos;
+    if (close != std::string::npos &&
+        r.find_first_not_of("0123456789, ?x-", i + 1) == close) {  // a shape: [1, 64, 56, 56]
+      out += "[...]";
+      i = close;
+      continue;
+    }
+    out += r[i];
+  }
+  return out;
+}
+
 // The findings table (unsupported nodes one row per binding, op type and reason), then a
 // section per other finding.
-std::string findings_html(const CheckResult& r, const std::vector<const Finding*>& ordered) {
+std::string findings_html(const Graph& g, const CheckResult& r,
+                          const std::vector<const Finding*>& ordered) {
   std::string h = fmt::format("<h2>Findings ({})</h2>", r.findings.size());
   if (r.findings.empty()) return h + "<p class='ok'>Every kernel is within its error model.</p>";
   h += "<table id='findings'><tr><th>class</th><th>kind</th><th>binding</th><th>phase</th>"
@@ -387,7 +482,7 @@ std::string findings_html(const CheckResult& r, const std::vector<const Finding*
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     const Finding& f = *ordered[i];
     if (f.kind == FindingKind::Unsupported) {
-      lacking[{f.binding, f.op_type, f.detail}].push_back(f.node_name);
+      lacking[{f.binding, f.op_type, common_reason(f)}].push_back(f.node_name);
       continue;
     }
     h += fmt::format(
@@ -408,32 +503,44 @@ std::string findings_html(const CheckResult& r, const std::vector<const Finding*
   }
   h += "</table>";
   for (std::size_t i = 0; i < ordered.size(); ++i)
-    if (ordered[i]->kind != FindingKind::Unsupported) h += finding_section(*ordered[i], i);
+    if (ordered[i]->kind != FindingKind::Unsupported) h += finding_section(g, *ordered[i], i);
   return h;
 }
 
-// The local score and propagated error along the model, per binding.
-std::string charts_html(const CheckResult& r, std::map<std::string, NodeSeries>& ser) {
-  std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"};
-  std::vector<std::pair<std::string, std::vector<double>>> local, drift;
+// The local score and propagated error of each node, per binding: a point per node in run
+// order, its name, op and value on hover; the local score's threshold (1) as a line.
+std::string charts_html(const Graph& g, const CheckResult& r,
+                        std::map<std::string, NodeSeries>& ser) {
+  const auto& order = ser["reference"].order;
+  Chart local = score_chart("node (run order)");
+  Chart drift{.xlabel = "node (run order)", .ylabel = "propagated rel. error", .lo = -10, .hi = 0};
+  for (auto n : order) local.categories.push_back(g.nodes[n].name);
+  drift.categories = local.categories;
+  std::vector<ChartSeries> l, d;
   for (const auto& b : r.bindings) {
     const auto& ns = ser[b];
-    std::vector<double> l, d;
-    l.reserve(ns.order.size());
-    d.reserve(ns.order.size());
-    for (auto n : ns.order) {
-      l.push_back(ns.score.at(n));
-      d.push_back(ns.drift.at(n));
+    ChartSeries ls{b, {}, {}, {}}, ds{b, {}, {}, {}};
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      auto n = order[i];
+      if (!ns.score.count(n)) continue;
+      std::string where = fmt::format("{} ({}) under {}", g.nodes[n].name, g.nodes[n].op_type, b);
+      ds.x.push_back(static_cast<double>(i));
+      ds.y.push_back(ns.drift.at(n));
+      ds.labels.push_back(where + fmt::format(": propagated error {:.3g}", ns.drift.at(n)));
+      if (ns.ran_on.at(n) != b) continue;  // ran on the reference: no local score
+      ls.x.push_back(static_cast<double>(i));
+      ls.y.push_back(ns.score.at(n));
+      ls.labels.push_back(where + ": local score " + fmt_score(ns.score.at(n)));
     }
-    local.emplace_back(b, l);
-    drift.emplace_back(b, d);
+    l.push_back(std::move(ls));
+    d.push_back(std::move(ds));
   }
   return "<h2>Error along the model</h2><p>Local score: each kernel against the float64 "
          "reference on its own inputs, as a multiple of its error model's tolerance (above the "
-         "red line: a finding). Propagated error: each value against the end-to-end reference "
-         "run, relative to its largest magnitude.</p>" +
-         svg_plot(local, colors, -6, 4, 1, "local score") +
-         svg_plot(drift, colors, -10, 0, 0, "propagated rel. error");
+         "red line: a finding; nodes a binding ran on the reference are left out). Propagated "
+         "error: each value against the end-to-end reference run, relative to its largest "
+         "magnitude. Hover a point for its node.</p>" +
+         svg_chart(local, l) + svg_chart(drift, d);
 }
 
 // The slowest 25 nodes by the reference's time, each binding's time and heap peak beside it.
@@ -532,8 +639,8 @@ void write_html_report(const Graph& g, const CheckResult& r, const std::string& 
   h += "<h2>The model</h2>" + graph_view_html(draw_graph(g, marks), legend_html()) +
        "<p>The same colours for Model Explorer: <code>model_explorer.json</code> beside this page "
        "(its node data, by each node's first output).</p>";
-  h += findings_html(r, ordered);
-  h += charts_html(r, ser);
+  h += findings_html(g, r, ordered);
+  h += charts_html(g, r, ser);
   h += time_table_html(g, r, ser);
   h += "<h2>As printed</h2><pre>" +
        html_escape(printed([&](std::FILE* f) { print_check_summary(f, g, r); })) +

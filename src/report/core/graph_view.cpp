@@ -131,19 +131,53 @@ struct Boxes {
   std::string note;
 };
 
-// The deepest scope level at which the model's nodes make at most kCollapseAbove boxes (1 when
-// none does); 0 when no node has a scope.
-std::size_t collapse_level(const std::vector<std::vector<std::string>>& scopes) {
+// The deepest scope level at which the model's nodes make at most kCollapseTo boxes with at
+// most 3 edges between boxes per box (densely connected blocks, as densenet's, are drawn whole
+// rather than as a tangle); 1 when none does; 0 when no node has a scope.
+std::size_t collapse_level(const Graph& g, const std::vector<std::vector<std::string>>& scopes) {
   std::size_t deepest = 0;
   for (const auto& s : scopes) deepest = std::max(deepest, s.size());
   std::size_t level = deepest > 0 ? 1 : 0;
   for (std::size_t l = 1; l <= deepest; ++l) {
-    std::set<std::string> boxes;
+    std::vector<std::string> box(scopes.size());
+    std::map<std::string, std::string> producer;
+    for (std::size_t k = 0; k < scopes.size(); ++k) {
+      box[k] = scopes[k].empty() ? fmt::format("#{}", k) : scope_key(scopes[k], l);
+      for (const auto& o : g.nodes[k].outputs) producer[o] = box[k];
+    }
+    std::set<std::pair<std::string, std::string>> edges;
     for (std::size_t k = 0; k < scopes.size(); ++k)
-      boxes.insert(scopes[k].empty() ? fmt::format("#{}", k) : scope_key(scopes[k], l));
-    if (boxes.size() <= kCollapseAbove) level = l;
+      for (const auto& in : g.nodes[k].inputs)
+        if (auto it = producer.find(in); it != producer.end() && it->second != box[k])
+          edges.insert({it->second, box[k]});
+    std::size_t boxes = std::set<std::string>(box.begin(), box.end()).size();
+    if (boxes <= kCollapseTo && edges.size() <= 3 * boxes) level = l;
   }
   return level;
+}
+
+// Each node's scope; a node without one that only reads initializers (exporters write weight
+// Identity and Constant nodes at the top level: densenet121 has 245) takes its first
+// consumer's, so that it folds into the block that uses it.
+std::vector<std::vector<std::string>> scopes_of(const Graph& g) {
+  const std::size_t n = g.nodes.size();
+  std::vector<std::vector<std::string>> scopes(n);
+  std::map<std::string, std::size_t> consumer;
+  for (std::size_t k = 0; k < n; ++k) {
+    scopes[k] = scope_of(g.nodes[k].name);
+    for (const auto& in : g.nodes[k].inputs)
+      if (!in.empty()) consumer.emplace(in, k);
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const Node& node = g.nodes[k];
+    bool constant = std::all_of(node.inputs.begin(), node.inputs.end(), [&](const auto& in) {
+      return in.empty() || g.initializers.count(in) > 0;
+    });
+    if (!scopes[k].empty() || !constant || node.outputs.empty()) continue;
+    auto it = consumer.find(node.outputs[0]);
+    if (it != consumer.end()) scopes[k] = scope_of(g.nodes[it->second].name);
+  }
+  return scopes;
 }
 
 Boxes boxes_of(const Graph& g) {
@@ -152,9 +186,8 @@ Boxes boxes_of(const Graph& g) {
   b.id.resize(n);
   b.scope.resize(n);
   if (n > kCollapseAbove) {
-    std::vector<std::vector<std::string>> scopes(n);
-    for (std::size_t k = 0; k < n; ++k) scopes[k] = scope_of(g.nodes[k].name);
-    std::size_t level = collapse_level(scopes);
+    auto scopes = scopes_of(g);
+    std::size_t level = collapse_level(g, scopes);
     b.collapsed = level > 0;
     for (std::size_t k = 0; b.collapsed && k < n; ++k)
       if (!scopes[k].empty()) b.scope[k] = scope_key(scopes[k], level);

@@ -5,8 +5,9 @@
 // and a link to its section; edges labelled with the shapes shape inference gives. Pan with the
 // mouse, zoom with the wheel (a few lines of script in the page). Models of more than
 // kCollapseAbove nodes are drawn by name scope ("/layer1/layer1.0/conv1/Conv" is in "layer1",
-// then "layer1/layer1.0", ...) at the deepest level that stays under that many boxes; a box
-// stands for its nodes and takes the worst mark among them.
+// then "layer1/layer1.0", ...) at the deepest level that makes at most kCollapseTo boxes (a
+// top-level node that only reads weights joins its consumer's scope); a box stands for its
+// nodes and takes the worst mark among them.
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -16,7 +17,7 @@
 
 namespace metaop {
 
-constexpr std::size_t kCollapseAbove = 400;
+constexpr std::size_t kCollapseAbove = 400, kCollapseTo = 200;
 
 struct NodeMark {
   int rank = 0;         // how bad: the box of several nodes takes the highest's mark

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/onnx_io.h"
+#include "report/core/chart.h"
 #include "report/core/format.h"
 #include "report/core/graph_view.h"
 #include "report/core/html.h"
@@ -20,27 +21,25 @@ namespace metaop {
 
 namespace {
 
-const std::vector<std::string> kColors{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                       "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-
-// Shares in [0, 1] per step, on a linear scale, with the threshold.
-std::string share_plot(const std::vector<std::pair<std::string, std::vector<double>>>& lines,
-                       double threshold, const std::string& ylabel) {
-  return svg_plot(lines, kColors, 0, 1, threshold, ylabel, "step", PlotScale::Linear);
+// Series over the steps as lines, epochs marked, steps counted from 1.
+Chart step_chart(const MonitorRecord& rec, std::string ylabel, PlotScale scale = PlotScale::Log10) {
+  return Chart{.xlabel = "step",
+               .ylabel = std::move(ylabel),
+               .mark = ChartMark::Lines,
+               .y_scale = scale,
+               .x_marks = epoch_marks(rec.losses.size(), rec.steps_per_epoch),
+               .x_offset = 1};
 }
 
-// log10 range of the finite positive values.
-std::pair<double, double> log_range(
-    const std::vector<std::pair<std::string, std::vector<double>>>& l) {
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto& [name, v] : l)
-    for (double x : v)
-      if (x > 0 && std::isfinite(x)) {
-        lo = std::min(lo, std::log10(x));
-        hi = std::max(hi, std::log10(x));
-      }
-  if (!std::isfinite(lo)) return {-1, 1};
-  return {std::floor(lo), std::ceil(hi) + (std::ceil(hi) == std::floor(lo) ? 1 : 0)};
+// Shares in [0, 1] per step, on a linear scale, with the threshold.
+std::string share_plot(const MonitorRecord& rec, const std::vector<ChartSeries>& lines,
+                       double threshold, const std::string& ylabel) {
+  Chart c = step_chart(rec, ylabel, PlotScale::Linear);
+  c.lo = 0;
+  c.hi = 1;
+  c.threshold = threshold;
+  c.threshold_label = fmt::format("threshold {:g}", threshold);
+  return svg_chart(c, lines);
 }
 
 // The model as a graph: the place of each diagnosis red (linked to its row), the nodes
@@ -129,36 +128,46 @@ void write_diagnose_html(const TrainSetup& s, const DiagnoseResult& r, const std
                   : fmt::format("{} symptom(s), {} diagnosis(es)", rec.symptoms.size(),
                                 r.diagnoses().size()));
   h += graph_section(s, r);
-  std::vector<std::pair<std::string, std::vector<double>>> loss{{"loss", rec.losses}};
-  auto [llo, lhi] = log_range(loss);
-  h += "<h2>Loss per step</h2>" + svg_plot(loss, kColors, llo, lhi, 0, "loss", "step");
-  std::vector<std::pair<std::string, std::vector<double>>> grads;
-  for (const auto& w : rec.weights)
-    if (w.kernel && grads.size() < kColors.size()) grads.push_back({w.weight, w.grad_norm});
-  if (!grads.empty()) {
-    auto [glo, ghi] = log_range(grads);
-    h += "<h2>Gradient norm of each layer's weight</h2><p>L2 norm per step (first layers "
-         "first).</p>" +
-         svg_plot(grads, kColors, glo, ghi, 0, "gradient norm", "step");
+  std::vector<ChartSeries> losses{{"loss", rec.losses, {}, {}}};
+  Chart loss = step_chart(rec, "loss", scale_for(losses));
+  if (std::isfinite(rec.trivial_loss) && rec.trivial_loss > 0) {
+    loss.threshold = rec.trivial_loss;
+    loss.threshold_label =
+        fmt::format("trivial predictor ({}): {:.4g}", rec.trivial_what, rec.trivial_loss);
   }
+  h += "<h2>Loss per step</h2>" + svg_chart(loss, losses);
+  if (!rec.accuracies.empty()) {
+    Chart acc = step_chart(rec, "accuracy", PlotScale::Linear);
+    acc.lo = 0;
+    acc.hi = 1;
+    h += "<h2>Accuracy per step</h2><p>The share of each batch's samples predicted right.</p>" +
+         svg_chart(acc, {{"accuracy", rec.accuracies, {}, {}}});
+  }
+  std::vector<ChartSeries> grads;
+  for (const auto& w : rec.weights)
+    if (w.kernel) grads.push_back({w.weight, w.grad_norm, {}, {}});
+  if (!grads.empty())
+    h += "<h2>Gradient norm of each layer's weight</h2><p>L2 norm per step (first layers "
+         "first); hover the chart for every layer's value at a step.</p>" +
+         svg_chart(step_chart(rec, "gradient norm"), grads);
   const auto& t = rec.thresholds;
-  std::vector<std::pair<std::string, std::vector<double>>> dead, sat;
+  std::vector<ChartSeries> dead, sat;
   for (const auto& a : rec.activations)
-    (a.op_type == "Relu" ? dead : sat).push_back({a.node, a.per_step});
+    (a.op_type == "Relu" ? dead : sat).push_back({a.node, a.per_step, {}, {}});
   if (!dead.empty())
     h += fmt::format(
              "<h2>Dead ReLU units</h2><p>Per step, the share of units (axis 1) whose output is 0 "
              "for every sample of the batch; the dashed line is the threshold over a window "
              "({:g}).</p>",
              t.dead_fraction) +
-         share_plot(dead, t.dead_fraction, "dead share");
+         share_plot(rec, dead, t.dead_fraction, "dead share");
   if (!sat.empty())
     h += fmt::format(
              "<h2>Saturated Sigmoid and Tanh values</h2><p>Per step, the share of "
              "values within {:g} of an asymptote or with a pre-activation beyond "
              "+-{:g}.</p>",
              t.saturation_output, t.saturation_preactivation) +
-         share_plot(sat, t.saturated_fraction, "saturated share");
+         share_plot(rec, sat, t.saturated_fraction, "saturated share");
   h += fmt::format("<h2>Symptoms ({})</h2>", rec.symptoms.size());
   if (rec.symptoms.empty()) {
     h += "<p class='ok'>No symptom at any step.</p>";

@@ -11,6 +11,7 @@
 #include "analysis/core/finding.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
+#include "report/core/chart.h"
 #include "report/core/format.h"
 #include "report/core/graph_view.h"
 #include "report/core/html.h"
@@ -369,27 +370,31 @@ void write_expose_html(const Graph& g, const ExposeResult& r, const std::string&
   if (shown.size() > 8) shown.resize(8);
   const std::size_t grid = 160;
   double last = static_cast<double>(std::max<std::int64_t>(r.iterations, 1));
-  std::vector<std::pair<std::string, std::vector<double>>> lines;
+  std::vector<ChartSeries> lines;
   for (auto i : shown) {
     const auto& t = r.targets[i];
-    std::vector<double> y(grid + 1, 1.0);
+    ChartSeries line{t.target.node_name + " " + t.target.kind, {}, {}, {}};
     for (std::size_t k = 0; k <= grid; ++k) {
       double at = last * static_cast<double>(k) / grid;
       double v = 1.0;
       for (const auto& [step, rel] : t.history)
         if (static_cast<double>(step) <= at) v = rel;
-      y[k] = v > 0 ? v : 1e-13;  // in the zone: drawn at the bottom
+      line.x.push_back(at);
+      line.y.push_back(v > 0 ? v : 1e-13);  // in the zone: drawn at the bottom
+      line.labels.push_back(v > 0 ? fmt::format("{:.3g}", v) : "in the zone");
     }
-    lines.emplace_back(t.target.node_name + " " + t.target.kind, y);
+    lines.push_back(std::move(line));
   }
-  std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
   h += "<h2>Distance to each zone over the search</h2><p>Closest distance so far divided by the "
        "distance at the start point (log scale; the bottom is inside the zone), for the eight "
-       "closest targets.</p>";
+       "closest targets; hover the chart for every target's value at a step.</p>";
   if (!lines.empty())
-    h += svg_plot(lines, colors, -12, 0.3, 0, "distance / start distance",
-                  fmt::format("step (0 to {})", r.iterations));
+    h += svg_chart(Chart{.xlabel = "step",
+                         .ylabel = "distance / start distance",
+                         .mark = ChartMark::Lines,
+                         .lo = -12,
+                         .hi = 0.3},
+                   lines);
   h += targets_table(r, model_path);
   h += "</body></html>\n";
   std::ofstream(fs::path(dir) / "index.html") << h;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "graph/onnx_io.h"
+#include "report/core/chart.h"
 #include "report/core/format.h"
 #include "report/core/graph_view.h"
 #include "report/core/html.h"
@@ -27,60 +28,59 @@ std::string page_head(const TrainReport& r) {
       html_escape(r.model), html_escape(r.model), html_escape(r.loss));
 }
 
-// The loss curves of every plan on a log scale spanning their finite positive values.
-std::string loss_section(const TrainReport& r, const std::vector<std::string>& colors) {
-  std::vector<std::pair<std::string, std::vector<double>>> curves(r.losses.begin(), r.losses.end());
-  double lo = 0, hi = 0;
-  bool first = true;
-  for (const auto& [plan, l] : r.losses)
-    for (double v : l)
-      if (v > 0 && std::isfinite(v)) {
-        double e = std::log10(v);
-        lo = first ? e : std::min(lo, e);
-        hi = first ? e : std::max(hi, e);
-        first = false;
-      }
-  return "<h2>Loss per step</h2>" + svg_plot(curves, colors, std::floor(lo),
-                                             std::ceil(hi) + (hi == lo ? 1 : 0), 0, "loss", "step");
-}
-
-// Each node's worst forward and backward score along the graph.
-std::string error_section(const TrainReport& r, const std::vector<std::string>& colors) {
-  std::vector<double> fwd, bwd;
-  fwd.reserve(r.graph->nodes.size());
-  bwd.reserve(r.graph->nodes.size());
-  for (std::size_t k = 0; k < r.graph->nodes.size(); ++k) {
-    fwd.push_back(r.check->forward_scores[k]);
-    bwd.push_back(r.check->backward_scores[k]);
+// The loss curves of every plan on a log scale spanning their values, epochs marked.
+std::string loss_section(const TrainReport& r) {
+  std::vector<ChartSeries> curves;
+  std::size_t steps = 0;
+  for (const auto& [plan, l] : r.losses) {
+    curves.push_back({plan, l, {}, {}});
+    steps = std::max(steps, l.size());
   }
-  std::string h = fmt::format(
-      "<h2>Error along the model</h2><p>Worst local score of each node over the {} checked "
-      "steps: its forward, and its backward (the gradients it returns), against the float64 "
-      "reference on the same inputs, as a multiple of the error model's tolerance (above the "
-      "red line: a finding).</p>",
-      r.check->checked_steps);
-  h += svg_plot({{"forward", fwd}, {"backward", bwd}}, colors, -6, 4, 1, "local score",
-                "node (graph order)");
-  return h;
+  Chart c{.xlabel = "step",
+          .ylabel = "loss",
+          .mark = ChartMark::Lines,
+          .y_scale = scale_for(curves),
+          .x_marks = epoch_marks(steps, r.steps_per_epoch),
+          .x_offset = 1};
+  return "<h2>Loss per step</h2>" + svg_chart(c, curves);
 }
 
-// Each weight's worst update score ("" when no update was checked).
-std::string update_section(const TrainReport& r, const std::vector<std::string>& colors) {
+// Each node's worst forward and backward score along the graph, a point per node.
+std::string error_section(const TrainReport& r) {
+  const Graph& g = *r.graph;
+  Chart c = score_chart("node (graph order)");
+  ChartSeries fwd{"forward", {}, {}, {}}, bwd{"backward", {}, {}, {}};
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    c.categories.push_back(g.nodes[k].name);
+    std::string where = fmt::format("{} ({})", g.nodes[k].name, g.nodes[k].op_type);
+    fwd.y.push_back(r.check->forward_scores[k]);
+    fwd.labels.push_back(where + ": forward score " + fmt_score(fwd.y.back()));
+    bwd.y.push_back(r.check->backward_scores[k]);
+    bwd.labels.push_back(where + ": backward score " + fmt_score(bwd.y.back()));
+  }
+  return fmt::format(
+             "<h2>Error along the model</h2><p>Worst local score of each node over the {} "
+             "checked steps: its forward, and its backward (the gradients it returns), against "
+             "the float64 reference on the same inputs, as a multiple of the error model's "
+             "tolerance (above the red line: a finding). Hover a point for its node.</p>",
+             r.check->checked_steps) +
+         svg_chart(c, {fwd, bwd});
+}
+
+// Each weight's worst update score as a bar ("" when no update was checked).
+std::string update_section(const TrainReport& r) {
   if (r.check->update_scores.empty()) return "";
-  std::vector<double> upd;
-  upd.reserve(r.check->update_scores.size());
-  std::string names;
+  Chart c = score_chart("weight", "update score", ChartMark::Bars);
+  ChartSeries upd{"update", {}, {}, {}};
   for (const auto& [w, score] : r.check->update_scores) {
-    upd.push_back(score);
-    names += (names.empty() ? "" : ", ") + html_escape(w);
+    c.categories.push_back(w);
+    upd.y.push_back(score);
+    upd.labels.push_back(w + ": update score " + fmt_score(score));
   }
-  std::string h = fmt::format(
-      "<h2>Updates</h2><p>Worst score of each weight's update by a framework's optimizer "
-      "(new weight and optimizer state against the float64 rule on the same weight, "
-      "gradient and state), over the checked steps. Weights in order: {}.</p>",
-      names);
-  h += svg_plot({{"update", upd}}, colors, -6, 4, 1, "local score", "weight");
-  return h;
+  return "<h2>Updates</h2><p>Worst score of each weight's update by a framework's optimizer "
+         "(new weight and optimizer state against the float64 rule on the same weight, "
+         "gradient and state), over the checked steps.</p>" +
+         svg_chart(c, {upd});
 }
 
 // The check's findings as a table.
@@ -168,13 +168,12 @@ std::string profile_section(const TrainReport& r) {
 
 void write_train_report(const TrainReport& r, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  std::vector<std::string> colors{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"};
   std::string h = page_head(r);
-  h += loss_section(r, colors);
+  h += loss_section(r);
   if (r.check && r.graph) {
     h += graph_section(r);
-    h += error_section(r, colors);
-    h += update_section(r, colors);
+    h += error_section(r);
+    h += update_section(r);
     h += findings_section(r);
   }
   if (r.profile && r.steps > 0) h += profile_section(r);

@@ -16,6 +16,7 @@ struct TrainReport {
   const TrainCheck* check = nullptr;                  // optional
   const std::vector<NodeProfile>* profile = nullptr;  // optional: time and memory per node
   std::size_t steps = 0;                              // steps the profile covers
+  std::size_t steps_per_epoch = 0;                    // 0: not known (no epoch marks)
 };
 
 // Writes DIR/index.html (self-contained: inline SVG, CSS and, with --check, the graph view's

@@ -14,6 +14,16 @@
 
 namespace metaop {
 
+namespace {
+
+// Steps per epoch as training takes them: every batch, the last one short (engine/train.cpp).
+std::size_t steps_per_epoch(const TrainSetup& s) {
+  if (!s.X.defined() || s.X.rank() == 0 || s.config.batch_size < 1) return 0;
+  return static_cast<std::size_t>((s.X.dim(0) + s.config.batch_size - 1) / s.config.batch_size);
+}
+
+}  // namespace
+
 void print_train_summary(std::FILE* out, const TrainSetup& s, const TrainSession& session) {
   const TrainResult& r = session.result;
   const auto& tc = session.check;
@@ -150,7 +160,7 @@ int report_training(TrainSession& r, const TrainSetup& s, const TrainOutputs& o)
   if (!o.report_dir.empty()) {
     const TrainResult& t = r.result;
     TrainReport rep{s.model,       s.loss,     {{s.bind, t.losses}}, &s.graph,
-                    r.check.get(), &t.profile, t.losses.size()};
+                    r.check.get(), &t.profile, t.losses.size(),      steps_per_epoch(s)};
     write_train_report(rep, o.report_dir);
     fmt::print("wrote {}/index.html\n", o.report_dir);
   }
@@ -214,7 +224,7 @@ int report_comparison(const TrainComparison& c, const TrainSetup& s, const Train
     fmt::print("wrote {}\n", o.json_file);
   }
   if (!o.report_dir.empty()) {
-    TrainReport rep{s.model, s.loss, {}, &s.graph, nullptr, nullptr, 0};
+    TrainReport rep{s.model, s.loss, {}, &s.graph, nullptr, nullptr, 0, steps_per_epoch(s)};
     for (const auto& b : c.plans) rep.losses[b] = c.runs.at(b).losses;
     write_train_report(rep, o.report_dir);
     fmt::print("wrote {}/index.html\n", o.report_dir);
