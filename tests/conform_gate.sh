@@ -41,6 +41,17 @@ check status_moved_to_pass 1 "UNEXPECTED test_relu: pass where" -- \
 printf 'fail test_abs_wrong\npass test_relu\npass test_gone\n' > "$WORK/missing.txt"
 check listed_test_not_run 1 "UNEXPECTED test_gone: expected pass, not run" -- \
   "$METAOP" conform "$WORK/tests" --quiet --expect "$WORK/missing.txt"
+# --errata admits a named test's failure only in the words it gives, and never a pass.
+printf 'test_abs_wrong\telement 0 is\tthe data is off by one\n' > "$WORK/errata.txt"
+printf 'erratum test_abs_wrong\npass test_relu\n' > "$WORK/erratum.txt"
+check erratum_admits_its_failure 0 "1 passed, 0 failed, 0 unsupported, 1 failing as" -- \
+  "$METAOP" conform "$WORK/tests" --quiet --errata "$WORK/errata.txt" --expect "$WORK/erratum.txt"
+printf 'test_abs_wrong\telement 3 is 7\tanother failure\n' > "$WORK/other.txt"
+check erratum_admits_no_other_failure 1 "not the failure" -- \
+  "$METAOP" conform "$WORK/tests" --quiet --errata "$WORK/other.txt"
+printf 'test_relu\telement 0 is\tno such failure\n' > "$WORK/passing.txt"
+check erratum_of_a_passing_test 1 "UNEXPECTED test_relu: pass, not the failure" -- \
+  "$METAOP" conform "$WORK/tests" --quiet --errata "$WORK/passing.txt"
 printf 'pass test_relu\n' > "$WORK/relu.txt"
 rm -rf "$WORK/tests/test_abs_wrong"
 check all_as_expected 0 "1 of 1 tests as" -- \

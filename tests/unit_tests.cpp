@@ -51,8 +51,9 @@ TEST(Tensor, IntConversionSaturatesAndTruncates) {
 }
 
 TEST(Npy, RoundTripsEveryDtype) {
-  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::Int64, DType::Int32,
-                   DType::Int8, DType::UInt8, DType::Bool}) {
+  for (DType dt :
+       {DType::Float32, DType::Float64, DType::Float16, DType::Int64, DType::Int32, DType::Int16,
+        DType::Int8, DType::UInt64, DType::UInt32, DType::UInt16, DType::UInt8, DType::Bool}) {
     Tensor t = Tensor::from_f64({0, 1, -1, 5, 7, 1}, {2, 3}, dt);
     auto path = tmp_path(std::string(dtype_name(dt)) + ".npy");
     write_npy(path, t);
@@ -64,6 +65,67 @@ TEST(Npy, RoundTripsEveryDtype) {
   Tensor s = Tensor::scalar(3.5, DType::Float32);
   write_npy(tmp_path("scalar.npy"), s);
   EXPECT_EQ(read_npy(tmp_path("scalar.npy")).shape(), Shape{});
+}
+
+TEST(Tensor, WiderIntegersKeepTheirRangeAndSaturate) {
+  // Unsigned types saturate at 0 and at their largest value; int16 at its two bounds.
+  Tensor u16 = Tensor::from_f64({-1, 65535, 70000, 3.9}, {4}, DType::UInt16);
+  EXPECT_EQ(u16.to_i64(), (std::vector<std::int64_t>{0, 65535, 65535, 3}));
+  Tensor i16 = Tensor::from_f64({-40000, 32767, 1e9}, {3}, DType::Int16);
+  EXPECT_EQ(i16.to_i64(), (std::vector<std::int64_t>{-32768, 32767, 32767}));
+  Tensor u32 = Tensor::from_f64({4294967295.0, 5e9}, {2}, DType::UInt32);
+  EXPECT_EQ(u32.to_i64(), (std::vector<std::int64_t>{4294967295, 4294967295}));
+  // uint64: exact to int64 through its own bits; a value past int64 is named, not wrapped.
+  Tensor u64 = Tensor::from_f64({0, 1e30}, {2}, DType::UInt64);
+  EXPECT_EQ(u64.data<std::uint64_t>()[1], std::numeric_limits<std::uint64_t>::max());
+  EXPECT_THROW(u64.to_i64(), Error);
+  u64.data<std::uint64_t>()[1] = (std::uint64_t{1} << 62) + 1;  // not a double
+  EXPECT_EQ(u64.to_i64()[1], (std::int64_t{1} << 62) + 1);
+  EXPECT_EQ(integer_largest(DType::UInt64), 18446744073709549568.0);
+  EXPECT_EQ(integer_lowest(DType::Int16), -32768);
+}
+
+TEST(Ops, IntegerCastsKeepTheLowBits) {
+  // The ONNX text: between integer types, an out-of-range value keeps its low bits (200 as
+  // int16 is -56 as int8); from floating point the value is only undefined out of range.
+  auto cast = [](const Tensor& x, DType to) {
+    Node node;
+    node.op_type = "Cast";
+    node.name = "c";
+    node.attrs["to"] = Attribute::of_int(dtype_to_onnx(to));
+    KernelContext c{node, 13};
+    return OpRegistry::instance().find("Cast")->reference(c, {x})[0];
+  };
+  Tensor i16 = Tensor::from_f64({200, -129, 5}, {3}, DType::Int16);
+  EXPECT_EQ(cast(i16, DType::Int8).to_i64(), (std::vector<std::int64_t>{-56, 127, 5}));
+  Tensor i64 = Tensor::from_i64({-1, 65536 + 7}, {2});
+  EXPECT_EQ(cast(i64, DType::UInt8).to_i64(), (std::vector<std::int64_t>{255, 7}));
+  EXPECT_EQ(cast(i64, DType::UInt16).to_i64(), (std::vector<std::int64_t>{65535, 7}));
+  Tensor u64 = Tensor::empty(DType::UInt64, {1});
+  u64.data<std::uint64_t>()[0] = ~std::uint64_t{0};
+  EXPECT_EQ(cast(u64, DType::Int64).to_i64(), (std::vector<std::int64_t>{-1}));
+  Tensor f = Tensor::from_f64({300.7}, {1}, DType::Float32);
+  EXPECT_EQ(cast(f, DType::UInt8).to_i64(), (std::vector<std::int64_t>{255}));  // saturates
+}
+
+TEST(TensorProto, RoundTripsWiderIntegers) {
+  // uint32 and uint64 travel in uint64_data, int16 and uint16 in int32_data.
+  onnx::TensorProto p;
+  p.set_data_type(onnx::TensorProto::UINT64);
+  p.add_dims(2);
+  p.add_uint64_data(std::numeric_limits<std::uint64_t>::max());
+  p.add_uint64_data(7);
+  Tensor t = tensor_from_proto(p, "", "p");
+  EXPECT_EQ(t.dtype(), DType::UInt64);
+  EXPECT_EQ(t.data<std::uint64_t>()[0], std::numeric_limits<std::uint64_t>::max());
+  p.Clear();
+  p.set_data_type(onnx::TensorProto::INT16);
+  p.add_dims(2);
+  p.add_int32_data(-32768);
+  p.add_int32_data(5);
+  EXPECT_EQ(tensor_from_proto(p, "", "p").to_i64(), (std::vector<std::int64_t>{-32768, 5}));
+  p.set_data_type(onnx::TensorProto::UINT32);
+  EXPECT_THROW(tensor_from_proto(p, "", "p"), Error);  // its values belong in uint64_data
 }
 
 TEST(TensorProto, RoundTrips) {

@@ -21,7 +21,7 @@ namespace {
 struct ConformArgs {
   std::vector<std::string> paths;
   std::string json;
-  std::string expect, write_status;
+  std::string expect, write_status, errata;
   int min_pass = -1;
   bool quiet = false;
   std::string bind = "reference";
@@ -29,7 +29,7 @@ struct ConformArgs {
   int threads = 1;
 };
 
-// "STATUS TEST" lines (pass, fail, unsupported), '#' comments: the statuses a run must
+// "STATUS TEST" lines (pass, fail, unsupported, erratum), '#' comments: the statuses a run must
 // reproduce exactly.
 std::map<std::string, std::string> read_expected(const std::string& path) {
   std::ifstream f(path);
@@ -41,12 +41,96 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
     std::istringstream ss(line);
     std::string status, test, extra;
     ss >> status >> test;
-    if ((status != "pass" && status != "fail" && status != "unsupported") || test.empty() ||
-        (ss >> extra))
-      fail("{}:{}: expected 'pass|fail|unsupported TEST', got '{}'", path, n, line);
+    if ((status != "pass" && status != "fail" && status != "unsupported" && status != "erratum") ||
+        test.empty() || (ss >> extra))
+      fail("{}:{}: expected 'pass|fail|unsupported|erratum TEST', got '{}'", path, n, line);
     if (!expected.emplace(test, status).second) fail("{}:{}: {} listed twice", path, n, test);
   }
   return expected;
+}
+
+// A test whose expected data is known to be wrong: the failure it must show (a part of the
+// failure's words, so that no other failure of the test hides behind it) and why.
+struct Erratum {
+  std::string failure, why;
+};
+
+// "TEST<TAB>FAILURE<TAB>WHY" lines, '#' comments.
+std::map<std::string, Erratum> read_errata(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("{}: cannot open the errata", path);
+  std::map<std::string, Erratum> errata;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    auto t1 = line.find('\t'), t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
+    if (t2 == std::string::npos || t1 == 0 || t2 == t1 + 1 || t2 + 1 >= line.size())
+      fail("{}:{}: expected 'TEST<tab>FAILURE<tab>WHY', got '{}'", path, n, line);
+    std::string test = line.substr(0, t1);
+    if (!errata.emplace(test, Erratum{line.substr(t1 + 1, t2 - t1 - 1), line.substr(t2 + 1)})
+             .second)
+      fail("{}:{}: {} listed twice", path, n, test);
+  }
+  return errata;
+}
+
+// What a run has seen: statuses per test, their counts, the tests whose status is not as
+// --expect or --errata say, and the JSON rows.
+struct Tally {
+  std::map<std::string, std::string> statuses;
+  std::map<std::string, int> count;  // pass, fail, unsupported, erratum
+  int on_binding = 0;
+  std::vector<std::string> changed;
+  nlohmann::json rows = nlohmann::json::array();
+};
+
+// The status word of a result: "erratum" where --errata names the test and its failure shows
+// the words given there (the reason then says why); a named test that does not fail so is a
+// change.
+std::string status_of(ConformResult& r, const std::map<std::string, Erratum>& errata,
+                      const std::string& errata_file, Tally& t) {
+  std::string status(to_string(r.status));
+  auto e = errata.find(r.test);
+  if (e == errata.end()) return status;
+  if (r.status == ConformStatus::Fail && r.reason.find(e->second.failure) != std::string::npos) {
+    r.reason = fmt::format("{} (the expected data is wrong: {})", r.reason, e->second.why);
+    return "erratum";
+  }
+  t.changed.push_back(fmt::format("{}: {}, not the failure {} names ('{}'){}{}", r.test, status,
+                                  errata_file, e->second.failure, r.reason.empty() ? "" : ": ",
+                                  r.reason));
+  return status;
+}
+
+// The totals, the files asked for, what moved; exit 1 on a failure, a change or too few passes.
+int finish(const ConformArgs& a, Tally& t, const std::map<std::string, std::string>& expected,
+           std::size_t tests) {
+  const int pass = t.count["pass"], failed = t.count["fail"], erratum = t.count["erratum"];
+  fmt::print(
+      "{} tests: {} passed, {} failed, {} unsupported{}\n", tests, pass, failed,
+      t.count["unsupported"],
+      erratum ? fmt::format(", {} failing as {} says the expected data is wrong", erratum, a.errata)
+              : "");
+  if (a.bind != "reference" || !a.bind_ops.empty())
+    fmt::print(
+        "{} of the passing tests ran at least one node on a binding other than the reference\n",
+        t.on_binding);
+  if (!a.json.empty())
+    write_file(a.json, t.rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  if (!a.write_status.empty()) {
+    std::ofstream f(a.write_status);
+    if (!f) fail("{}: cannot open for writing", a.write_status);
+    for (const auto& [test, status] : t.statuses) f << status << " " << test << "\n";
+  }
+  for (const auto& [test, status] : expected)
+    if (!t.statuses.count(test))
+      t.changed.push_back(fmt::format("{}: expected {}, not run", test, status));
+  for (const auto& c : t.changed) fmt::print("UNEXPECTED {}\n", c);
+  if (!a.expect.empty())
+    fmt::print("{} of {} tests as {} expects\n", tests - t.changed.size(), tests, a.expect);
+  bool short_of = a.min_pass >= 0 && pass < a.min_pass;
+  if (short_of) fmt::print("{} passed, fewer than the required {}\n", pass, a.min_pass);
+  return failed || short_of || !t.changed.empty() ? 1 : 0;
 }
 
 int run(const ConformArgs& a) {
@@ -54,64 +138,34 @@ int run(const ConformArgs& a) {
   auto tests = find_conformance_tests(a.paths);
   std::map<std::string, std::string> expected;
   if (!a.expect.empty()) expected = read_expected(a.expect);
-  std::vector<std::string> changed;
-  std::map<std::string, std::string> statuses;
+  std::map<std::string, Erratum> errata;
+  if (!a.errata.empty()) errata = read_errata(a.errata);
+  Tally t;
   Plan plan;
   configure_plan(plan, a.bind, a.bind_ops, a.threads);
-  int on_binding = 0;
-  int pass = 0, failed = 0, unsupported = 0;
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& t : tests) {
-    ConformResult r = run_conformance_test(t, plan);
-    std::string status(to_string(r.status));
-    if (r.status == ConformStatus::Pass && r.bound_nodes > 0) ++on_binding;
-    if (r.status == ConformStatus::Pass)
-      ++pass;
-    else if (r.status == ConformStatus::Fail)
-      ++failed;
-    else
-      ++unsupported;
-    if (!a.quiet || r.status == ConformStatus::Fail)
+  for (const auto& dir : tests) {
+    ConformResult r = run_conformance_test(dir, plan);
+    std::string status = status_of(r, errata, a.errata, t);
+    ++t.count[status];
+    if (r.status == ConformStatus::Pass && r.bound_nodes > 0) ++t.on_binding;
+    if (!a.quiet || status == "fail")
       fmt::print("{:<12} {}{}{}\n", status, printable(r.test), r.reason.empty() ? "" : "  ",
                  printable(r.reason, 4000));
-    statuses[r.test] = status;
+    t.statuses[r.test] = status;
     if (!a.expect.empty()) {
       auto it = expected.find(r.test);
       if (it == expected.end())
-        changed.push_back(fmt::format("{}: {}, not in {}", r.test, status, a.expect));
+        t.changed.push_back(fmt::format("{}: {}, not in {}", r.test, status, a.expect));
       else if (it->second != status)
-        changed.push_back(fmt::format("{}: {} where {} expects {}{}{}", r.test, status, a.expect,
-                                      it->second, r.reason.empty() ? "" : ": ", r.reason));
+        t.changed.push_back(fmt::format("{}: {} where {} expects {}{}{}", r.test, status, a.expect,
+                                        it->second, r.reason.empty() ? "" : ": ", r.reason));
     }
-    out.push_back({{"test", r.test},
-                   {"status", status},
-                   {"reason", r.reason},
-                   {"bound_nodes", r.bound_nodes}});
+    t.rows.push_back({{"test", r.test},
+                      {"status", status},
+                      {"reason", r.reason},
+                      {"bound_nodes", r.bound_nodes}});
   }
-  fmt::print("{} tests: {} passed, {} failed, {} unsupported\n", tests.size(), pass, failed,
-             unsupported);
-  if (a.bind != "reference" || !a.bind_ops.empty())
-    fmt::print(
-        "{} of the passing tests ran at least one node on a binding other than the reference\n",
-        on_binding);
-  if (!a.json.empty()) {
-    write_file(a.json, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  }
-  if (!a.write_status.empty()) {
-    std::ofstream f(a.write_status);
-    if (!f) fail("{}: cannot open for writing", a.write_status);
-    for (const auto& [test, status] : statuses) f << status << " " << test << "\n";
-  }
-  for (const auto& [test, status] : expected)
-    if (!statuses.count(test))
-      changed.push_back(fmt::format("{}: expected {}, not run", test, status));
-  for (const auto& c : changed) fmt::print("UNEXPECTED {}\n", c);
-  if (!a.expect.empty())
-    fmt::print("{} of {} tests as {} expects\n", tests.size() - changed.size(), tests.size(),
-               a.expect);
-  bool short_of = a.min_pass >= 0 && pass < a.min_pass;
-  if (short_of) fmt::print("{} passed, fewer than the required {}\n", pass, a.min_pass);
-  return failed || short_of || !changed.empty() ? 1 : 0;
+  return finish(a, t, expected, tests.size());
 }
 
 }  // namespace
@@ -128,6 +182,11 @@ void add_conform_command(CLI::App& app, Action& action) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--write-status", args->write_status,
                   "Write every test's status as 'STATUS TEST' lines (the --expect format)");
+  cmd->add_option("--errata", args->errata,
+                  "File of 'TEST<tab>FAILURE<tab>WHY' lines: tests whose expected data is known "
+                  "to be wrong; such a test failing with FAILURE in its words counts as an "
+                  "erratum, not a failure, and exit 1 when it passes or fails otherwise")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--quiet", args->quiet, "Print only failures and the totals");
   add_plan_options(cmd, args->bind, args->bind_ops, args->threads);
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });

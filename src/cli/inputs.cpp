@@ -72,19 +72,13 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
     // Integers of the range that the dtype holds; a range without one is refused (an empty
     // distribution draws garbage such as 1e18).
     double lo = std::ceil(range.first), hi = std::floor(range.second);
-    double tlo = *vi.dtype == DType::UInt8   ? 0
-                 : *vi.dtype == DType::Int8  ? -128
-                 : *vi.dtype == DType::Int32 ? -2147483648.0
-                                             : -9223372036854775808.0;
-    double thi = *vi.dtype == DType::UInt8   ? 255
-                 : *vi.dtype == DType::Int8  ? 127
-                 : *vi.dtype == DType::Int32 ? 2147483647.0
-                                             : 9007199254740992.0;  // exact in the doubles below
+    // Up to 2^53 (exact in the doubles below) for int64 and uint64.
+    double tlo = integer_lowest(*vi.dtype);
+    double thi = std::min(integer_largest(*vi.dtype), 9007199254740992.0);
     if (lo > hi || lo < tlo || hi > thi)
       fail("input '{}' is {}: --range {},{} {} (give a range of integers within [{:.0f}, {:.0f}])",
            printable(vi.name), dtype_name(*vi.dtype), range.first, range.second,
-           lo > hi ? "holds no integer" : "goes past what the type holds", tlo,
-           std::min(thi, 9007199254740992.0));
+           lo > hi ? "holds no integer" : "goes past what the type holds", tlo, thi);
     std::uniform_int_distribution<std::int64_t> dist(static_cast<std::int64_t>(lo),
                                                      static_cast<std::int64_t>(hi));
     for (auto& x : v) x = static_cast<double>(dist(rng));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "ops/danger.h"
 #include "ops/kernel_util.h"
@@ -282,6 +283,56 @@ Tensors cast_vjp(const KernelContext&, const Tensors& in, const Tensors& out,
   return res;
 }
 
+// x as `to`. Between integer types the ONNX text has a value out of the target's range keep
+// its low bits ("discard higher bits and reinterpret": 200 as int16 -> -56 as int8), which C++20
+// conversions to a narrower integer type do; the other casts round once (Tensor::to).
+Tensor cast_to(const Tensor& x, DType to) {
+  auto integer = [](DType t) { return !is_floating(t) && t != DType::Bool; };
+  if (!integer(x.dtype()) || !integer(to) || x.dtype() == to) return x.to(to);
+  std::vector<std::uint64_t> bits(static_cast<std::size_t>(x.numel()));
+  if (x.dtype() == DType::UInt64) {
+    std::copy_n(x.data<std::uint64_t>(), bits.size(), bits.begin());
+  } else {
+    auto v = x.to_i64();  // exact for every other integer type
+    std::transform(v.begin(), v.end(), bits.begin(),
+                   [](std::int64_t e) { return static_cast<std::uint64_t>(e); });
+  }
+  Tensor y = Tensor::empty(to, x.shape());
+  auto fill = [&](auto* out) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    for (std::size_t i = 0; i < bits.size(); ++i) out[i] = static_cast<T>(bits[i]);
+  };
+  switch (to) {
+    case DType::Int64:
+      fill(y.data<std::int64_t>());
+      break;
+    case DType::Int32:
+      fill(y.data<std::int32_t>());
+      break;
+    case DType::Int16:
+      fill(y.data<std::int16_t>());
+      break;
+    case DType::Int8:
+      fill(y.data<std::int8_t>());
+      break;
+    case DType::UInt64:
+      fill(y.data<std::uint64_t>());
+      break;
+    case DType::UInt32:
+      fill(y.data<std::uint32_t>());
+      break;
+    case DType::UInt16:
+      fill(y.data<std::uint16_t>());
+      break;
+    case DType::UInt8:
+      fill(y.data<std::uint8_t>());
+      break;
+    default:
+      return x.to(to);
+  }
+  return y;
+}
+
 void register_casts(OpRegistry& r) {
   r.op("Cast", Family::elementwise,
        [](const KernelContext& c, const Tensors& in) {
@@ -291,14 +342,14 @@ void register_casts(OpRegistry& r) {
          if (!dt)
            throw Unsupported(fmt::format("{}: cast to {} is not supported", c.node.label(),
                                          onnx_type_name(static_cast<int>(to))));
-         return Tensors{x.to(*dt)};
+         return Tensors{cast_to(x, *dt)};
        })
       .error(error_models::exact())
       .vjp(cast_vjp)
       .danger({narrowing_cast()});
   r.op("CastLike", Family::elementwise,
        [](const KernelContext& c, const Tensors& in) {
-         return Tensors{input(c, in, 0).to(input(c, in, 1).dtype())};
+         return Tensors{cast_to(input(c, in, 0), input(c, in, 1).dtype())};
        })
       .error(error_models::exact())
       .vjp(cast_vjp);
@@ -350,7 +401,8 @@ Tensors bitwise_not(const KernelContext& c, const Tensors& in) {
     fail("{}: BitwiseNot takes integers, not {}", c.node.label(), dtype_name(x.dtype()));
   auto v = x.to_f64();
   for (auto& e : v)
-    e = x.dtype() == DType::UInt8 ? 255 - e : static_cast<double>(~static_cast<std::int64_t>(e));
+    e = is_unsigned(x.dtype()) ? integer_largest(x.dtype()) - e
+                               : static_cast<double>(~static_cast<std::int64_t>(e));
   return {Tensor::from_f64(v, x.shape(), x.dtype())};
 }
 
@@ -434,10 +486,10 @@ double quotient_in(DType t, double a, double b) {
 Tensors quantize_linear(const KernelContext& c, const Tensors& in) {
   const Tensor& x = input(c, in, 0);
   DType out = quantized_type(c, in);
-  if (out != DType::UInt8 && out != DType::Int8)
+  if (out != DType::UInt8 && out != DType::Int8 && out != DType::UInt16 && out != DType::Int16)
     throw Unsupported(fmt::format("{}: quantizing to {}", c.node.label(), dtype_name(out)));
   QuantLayout l = quant_layout(c, in, x.shape());
-  double lo = out == DType::UInt8 ? 0 : -128, hi = out == DType::UInt8 ? 255 : 127;
+  double lo = integer_lowest(out), hi = integer_largest(out);
   // x / scale is rounded to the precision of the division before it is rounded to an integer:
   // opset 23's `precision` attribute, by default the scale's type. The older texts name no
   // precision, and ONNX's reference (and its test data) divides in the scale's type: so does

@@ -74,6 +74,12 @@ std::vector<std::int64_t> integer_values(const Tensor& t) {
       return ints_of<std::int8_t>(t);
     case DType::UInt8:
       return ints_of<std::uint8_t>(t);
+    case DType::Int16:
+      return ints_of<std::int16_t>(t);
+    case DType::UInt16:
+      return ints_of<std::uint16_t>(t);
+    case DType::UInt32:
+      return ints_of<std::uint32_t>(t);
     default:
       return {};
   }
@@ -87,6 +93,8 @@ std::int64_t lowest_of(DType t) {
       return std::numeric_limits<std::int32_t>::min();
     case DType::Int8:
       return std::numeric_limits<std::int8_t>::min();
+    case DType::Int16:
+      return std::numeric_limits<std::int16_t>::min();
     default:
       return 0;  // unsigned: no overflowing quotient
   }
@@ -280,19 +288,24 @@ BinaryFn bitwise(const KernelContext& c, DType t) {
   };
 }
 
-// BitShift (opset 11): unsigned integers (MetaOp's one unsigned type is uint8) shifted left or
-// right; bits shifted past the type's width are lost, as NumPy's shifts of uint8 lose them.
+// BitShift (opset 11): unsigned integers shifted left or right; bits shifted past the type's
+// width are lost (as NumPy's shifts of unsigned types lose them). The values stay exact through
+// the float64 path up to 2^53; uint64 shifts are exact where the result is below that.
 BinaryFn bitshift(const KernelContext& c, DType t) {
-  if (t != DType::UInt8)
-    throw Unsupported(fmt::format("{}: BitShift of {} (MetaOp's unsigned type is uint8)",
-                                  c.node.label(), dtype_name(t)));
+  if (!is_unsigned(t))
+    throw Unsupported(
+        fmt::format("{}: BitShift of {} (the ONNX text defines it for unsigned "
+                    "integers)",
+                    c.node.label(), dtype_name(t)));
   const bool left = attr_s(c, "direction") == "LEFT";
   if (!left && attr_s(c, "direction") != "RIGHT")
     fail("{}: direction '{}': LEFT or RIGHT", c.node.label(), attr_s(c, "direction"));
-  return [left](double a, double b) {
+  const auto bits = static_cast<std::uint64_t>(dtype_size(t) * 8);
+  const std::uint64_t mask = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+  return [left, bits, mask](double a, double b) {
     auto x = static_cast<std::uint64_t>(a), y = static_cast<std::uint64_t>(b);
-    if (y >= 8) return 0.0;
-    return static_cast<double>((left ? x << y : x >> y) & 0xFFu);
+    if (y >= bits) return 0.0;
+    return static_cast<double>((left ? x << y : x >> y) & mask);
   };
 }
 

@@ -23,36 +23,6 @@ struct Reduction {
   std::function<double(double, std::int64_t)> finish;  // acc, count -> y
 };
 
-// The least and greatest value of an integer or bool dtype.
-double integer_lowest(DType t) {
-  switch (t) {
-    case DType::Bool:
-    case DType::UInt8:
-      return 0;
-    case DType::Int8:
-      return -128;
-    case DType::Int32:
-      return -2147483648.0;
-    default:
-      return -9223372036854775808.0;
-  }
-}
-
-double integer_largest(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return 1;
-    case DType::UInt8:
-      return 255;
-    case DType::Int8:
-      return 127;
-    case DType::Int32:
-      return 2147483647.0;
-    default:  // int64: the largest double below 2^63 (2^63 itself is past int64)
-      return 9223372036854774784.0;
-  }
-}
-
 Tensors reduce(const KernelContext& c, const Tensors& in, const Reduction& red) {
   const Tensor& x = input(c, in, 0);
   ReduceLayout l = reduce_layout(c, in);

@@ -35,10 +35,14 @@ std::optional<DType> dtype_of_array(const py::dtype& d) {
     case 'i':
       if (d.itemsize() == 8) return DType::Int64;
       if (d.itemsize() == 4) return DType::Int32;
+      if (d.itemsize() == 2) return DType::Int16;
       if (d.itemsize() == 1) return DType::Int8;
       break;
     case 'u':
       if (d.itemsize() == 1) return DType::UInt8;
+      if (d.itemsize() == 2) return DType::UInt16;
+      if (d.itemsize() == 4) return DType::UInt32;
+      if (d.itemsize() == 8) return DType::UInt64;
       break;
     case 'b':
       return DType::Bool;
@@ -54,8 +58,8 @@ Tensor tensor_over(const std::string& name, const py::array& a) {
   auto dtype = dtype_of_array(a.dtype());
   if (!dtype)
     throw Error(
-        fmt::format("array '{}': dtype {} is not one MetaOp reads (float16/32/64, int8, "
-                    "int32, int64, uint8, bool)",
+        fmt::format("array '{}': dtype {} is not one MetaOp reads (float16/32/64, "
+                    "int8/16/32/64, uint8/16/32/64, bool)",
                     name, std::string(py::str(a.dtype()))));
   if (!(a.flags() & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) ||
       !(a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) || a.dtype().byteorder() == '>')
@@ -105,6 +109,18 @@ py::array array_over(const Tensor& t) {
       break;
     case DType::Bool:
       format = py::format_descriptor<bool>::format();
+      break;
+    case DType::Int16:
+      format = py::format_descriptor<std::int16_t>::format();
+      break;
+    case DType::UInt16:
+      format = py::format_descriptor<std::uint16_t>::format();
+      break;
+    case DType::UInt32:
+      format = py::format_descriptor<std::uint32_t>::format();
+      break;
+    case DType::UInt64:
+      format = py::format_descriptor<std::uint64_t>::format();
       break;
   }
   auto* owner = new Tensor(held);

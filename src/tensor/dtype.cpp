@@ -14,12 +14,16 @@ std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::Float64:
     case DType::Int64:
+    case DType::UInt64:
       return 8;
     case DType::Float32:
     case DType::Int32:
+    case DType::UInt32:
       return 4;
     case DType::Float16:
     case DType::BFloat16:
+    case DType::Int16:
+    case DType::UInt16:
       return 2;
     case DType::Int8:
     case DType::UInt8:
@@ -49,12 +53,62 @@ std::string_view dtype_name(DType t) {
       return "uint8";
     case DType::Bool:
       return "bool";
+    case DType::Int16:
+      return "int16";
+    case DType::UInt16:
+      return "uint16";
+    case DType::UInt32:
+      return "uint32";
+    case DType::UInt64:
+      return "uint64";
   }
   return "?";
 }
 
 bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
+}
+
+bool is_unsigned(DType t) {
+  return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
+}
+
+double integer_lowest(DType t) {
+  switch (t) {
+    case DType::Int8:
+      return -128;
+    case DType::Int16:
+      return -32768;
+    case DType::Int32:
+      return -2147483648.0;
+    case DType::Int64:
+      return -9223372036854775808.0;
+    default:  // bool and the unsigned types
+      return 0;
+  }
+}
+
+double integer_largest(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 1;
+    case DType::UInt8:
+      return 255;
+    case DType::Int8:
+      return 127;
+    case DType::Int16:
+      return 32767;
+    case DType::UInt16:
+      return 65535;
+    case DType::Int32:
+      return 2147483647.0;
+    case DType::UInt32:
+      return 4294967295.0;
+    case DType::UInt64:
+      return 18446744073709549568.0;  // the largest double below 2^64
+    default:                          // int64: the largest double below 2^63
+      return 9223372036854774784.0;
+  }
 }
 
 std::optional<DType> dtype_from_onnx(int onnx_type) {
@@ -78,6 +132,14 @@ std::optional<DType> dtype_from_onnx(int onnx_type) {
       return DType::UInt8;
     case P::BOOL:
       return DType::Bool;
+    case P::INT16:
+      return DType::Int16;
+    case P::UINT16:
+      return DType::UInt16;
+    case P::UINT32:
+      return DType::UInt32;
+    case P::UINT64:
+      return DType::UInt64;
     default:
       return std::nullopt;
   }
@@ -104,6 +166,14 @@ int dtype_to_onnx(DType t) {
       return P::UINT8;
     case DType::Bool:
       return P::BOOL;
+    case DType::Int16:
+      return P::INT16;
+    case DType::UInt16:
+      return P::UINT16;
+    case DType::UInt32:
+      return P::UINT32;
+    case DType::UInt64:
+      return P::UINT64;
   }
   return P::UNDEFINED;
 }

@@ -17,12 +17,21 @@ enum class DType : std::uint8_t {
   Int32,
   Int8,
   UInt8,
-  Bool
+  Bool,
+  Int16,
+  UInt16,
+  UInt32,
+  UInt64  // values past 2^53 are exact where a kernel moves them, not through float64 arithmetic
 };
 
 std::size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);
 bool is_floating(DType t);
+bool is_unsigned(DType t);  // uint8 to uint64 (bool is neither)
+// The least and greatest value of an integer or bool dtype, as doubles (int64's and uint64's
+// greatest: the largest double below 2^63 and 2^64, which they can hold).
+double integer_lowest(DType t);
+double integer_largest(DType t);
 // ONNX TensorProto::DataType <-> DType; nullopt for types MetaOp does not handle.
 std::optional<DType> dtype_from_onnx(int onnx_type);
 int dtype_to_onnx(DType t);

@@ -28,6 +28,14 @@ std::string descr_of(DType t) {
       return "|u1";
     case DType::Bool:
       return "|b1";
+    case DType::Int16:
+      return "<i2";
+    case DType::UInt16:
+      return "<u2";
+    case DType::UInt32:
+      return "<u4";
+    case DType::UInt64:
+      return "<u8";
     case DType::BFloat16:
       break;
   }
@@ -39,12 +47,15 @@ DType dtype_of_descr(const std::string& d, const std::string& path) {
       {"<f4", DType::Float32}, {"<f8", DType::Float64}, {"<f2", DType::Float16},
       {"<i8", DType::Int64},   {"<i4", DType::Int32},   {"|i1", DType::Int8},
       {"|u1", DType::UInt8},   {"|b1", DType::Bool},    {"<i1", DType::Int8},
-      {"<u1", DType::UInt8},   {"|f2", DType::Float16}};
+      {"<u1", DType::UInt8},   {"|f2", DType::Float16}, {"<i2", DType::Int16},
+      {"<u2", DType::UInt16},  {"<u4", DType::UInt32},  {"<u8", DType::UInt64}};
   for (auto& [name, t] : table)
     if (d == name) return t;
   if (!d.empty() && d[0] == '>') fail("{}: big-endian dtype '{}' is not supported", path, d);
-  fail("{}: unsupported .npy dtype '{}' (supported: float16/32/64, int8/32/64, uint8, bool)", path,
-       d);
+  fail(
+      "{}: unsupported .npy dtype '{}' (supported: float16/32/64, int8/16/32/64, uint8/16/32/64, "
+      "bool)",
+      path, d);
 }
 
 // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.

@@ -14,7 +14,8 @@ namespace {
 template <typename I>
 I saturate_to_int(double v) {
   // float -> int truncates toward zero; NaN becomes 0 and out-of-range values saturate so that
-  // the conversion is defined for every input (C++ leaves it undefined).
+  // the conversion is defined for every input (C++ leaves it undefined). The bounds as doubles
+  // round up for int64 and uint64 (2^63, 2^64), so ">=" catches every value past the type.
   if (std::isnan(v)) return 0;
   double t = std::trunc(v);
   constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
@@ -53,6 +54,18 @@ void store(std::byte* base, DType t, std::int64_t i, double v) {
     case DType::Bool:
       reinterpret_cast<bool*>(base)[i] = (v != 0.0);
       break;
+    case DType::Int16:
+      reinterpret_cast<std::int16_t*>(base)[i] = saturate_to_int<std::int16_t>(v);
+      break;
+    case DType::UInt16:
+      reinterpret_cast<std::uint16_t*>(base)[i] = saturate_to_int<std::uint16_t>(v);
+      break;
+    case DType::UInt32:
+      reinterpret_cast<std::uint32_t*>(base)[i] = saturate_to_int<std::uint32_t>(v);
+      break;
+    case DType::UInt64:
+      reinterpret_cast<std::uint64_t*>(base)[i] = saturate_to_int<std::uint64_t>(v);
+      break;
   }
 }
 
@@ -76,6 +89,14 @@ double load(const std::byte* base, DType t, std::int64_t i) {
       return reinterpret_cast<const std::uint8_t*>(base)[i];
     case DType::Bool:  // as bytes: a file may hold values other than 0 and 1
       return reinterpret_cast<const std::uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;
+    case DType::Int16:
+      return reinterpret_cast<const std::int16_t*>(base)[i];
+    case DType::UInt16:
+      return reinterpret_cast<const std::uint16_t*>(base)[i];
+    case DType::UInt32:
+      return reinterpret_cast<const std::uint32_t*>(base)[i];
+    case DType::UInt64:
+      return static_cast<double>(reinterpret_cast<const std::uint64_t*>(base)[i]);
   }
   return 0.0;
 }
@@ -219,6 +240,15 @@ std::vector<std::int64_t> Tensor::to_i64() const {
   std::vector<std::int64_t> out(numel_);
   if (dtype_ == DType::Int64) {
     if (nbytes()) std::memcpy(out.data(), raw(), nbytes());
+    return out;
+  }
+  if (dtype_ == DType::UInt64) {  // exact, not through a double
+    const auto* p = data<std::uint64_t>();
+    for (std::int64_t i = 0; i < numel_; ++i) {
+      if (p[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail("uint64 value {} is past int64, which indices and shapes are", p[i]);
+      out[i] = static_cast<std::int64_t>(p[i]);
+    }
     return out;
   }
   for (std::int64_t i = 0; i < numel_; ++i) {

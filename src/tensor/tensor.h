@@ -42,6 +42,22 @@ template <>
 constexpr DType dtype_of<bool>() {
   return DType::Bool;
 }
+template <>
+constexpr DType dtype_of<std::int16_t>() {
+  return DType::Int16;
+}
+template <>
+constexpr DType dtype_of<std::uint16_t>() {
+  return DType::UInt16;
+}
+template <>
+constexpr DType dtype_of<std::uint32_t>() {
+  return DType::UInt32;
+}
+template <>
+constexpr DType dtype_of<std::uint64_t>() {
+  return DType::UInt64;
+}
 
 class Tensor {
  public:

@@ -66,6 +66,9 @@ int typed_field_size(const onnx::TensorProto& p, DType dtype) {
       return p.double_data_size();
     case DType::Int64:
       return p.int64_data_size();
+    case DType::UInt32:
+    case DType::UInt64:
+      return p.uint64_data_size();
     default:
       return p.int32_data_size();
   }
@@ -116,8 +119,17 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     case DType::Int64:
       copy_field(p.int64_data(), [&](int i, std::int64_t v) { t.data<std::int64_t>()[i] = v; });
       break;
+    case DType::UInt32:
+      copy_field(p.uint64_data(), [&](int i, std::uint64_t v) {
+        t.data<std::uint32_t>()[i] = static_cast<std::uint32_t>(v);
+      });
+      break;
+    case DType::UInt64:
+      copy_field(p.uint64_data(), [&](int i, std::uint64_t v) { t.data<std::uint64_t>()[i] = v; });
+      break;
     default:
-      // int32_data carries int32, int8, uint8, bool, and the bits of float16 / bfloat16.
+      // int32_data carries int32, int16, uint16, int8, uint8, bool, and the bits of float16 /
+      // bfloat16.
       copy_field(p.int32_data(), [&](int i, std::int32_t v) {
         switch (*dtype) {
           case DType::Int32:
@@ -131,6 +143,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
             break;
           case DType::Bool:
             t.data<bool>()[i] = v != 0;
+            break;
+          case DType::Int16:
+            t.data<std::int16_t>()[i] = static_cast<std::int16_t>(v);
             break;
           default:
             reinterpret_cast<std::uint16_t*>(t.raw())[i] = static_cast<std::uint16_t>(v);

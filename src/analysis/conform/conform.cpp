@@ -48,7 +48,7 @@ ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rt
         fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(),
              g.inputs.size());
       for (std::size_t i = 0; i < in_files.size(); ++i)
-        inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
+        inputs[g.inputs[i].name] = read_test_tensor(in_files[i].string(), g.inputs[i]);
       auto out_files = sorted_pbs(set, "output_");
       // If, Loop and Scan run inlined as these inputs take them.
       const bool control_flow = has_control_flow(g);
@@ -57,7 +57,7 @@ ConformResult run_conformance_test(const std::string& dir, Plan& plan, double rt
       r.bound_nodes = 0;
       for (const auto& rec : res.records) r.bound_nodes += rec.binding != "reference";
       for (std::size_t i = 0; i < out_files.size() && i < g.outputs.size(); ++i) {
-        Tensor expected = read_tensor_pb(out_files[i].string());
+        Tensor expected = read_test_tensor(out_files[i].string(), g.outputs[i]);
         const Tensor& actual = res.outputs.at(g.outputs[i].name);
         auto cmp = compare_tensors(actual, expected, rtol, atol);
         if (!cmp.ok) {

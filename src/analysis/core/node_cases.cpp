@@ -71,7 +71,7 @@ std::vector<NodeCase> load_node_cases(const std::string& node_tests_dir) {
         for (std::size_t i = 0; i < c.graph.inputs.size(); ++i) {
           auto p = e.path() / ("input_" + std::to_string(i) + ".pb");
           if (!fs::exists(p)) break;
-          ins.push_back(read_tensor_pb(p.string()));
+          ins.push_back(read_test_tensor(p.string(), c.graph.inputs[i]));
         }
         if (ins.size() == c.graph.inputs.size()) c.input_sets.push_back(ins);
       }

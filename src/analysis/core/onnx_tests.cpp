@@ -1,6 +1,7 @@
 #include "analysis/core/onnx_tests.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "graph/graph.h"
 #include "tensor/tensor_proto.h"
@@ -42,6 +43,14 @@ std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix)
   return out;
 }
 
+Tensor read_test_tensor(const std::string& path, const ValueInfo& declared) {
+  Tensor t = read_tensor_pb(path);
+  if (t.dtype() != DType::UInt16 || declared.dtype != DType::BFloat16) return t;
+  Tensor b = Tensor::empty(DType::BFloat16, t.shape());
+  if (t.nbytes()) std::memcpy(b.raw(), t.raw(), t.nbytes());
+  return b;
+}
+
 std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir) {
   fs::path set = fs::path(dir) / "test_data_set_0";
   if (!fs::is_directory(set)) fail("{}: no test_data_set_0 folder", dir);
@@ -50,7 +59,7 @@ std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string
     fail("{}: {} input files for {} graph inputs", set.string(), in_files.size(), g.inputs.size());
   std::map<std::string, Tensor> inputs;
   for (std::size_t i = 0; i < in_files.size(); ++i)
-    inputs[g.inputs[i].name] = read_tensor_pb(in_files[i].string());
+    inputs[g.inputs[i].name] = read_test_tensor(in_files[i].string(), g.inputs[i]);
   return inputs;
 }
 

@@ -13,7 +13,12 @@ namespace metaop {
 std::vector<std::string> find_conformance_tests(const std::vector<std::string>& paths);
 
 struct Graph;
+struct ValueInfo;
 class Tensor;
+// A data set's tensor file for the graph input or output `declared`: ONNX's test data stores
+// bfloat16 tensors as UINT16 (NumPy has no bfloat16), so those bits are read as the bfloat16
+// the model declares.
+Tensor read_test_tensor(const std::string& path, const ValueInfo& declared);
 // The inputs of a test's first data set (test_data_set_0), bound by position to the graph inputs.
 std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir);
 

@@ -26,6 +26,11 @@ import cv2  # noqa: E402  (after the environment above is settled)
 import onnx  # noqa: E402
 from metaop_adapter import Unsupported  # noqa: E402
 
+try:  # bfloat16 for numpy (an onnx dependency)
+    import ml_dtypes  # noqa: E402
+except ImportError:
+    ml_dtypes = None
+
 FRAMEWORK = "OpenCV"
 LEVELS = ["fusion"]
 FIRST_FUSING_LEVEL = 0
@@ -80,21 +85,29 @@ def _import_failure(buffer: np.ndarray) -> str:
     return "OpenCV's ONNX importer returned an empty net"
 
 
-def _scalar_outputs(model: bytes) -> set:
-    """The graph outputs the model declares 0-d (a shape with no dimension)."""
+def _declared_outputs(model: bytes) -> tuple:
+    """The graph outputs the model declares 0-d (a shape with no dimension), and those it
+    declares bfloat16."""
     graph = onnx.ModelProto.FromString(model).graph
-    return {o.name for o in graph.output
-            if o.type.HasField("tensor_type") and o.type.tensor_type.HasField("shape")
-            and len(o.type.tensor_type.shape.dim) == 0}
+    tensors = [o for o in graph.output if o.type.HasField("tensor_type")]
+    scalars = {o.name for o in tensors if o.type.tensor_type.HasField("shape")
+               and len(o.type.tensor_type.shape.dim) == 0}
+    bf16 = {o.name for o in tensors if o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16}
+    return scalars, bf16
 
 
-def _as_declared(name: str, value: np.ndarray, scalars: set) -> np.ndarray:
+def _as_declared(name: str, value: np.ndarray, declared: tuple) -> np.ndarray:
     """OpenCV has no 0-d Mat: a 0-d result (Size, a reduced loss) comes back as shape [1]. An
     output the model declares 0-d that comes back as one element is given shape [], its value
     untouched (what OpenCV 4.6's binding does with the shape ONNX infers); any other shape is
-    passed on as OpenCV returned it."""
+    passed on as OpenCV returned it. A bfloat16 output comes back as uint16 (numpy has no
+    bfloat16; cv2 hands a bfloat16 Mat's bits so, as it takes a bfloat16 input's): read as the
+    bfloat16 the model declares."""
+    scalars, bf16 = declared
     if name in scalars and value.shape == (1,):
-        return value.reshape(())
+        value = value.reshape(())
+    if name in bf16 and value.dtype == np.uint16 and ml_dtypes is not None:
+        value = value.view(ml_dtypes.bfloat16)
     return value
 
 
@@ -140,7 +153,7 @@ def load(model: bytes, level: int, threads: int):
         raise Unsupported(_import_failure(buffer))
     net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
     net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    return net, threads, list(net.getUnconnectedOutLayersNames()), _scalar_outputs(model)
+    return net, threads, list(net.getUnconnectedOutLayersNames()), _declared_outputs(model)
 
 
 def _as_fed(name: str, value: np.ndarray) -> np.ndarray:
@@ -154,7 +167,7 @@ def _as_fed(name: str, value: np.ndarray) -> np.ndarray:
 
 
 def run(session, feeds: dict, outputs: list) -> list:
-    net, threads, graph_outputs, scalars = session
+    net, threads, graph_outputs, declared = session
     missing = [o for o in outputs if o not in graph_outputs]
     if missing:
         raise Unsupported(f"OpenCV returns graph outputs only, not {', '.join(missing)}")
@@ -173,4 +186,4 @@ def run(session, feeds: dict, outputs: list) -> list:
     for name in outputs:
         if results[name] is None:  # cv2 makes an empty Mat None: a 0-element output's shape is lost
             raise Unsupported(f"OpenCV's Python API returns no array for the empty output '{name}'")
-    return [_as_declared(name, results[name], scalars) for name in outputs]
+    return [_as_declared(name, results[name], declared) for name in outputs]

@@ -29,8 +29,14 @@ at::ScalarType to_aten(DType t) {
       return at::kByte;
     case DType::Bool:
       return at::kBool;
+    case DType::Int16:
+      return at::kShort;
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64:
+      break;  // LibTorch 1.13 has none; 2.x has them as "limited support" shell types
   }
-  return at::kFloat;
+  throw Unsupported(fmt::format("ATen kernels take no {} tensors", dtype_name(t)));
 }
 
 DType from_aten(at::ScalarType t, const std::string& who) {
@@ -53,6 +59,8 @@ DType from_aten(at::ScalarType t, const std::string& who) {
       return DType::UInt8;
     case at::kBool:
       return DType::Bool;
+    case at::kShort:
+      return DType::Int16;
     default:
       break;
   }
