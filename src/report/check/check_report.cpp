@@ -381,7 +381,7 @@ std::string error_vs_input(const Graph& g, const Finding& f) {
                    : std::fabs(b[i] - r[i]) / tol[i];
   }
   std::vector<std::size_t> shown;
-  std::size_t stride = std::max<std::size_t>(1, b.size() / 600);
+  std::size_t stride = std::max<std::size_t>(1, (b.size() + 599) / 600);  // at most 600
   for (std::size_t i = 0; i < b.size(); i += stride) shown.push_back(i);
   std::vector<std::size_t> worst(b.size());
   for (std::size_t i = 0; i < b.size(); ++i) worst[i] = i;
