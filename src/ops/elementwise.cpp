@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
-#include <type_traits>
 
 #include "ops/danger.h"
 #include "ops/kernel_util.h"
@@ -284,53 +284,34 @@ Tensors cast_vjp(const KernelContext&, const Tensors& in, const Tensors& out,
 }
 
 // x as `to`. Between integer types the ONNX text has a value out of the target's range keep
-// its low bits ("discard higher bits and reinterpret": 200 as int16 -> -56 as int8), which C++20
-// conversions to a narrower integer type do; the other casts round once (Tensor::to).
+// its low bits ("discard higher bits and reinterpret": 200 as int16 -> -56 as int8); the other
+// casts round once (Tensor::to).
 Tensor cast_to(const Tensor& x, DType to) {
   auto integer = [](DType t) { return !is_floating(t) && t != DType::Bool; };
   if (!integer(x.dtype()) || !integer(to) || x.dtype() == to) return x.to(to);
+  // Every value as its two's-complement bits (uint64's as they are, the others exactly).
   std::vector<std::uint64_t> bits(static_cast<std::size_t>(x.numel()));
   if (x.dtype() == DType::UInt64) {
     std::copy_n(x.data<std::uint64_t>(), bits.size(), bits.begin());
   } else {
-    auto v = x.to_i64();  // exact for every other integer type
+    auto v = x.to_i64();
     std::transform(v.begin(), v.end(), bits.begin(),
                    [](std::int64_t e) { return static_cast<std::uint64_t>(e); });
   }
-  Tensor y = Tensor::empty(to, x.shape());
-  auto fill = [&](auto* out) {
-    using T = std::remove_pointer_t<decltype(out)>;
-    for (std::size_t i = 0; i < bits.size(); ++i) out[i] = static_cast<T>(bits[i]);
-  };
-  switch (to) {
-    case DType::Int64:
-      fill(y.data<std::int64_t>());
-      break;
-    case DType::Int32:
-      fill(y.data<std::int32_t>());
-      break;
-    case DType::Int16:
-      fill(y.data<std::int16_t>());
-      break;
-    case DType::Int8:
-      fill(y.data<std::int8_t>());
-      break;
-    case DType::UInt64:
-      fill(y.data<std::uint64_t>());
-      break;
-    case DType::UInt32:
-      fill(y.data<std::uint32_t>());
-      break;
-    case DType::UInt16:
-      fill(y.data<std::uint16_t>());
-      break;
-    case DType::UInt8:
-      fill(y.data<std::uint8_t>());
-      break;
-    default:
-      return x.to(to);
+  if (dtype_size(to) == 8) {  // int64 and uint64 hold all 64 bits
+    Tensor y = Tensor::empty(to, x.shape());
+    if (y.nbytes()) std::memcpy(y.raw(), bits.data(), y.nbytes());
+    return y;
   }
-  return y;
+  // Narrower: the low bits, read with the target's sign (exact in a double).
+  const double span = std::ldexp(1.0, static_cast<int>(dtype_size(to) * 8));
+  const std::uint64_t mask = static_cast<std::uint64_t>(span) - 1;
+  std::vector<double> v(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    auto low = static_cast<double>(bits[i] & mask);
+    v[i] = !is_unsigned(to) && low >= span / 2 ? low - span : low;
+  }
+  return Tensor::from_f64(v, x.shape(), to);
 }
 
 void register_casts(OpRegistry& r) {

@@ -58,46 +58,16 @@ Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b
 
 // ---- undefined inputs
 
-template <typename T>
-std::vector<std::int64_t> ints_of(const Tensor& t) {
-  const T* p = reinterpret_cast<const T*>(t.raw());
-  return std::vector<std::int64_t>(p, p + t.numel());
-}
-
+// An integer tensor's values (empty for floating point, bool and uint64).
 std::vector<std::int64_t> integer_values(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::Int64:
-      return ints_of<std::int64_t>(t);
-    case DType::Int32:
-      return ints_of<std::int32_t>(t);
-    case DType::Int8:
-      return ints_of<std::int8_t>(t);
-    case DType::UInt8:
-      return ints_of<std::uint8_t>(t);
-    case DType::Int16:
-      return ints_of<std::int16_t>(t);
-    case DType::UInt16:
-      return ints_of<std::uint16_t>(t);
-    case DType::UInt32:
-      return ints_of<std::uint32_t>(t);
-    default:
-      return {};
-  }
+  DType d = t.dtype();
+  if (is_floating(d) || d == DType::Bool || d == DType::UInt64) return {};
+  return t.to_i64();
 }
 
+// The least value of a signed integer type (0 for the others: no overflowing quotient).
 std::int64_t lowest_of(DType t) {
-  switch (t) {
-    case DType::Int64:
-      return std::numeric_limits<std::int64_t>::min();
-    case DType::Int32:
-      return std::numeric_limits<std::int32_t>::min();
-    case DType::Int8:
-      return std::numeric_limits<std::int8_t>::min();
-    case DType::Int16:
-      return std::numeric_limits<std::int16_t>::min();
-    default:
-      return 0;  // unsigned: no overflowing quotient
-  }
+  return static_cast<std::int64_t>(integer_lowest(t));
 }
 
 // Whether a[i] == lowest meets b[j] == -1 under broadcasting; returns the output index or -1.
