@@ -195,6 +195,14 @@ TEST(IntegerDivision, UndefinedInputsAreRefused) {
   EXPECT_NO_THROW(refuse_undefined_inputs(mod, {ints({lowest}, {1}), ints({-1}, {1})}));
   EXPECT_NE(crashing_inputs(mod, {ints({lowest}, {1}), ints({-1}, {1})}), "");
   EXPECT_EQ(crashing_inputs(mod, {ints({lowest}, {1}), ints({3}, {1})}), "");
+  // Every integer type, uint64 too (its values past int64 included).
+  Tensor u64 = Tensor::empty(DType::UInt64, {2});
+  u64.data<std::uint64_t>()[0] = ~std::uint64_t{0};
+  u64.data<std::uint64_t>()[1] = 0;
+  EXPECT_THROW(refuse_undefined_inputs(div, {u64, u64}), Error);
+  EXPECT_THROW(refuse_undefined_inputs(div, {Tensor::from_f64({1}, {1}, DType::UInt16),
+                                             Tensor::from_f64({0}, {1}, DType::UInt16)}),
+               Error);
   // Floating division by zero is defined (inf).
   EXPECT_NO_THROW(refuse_undefined_inputs(
       div, {Tensor::scalar(1, DType::Float32), Tensor::scalar(0, DType::Float32)}));

@@ -3,6 +3,7 @@
 // the input dtype), its partial derivatives, its error model and its probe edge points; PRelu,
 // whose slope broadcasts per channel before opset 7, has a block of its own below.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <source_location>
 
@@ -58,11 +59,15 @@ Tensor legacy_broadcast(const KernelContext& c, const Tensor& a, const Tensor& b
 
 // ---- undefined inputs
 
-// An integer tensor's values (empty for floating point, bool and uint64).
+// An integer tensor's values (empty for floating point and bool); uint64's as their bits in an
+// int64, which keeps 0 (the one value the checks here ask of an unsigned divisor).
 std::vector<std::int64_t> integer_values(const Tensor& t) {
   DType d = t.dtype();
-  if (is_floating(d) || d == DType::Bool || d == DType::UInt64) return {};
-  return t.to_i64();
+  if (is_floating(d) || d == DType::Bool) return {};
+  if (d != DType::UInt64) return t.to_i64();
+  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
+  if (t.nbytes()) std::memcpy(v.data(), t.raw(), t.nbytes());
+  return v;
 }
 
 // The least value of a signed integer type (0 for the others: no overflowing quotient).
