@@ -63,6 +63,7 @@ bench: build
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 1
 	$(BUILD_DIR)/bench/bench_reference_vs_torch $(BUILD_DIR)/models resnet50 2
 	$(BUILD_DIR)/bench/bench_binding_overhead $(BUILD_DIR)/models resnet50
+	.venv/bin/python bench/torch_overhead.py $(BUILD_DIR)/bench/bench_binding_overhead $(BUILD_DIR)/models
 	$(BUILD_DIR)/bench/bench_isolation_overhead $(BUILD_DIR)/models resnet50
 
 # libFuzzer targets (clang, address and undefined-behaviour sanitizers) for the readers of

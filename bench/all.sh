@@ -22,6 +22,9 @@ stamp "speed: reference and check against LibTorch (resnet50, 1 and 2 threads)"
 "$BUILD/bench/bench_reference_vs_torch" "$MODELS" resnet50 2 > "$OUT/reference_vs_torch_2.log"
 stamp "speed: each ONNX-import binding against its framework's own run (resnet50)"
 "$BUILD/bench/bench_binding_overhead" "$MODELS" resnet50 > "$OUT/binding_overhead.log"
+stamp "speed: the torch binding (current PyTorch) against PyTorch's own run (resnet50)"
+"$HERE/../.venv/bin/python" "$HERE/torch_overhead.py" "$BUILD/bench/bench_binding_overhead" \
+  "$MODELS" > "$OUT/torch_overhead.log"
 stamp "speed: framework kernels in worker processes against in process (resnet50, OpenCV)"
 "$BUILD/bench/bench_isolation_overhead" "$MODELS" resnet50 > "$OUT/isolation_overhead.log"
 
@@ -76,7 +79,7 @@ $PY "$HERE/expose/run.py" "$METAOP" "$OUT/expose" --time-limit 60 --jobs 2 > "$O
   2> "$OUT/expose.log"
 
 stamp "done; headline figures:"
-for f in reference_vs_torch_1 reference_vs_torch_2 binding_overhead isolation_overhead; do
+for f in reference_vs_torch_1 reference_vs_torch_2 binding_overhead torch_overhead isolation_overhead; do
   echo "== $f"; tail -8 "$OUT/$f.log"
 done
 for a in resnet18 mobilenet_v2 vit_b_16; do echo "== propagate $a"; tail -1 "$OUT/propagate_$a.log"; done
