@@ -11,6 +11,7 @@
 #include "analysis/core/accuracy.h"
 #include "analysis/core/onnx_tests.h"
 #include "analysis/core/triage.h"
+#include "engine/executor.h"
 #include "graph/onnx_io.h"
 #include "tensor/error.h"
 #include "unit_util.h"
@@ -215,6 +216,33 @@ TEST(Triage, SkippedPaddedTapsAreAConventionAtTheBorderOnly) {
   // Finite weights: no padded tap is 0 x inf, the convention does not apply.
   Tensors finite{in[0], f32({1, 1, 1}, {1, 1, 3})};
   EXPECT_NE(judge(n, finite, {f32({1, 1, 1, 1}, {1, 1, 4})}).cls, FindingClass::Convention);
+}
+
+// RoiAlign's max mode: the text names it only. A kernel taking the max of the interpolated samples
+// (on a constant image, the constant) follows the roi-max-pooling convention; one that starts the
+// max at 0 (OpenVINO 2026.4: 0 for a bin of negative samples) follows neither reading: a defect.
+// Regions the text leaves undefined are refused.
+TEST(Triage, RoiAlignMaxOfSamplesIsAConventionAndAZeroFloorADefect) {
+  Node n = make_node("RoiAlign", {"x", "rois", "b"}, {"y"});
+  n.attrs["mode"] = Attribute::of_string("max");
+  n.attrs["output_height"] = Attribute::of_int(2);
+  n.attrs["output_width"] = Attribute::of_int(2);
+  n.attrs["sampling_ratio"] = Attribute::of_int(2);
+  n.attrs["spatial_scale"] = Attribute::of_float(1.0);
+  n.attrs["coordinate_transformation_mode"] = Attribute::of_string("half_pixel");
+  Tensors in{f32(std::vector<double>(16, -1.0), {1, 1, 4, 4}), f32({0.3, 0.2, 3.4, 3.7}, {1, 4}),
+             Tensor::from_i64({0}, {1})};
+  const auto ref = unit::run_ref(n, in, 16)[0].to_f64();
+  for (double v : ref) ASSERT_TRUE(v < 0 && v > -0.05) << v;  // the largest weighted corner
+  EXPECT_EQ(judge(n, in, {f32({-1, -1, -1, -1}, {1, 1, 2, 2})}, 16).cls, FindingClass::Convention);
+  EXPECT_EQ(judge(n, in, {f32({0, 0, 0, 0}, {1, 1, 2, 2})}, 16).cls, FindingClass::Defect);
+  // A batch index past X's batch, a non-finite corner, and (adaptive grid) an empty region.
+  EXPECT_THROW(refuse_undefined_inputs(n, {in[0], in[1], Tensor::from_i64({1}, {1})}), Error);
+  EXPECT_THROW(refuse_undefined_inputs(n, {in[0], f32({0, 0, INFINITY, 2}, {1, 4}), in[2]}), Error);
+  EXPECT_NO_THROW(refuse_undefined_inputs(n, {in[0], f32({2, 0, 2, 3}, {1, 4}), in[2]}));
+  n.attrs["sampling_ratio"] = Attribute::of_int(0);
+  EXPECT_THROW(refuse_undefined_inputs(n, {in[0], f32({2, 0, 2, 3}, {1, 4}), in[2]}), Error);
+  EXPECT_NO_THROW(refuse_undefined_inputs(n, in));
 }
 
 // A kernel that reads subnormal inputs as zero (denormals-are-zero) follows a convention.

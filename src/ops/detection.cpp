@@ -1,6 +1,18 @@
 // Detection meta operators: NonMaxSuppression. Its output is indices: a framework is judged to
 // the box, and triage's float32 twin computes the intersections over union in float32, so a box
 // kept or suppressed by a float32 rounding at the threshold is a float32-limit, not a defect.
+//
+// RoiAlign (opsets 10, 16): each region of interest [x1, y1, x2, y2] of rois, scaled by
+// spatial_scale (and moved by -0.5 under half_pixel; output_half_pixel, opset 10's only mode, makes
+// a region at least 1 x 1 instead), is cut into output_height x output_width bins; each bin
+// averages (or takes the max of) a grid of bilinearly interpolated samples, sampling_ratio per side
+// or ceil(region / bins) where it is 0. The text leaves the sample's edge cases to its reference
+// evaluator, which follows Caffe2's and ONNX Runtime's kernel: a sample past -1 or past the
+// image's size contributes 0 (and still counts), one in [-1, 0) is clamped to 0, one past the last
+// pixel reads the last one; max mode takes, per sample, the largest of the four weighted corners
+// (w_k * v_k), not the interpolated value. The error model: the sum's kappa(4 count + 1) sum|w v|
+// / count, plus each sample's coordinate errors (8 roundings of its terms' magnitudes per axis)
+// times the corners' sum|v|, the interpolation's slope bound.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -175,9 +187,270 @@ Convention score_at_threshold() {
           }};
 }
 
+struct RoiSpec {
+  std::int64_t N = 0, C = 0, H = 0, W = 0, rois = 0, out_h = 1, out_w = 1, ratio = 0;
+  double scale = 1;
+  bool half_pixel = false, max = false;
+  bool max_of_samples = false;  // max mode's other reading (roi_max_pooling)
+  std::vector<double> x, boxes;
+  std::vector<std::int64_t> batch;
+};
+
+RoiSpec roi_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor &X = input(c, in, 0), &R = input(c, in, 1), &B = input(c, in, 2);
+  require_float(c, X, "X");
+  require_float(c, R, "rois");
+  RoiSpec s;
+  if (X.rank() != 4) fail("{}: X of shape {}: [N, C, H, W]", c.node.label(), shape_str(X.shape()));
+  if (R.rank() != 2 || R.dim(1) != 4 || B.rank() != 1 || B.dim(0) != R.dim(0))
+    fail("{}: rois {} and batch_indices {} must be [num_rois, 4] and [num_rois]", c.node.label(),
+         shape_str(R.shape()), shape_str(B.shape()));
+  s.N = X.dim(0), s.C = X.dim(1), s.H = X.dim(2), s.W = X.dim(3), s.rois = R.dim(0);
+  s.out_h = attr_i(c, "output_height");
+  s.out_w = attr_i(c, "output_width");
+  s.ratio = attr_i(c, "sampling_ratio");
+  s.scale = attr_f(c, "spatial_scale");
+  if (s.out_h < 1 || s.out_w < 1 || s.ratio < 0)
+    fail(
+        "{}: output_height {}, output_width {} and sampling_ratio {}: the first two must be "
+        "positive, the last at least 0",
+        c.node.label(), s.out_h, s.out_w, s.ratio);
+  // Opset 10 has no coordinate_transformation_mode: it behaves as output_half_pixel.
+  const std::string mode = attr_s_or(c, "coordinate_transformation_mode", "output_half_pixel");
+  if (mode != "half_pixel" && mode != "output_half_pixel")
+    fail("{}: coordinate_transformation_mode '{}' is not half_pixel or output_half_pixel",
+         c.node.label(), mode);
+  s.half_pixel = mode == "half_pixel";
+  const std::string pool = attr_s(c, "mode");
+  if (pool != "avg" && pool != "max") fail("{}: mode '{}' is not avg or max", c.node.label(), pool);
+  s.max = pool == "max";
+  s.x = X.to_f64();
+  s.boxes = R.to_f64();
+  s.batch = B.to_i64();
+  return s;
+}
+
+// A region's bins and sampling grid, in number type T.
+template <typename T>
+struct Region {
+  T start_h = 0, start_w = 0, bin_h = 0, bin_w = 0;
+  std::int64_t grid_h = 0, grid_w = 0;
+  double count = 1;
+};
+
+// The largest sampling grid a region may take (bins times samples): past it the adaptive grid of
+// a huge region is refused rather than looped over.
+constexpr double kMaxRoiSamples = 1e7;
+
+template <typename T>
+Region<T> region(const KernelContext& c, const RoiSpec& s, std::int64_t n) {
+  const T offset = s.half_pixel ? T(0.5) : T(0);
+  const T scale = static_cast<T>(s.scale);
+  auto box = [&](int k) { return static_cast<T>(s.boxes[static_cast<std::size_t>(4 * n + k)]); };
+  Region<T> r;
+  r.start_w = box(0) * scale - offset;
+  r.start_h = box(1) * scale - offset;
+  T width = box(2) * scale - offset - r.start_w, height = box(3) * scale - offset - r.start_h;
+  if (!s.half_pixel) {  // malformed regions made 1 x 1
+    width = std::max(width, T(1));
+    height = std::max(height, T(1));
+  }
+  r.bin_h = height / static_cast<T>(s.out_h);
+  r.bin_w = width / static_cast<T>(s.out_w);
+  auto grid = [&](T bin) {
+    const double g =
+        s.ratio > 0 ? static_cast<double>(s.ratio) : std::ceil(static_cast<double>(bin));
+    if (!(g * static_cast<double>(s.out_h * s.out_w) <= kMaxRoiSamples))
+      throw Unsupported(fmt::format(
+          "{}: region {} takes {} samples per bin side (sampling_ratio 0 samples ceil(region / "
+          "bins)): more than the {:g} samples per region the reference takes",
+          c.node.label(), n, g, kMaxRoiSamples));
+    return static_cast<std::int64_t>(std::max(g, 0.0));  // a negative size samples nothing
+  };
+  r.grid_h = grid(r.bin_h);
+  r.grid_w = grid(r.bin_w);
+  r.count = std::max<double>(static_cast<double>(r.grid_h * r.grid_w), 1.0);
+  return r;
+}
+
+// One axis of a sample: its two pixels and weights, or none (past the image: contributes 0).
+template <typename T>
+struct Tap {
+  bool inside = false;
+  std::int64_t lo = 0, hi = 0;
+  T w_lo = 0, w_hi = 0;
+};
+
+template <typename T>
+Tap<T> tap(T v, std::int64_t len) {
+  Tap<T> t;
+  if (v < T(-1) || v > static_cast<T>(len)) return t;
+  t.inside = true;
+  v = std::max(v, T(0));
+  t.lo = static_cast<std::int64_t>(v);
+  if (t.lo >= len - 1) {
+    t.lo = t.hi = len - 1;
+    v = static_cast<T>(t.lo);
+  } else {
+    t.hi = t.lo + 1;
+  }
+  t.w_hi = v - static_cast<T>(t.lo);
+  t.w_lo = T(1) - t.w_hi;
+  return t;
+}
+
+// The pooling in number type T; with `err`, each output's first-order bound (units of u).
+template <typename T>
+Tensors roi_align_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                      std::vector<double>* err, bool max_of_samples = false) {
+  RoiSpec s = roi_spec(c, in);
+  s.max_of_samples = max_of_samples;
+  const Shape out_shape{s.rois, s.C, s.out_h, s.out_w};
+  std::vector<double> y(static_cast<std::size_t>(shape_numel(out_shape)), 0.0);
+  if (err) err->assign(y.size(), 0.0);
+  const auto plane = static_cast<std::size_t>(s.H * s.W);
+  for (std::int64_t n = 0; n < s.rois; ++n) {
+    const Region<T> r = region<T>(c, s, n);
+    const std::int64_t b = s.batch[static_cast<std::size_t>(n)];
+    for (std::int64_t ph = 0; ph < s.out_h; ++ph)
+      for (std::int64_t pw = 0; pw < s.out_w; ++pw) {
+        // The samples' taps, shared by the channels; and each sample's coordinate error.
+        std::vector<std::pair<Tap<T>, Tap<T>>> taps;
+        std::vector<double> coord;
+        for (std::int64_t iy = 0; iy < r.grid_h; ++iy) {
+          const T h = static_cast<T>(ph) * r.bin_h;
+          const T dh = (static_cast<T>(iy) + T(0.5)) * r.bin_h / static_cast<T>(r.grid_h);
+          const T yy = r.start_h + h + dh;
+          for (std::int64_t ix = 0; ix < r.grid_w; ++ix) {
+            const T w = static_cast<T>(pw) * r.bin_w;
+            const T dw = (static_cast<T>(ix) + T(0.5)) * r.bin_w / static_cast<T>(r.grid_w);
+            taps.emplace_back(tap(yy, s.H), tap(r.start_w + w + dw, s.W));
+            auto mag = [](T a, T b2, T c2) {
+              return std::fabs(static_cast<double>(a)) + std::fabs(static_cast<double>(b2)) +
+                     std::fabs(static_cast<double>(c2)) + 1;
+            };
+            coord.push_back(8 * (mag(r.start_h, h, dh) + mag(r.start_w, w, dw)));
+          }
+        }
+        for (std::int64_t ch = 0; ch < s.C; ++ch) {
+          const std::size_t base = static_cast<std::size_t>(b * s.C + ch) * plane;
+          T acc = 0;
+          bool first = true;
+          double abs = 0, e_max = 0;
+          for (std::size_t k = 0; k < taps.size(); ++k) {
+            const auto& [ty, tx] = taps[k];
+            T v = 0, sum = 0;
+            double terms = 0, pix = 0;
+            if (ty.inside && tx.inside) {
+              const std::int64_t ys[2] = {ty.lo, ty.hi}, xs[2] = {tx.lo, tx.hi};
+              const T wy[2] = {ty.w_lo, ty.w_hi}, wx[2] = {tx.w_lo, tx.w_hi};
+              T best = 0;
+              for (int i = 0; i < 4; ++i) {
+                const double p = s.x[base + static_cast<std::size_t>(ys[i / 2] * s.W + xs[i % 2])];
+                const T t = wy[i / 2] * wx[i % 2] * static_cast<T>(p);
+                sum += t;
+                best = i == 0 ? t : std::max(best, t);
+                terms += std::fabs(static_cast<double>(t));
+                pix += std::fabs(p);
+              }
+              v = s.max && !s.max_of_samples ? best : sum;
+            }
+            acc = s.max ? (first ? v : std::max(acc, v)) : acc + v;
+            first = false;
+            if (err) {
+              if (s.max)
+                e_max = std::max(
+                    e_max, bound->kappa(2) * std::fabs(static_cast<double>(v)) + coord[k] * pix);
+              abs += terms + coord[k] * pix;
+            }
+          }
+          const auto at = static_cast<std::size_t>(((n * s.C + ch) * s.out_h + ph) * s.out_w + pw);
+          y[at] =
+              s.max ? static_cast<double>(acc) : static_cast<double>(acc / static_cast<T>(r.count));
+          if (err)
+            (*err)[at] =
+                s.max ? e_max
+                      : bound->kappa(static_cast<double>(4 * taps.size() + 1)) * abs / r.count;
+        }
+      }
+  }
+  return {Tensor::from_f64(y, out_shape, in[0].dtype())};
+}
+
+// Regions whose corners are NaN or infinite sample nowhere the text defines; a batch index outside
+// X's batch names no image; under half_pixel (which does not make regions at least 1 x 1) a region
+// of size 0 or less on an axis gets an adaptive grid (sampling_ratio 0: ceil(size / bins)) of no
+// samples, whose average or max the text does not define: refused for every binding.
+Undefined roi_align_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.size() < 3 || !in[0].defined() || !in[1].defined() || !in[2].defined()) return "";
+    const auto b = in[1].to_f64();
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (!std::isfinite(b[i]))
+        return fmt::format("{}: rois holds {} at {} (region {}): no region is defined by it",
+                           node.label(), b[i], i, i / 4);
+    const auto idx = in[2].to_i64();
+    const std::int64_t N = in[0].rank() > 0 ? in[0].dim(0) : 0;
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      if (idx[i] < 0 || idx[i] >= N)
+        return fmt::format("{}: batch_indices[{}] is {}, outside X's batch of {}", node.label(), i,
+                           idx[i], N);
+    auto attr = node.attrs.find("coordinate_transformation_mode");
+    auto ratio = node.attrs.find("sampling_ratio");
+    auto scale = node.attrs.find("spatial_scale");
+    if (attr == node.attrs.end() || attr->second.s != "half_pixel" ||
+        (ratio != node.attrs.end() && ratio->second.i != 0))
+      return "";
+    const double k = scale != node.attrs.end() ? scale->second.f : 1.0;
+    for (std::size_t i = 0; i + 3 < b.size(); i += 4) {
+      const double w = b[i + 2] * k - b[i] * k, h = b[i + 3] * k - b[i + 1] * k;
+      if (!(w > 0 && h > 0))
+        return fmt::format(
+            "{}: region {} is {} x {} (half_pixel, sampling_ratio 0): its adaptive sampling grid, "
+            "ceil(size / bins) per side, has no samples, and the text defines no average or max "
+            "of none",
+            node.label(), i / 4, w, h);
+    }
+    return "";
+  };
+  return u;
+}
+
+// Max mode: the text names it and says no more. ONNX's reference evaluator, like ONNX Runtime's
+// and Caffe2's kernel, takes for each sample the largest of its four weighted corners (w_k v_k); a
+// kernel may as well take the max of the interpolated samples. Explains a finding of max mode when
+// every element outside the model is that other reading's value, to 64 float32 ulps of X's largest
+// magnitude.
+Convention roi_max_pooling() {
+  return {"roi-max-pooling",
+          "mode 'max' is named and not defined: ONNX's reference evaluator (and ONNX Runtime) "
+          "take per sample the largest weighted corner w_k v_k, others the largest interpolated "
+          "sample",
+          [](const KernelContext& c, const Tensors& in, const Tensors&, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (attr_s(c, "mode") != "max" || got.empty() || !got[0].defined() || bad.empty())
+              return false;
+            const Tensor other = roi_align_run<double>(c, in, nullptr, nullptr, true)[0];
+            if (other.shape() != got[0].shape()) return false;
+            const auto a = other.to_f64(), g = got[0].to_f64(), x = in[0].to_f64();
+            double scale = 0;
+            for (double v : x) scale = std::max(scale, std::fabs(v));
+            const double tol = 64 * std::ldexp(1.0, -23) * scale;
+            bool any = false;
+            for (std::size_t i = 0; i < bad[0].size() && i < g.size(); ++i) {
+              if (!bad[0][i]) continue;
+              any = true;
+              if (!(std::fabs(a[i] - g[i]) <= tol)) return false;
+            }
+            return any;
+          }};
+}
+
 }  // namespace
 
 void register_detection_ops(OpRegistry& r) {
+  using case_input::floats;
   // Overlapping boxes at IoUs about the threshold, both box formats, two classes.
   const CaseInput boxes{{1, 6, 4}, DType::Float32, {}, 0, 4};
   const CaseInput scores{{1, 2, 6}, DType::Float32, {}, 0, 1};
@@ -202,6 +475,53 @@ void register_detection_ops(OpRegistry& r) {
                {boxes, scores, case_input::ints({1}, {6}),
                 CaseInput{{1}, DType::Float32, {}, 0.5, 0.5}},
                {{"center_point_box", Attribute::of_int(1)}}}});
+  const AccumulationBound* none = nullptr;
+  auto roi_attrs = [](const char* mode, const char* pool, std::int64_t ratio, double scale) {
+    return std::map<std::string, Attribute>{
+        {"coordinate_transformation_mode", Attribute::of_string(mode)},
+        {"mode", Attribute::of_string(pool)},
+        {"output_height", Attribute::of_int(3)},
+        {"output_width", Attribute::of_int(2)},
+        {"sampling_ratio", Attribute::of_int(ratio)},
+        {"spatial_scale", Attribute::of_float(scale)}};
+  };
+  // Regions inside, across and past the image's edges (x1, y1, x2, y2 in X's pixels at scale 1).
+  const CaseInput regions{
+      {4, 4}, DType::Float32, {0, 0, 5, 6, 1, 2, 6, 4, -2, 3, 2, 9, 4, 1, 4, 2}};
+  r.op("RoiAlign", Family::pool,
+       [none](const KernelContext& c, const Tensors& in) {
+         return roi_align_run<double>(c, in, none, nullptr);
+       })
+      .error(error_models::condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            roi_align_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "avg: kappa(4 samples + 1) sum|w v| / samples + sum over samples of 8 (|start| + "
+          "|bin offset| + |sample offset| + 1) per axis times the corners' sum|v|; max: the "
+          "largest such term of one sample"))
+      .domain(Domain({0}))
+      .undefined(roi_align_undefined())
+      .conventions({roi_max_pooling()})
+      .float32([none](const KernelContext& c, const Tensors& in,
+                      SumOrder) { return roi_align_run<float>(c, in, none, nullptr); },
+               "the region, bins, sample coordinates, bilinear weights and the bin's sum in "
+               "float32",
+               "none needed beyond the sum's order")
+      .cases({{16,
+               {floats({2, 3, 6, 7}), regions, case_input::ints({4}, {0, 1, 1, 0})},
+               roi_attrs("half_pixel", "avg", 2, 1.0)},
+              {16,
+               {floats({1, 2, 8, 8}), floats({3, 4}, 0, 14), case_input::ints({3}, {0, 0, 0})},
+               roi_attrs("output_half_pixel", "avg", 0, 0.5)},
+              {16,
+               {floats({2, 2, 5, 5}), regions, case_input::ints({4}, {1, 0, 1, 1})},
+               roi_attrs("half_pixel", "max", 2, 1.0)},
+              {10,
+               {floats({1, 2, 6, 6}), regions, case_input::ints({4}, {0, 0, 0, 0})},
+               {{"output_height", Attribute::of_int(2)}, {"output_width", Attribute::of_int(2)}}}});
 }
 
 }  // namespace metaop
