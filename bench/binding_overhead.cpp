@@ -86,6 +86,7 @@ void bench_nodes_only(const std::string& name, const std::string& dir, const std
   RunResult nodes;
   double first = seconds([&] { nodes = run_graph(g, inputs, plan); });
   std::vector<double> t;
+  t.reserve(static_cast<std::size_t>(repeat));
   for (int r = 0; r < repeat; ++r)
     t.push_back(seconds([&] { nodes = run_graph(g, inputs, plan); }));
   std::size_t on_binding = 0;

@@ -299,6 +299,59 @@ Tap<T> tap(T v, std::int64_t len) {
   return t;
 }
 
+// A bin's samples: each one's taps (shared by the channels) and coordinate error (units of u).
+template <typename T>
+struct BinSamples {
+  std::vector<std::pair<Tap<T>, Tap<T>>> taps;
+  std::vector<double> coord;
+};
+
+template <typename T>
+BinSamples<T> bin_samples(const RoiSpec& s, const Region<T>& r, std::int64_t ph, std::int64_t pw) {
+  auto mag = [](T a, T b, T c) {
+    return std::fabs(static_cast<double>(a)) + std::fabs(static_cast<double>(b)) +
+           std::fabs(static_cast<double>(c)) + 1;
+  };
+  BinSamples<T> b;
+  const T h = static_cast<T>(ph) * r.bin_h, w = static_cast<T>(pw) * r.bin_w;
+  for (std::int64_t iy = 0; iy < r.grid_h; ++iy) {
+    const T dh = (static_cast<T>(iy) + T(0.5)) * r.bin_h / static_cast<T>(r.grid_h);
+    for (std::int64_t ix = 0; ix < r.grid_w; ++ix) {
+      const T dw = (static_cast<T>(ix) + T(0.5)) * r.bin_w / static_cast<T>(r.grid_w);
+      b.taps.emplace_back(tap(r.start_h + h + dh, s.H), tap(r.start_w + w + dw, s.W));
+      b.coord.push_back(8 * (mag(r.start_h, h, dh) + mag(r.start_w, w, dw)));
+    }
+  }
+  return b;
+}
+
+// One sample of one channel plane: its value (the interpolated one, or in max mode the largest
+// weighted corner unless max_of_samples), the sum of its terms' magnitudes and of its pixels'.
+template <typename T>
+struct Sample {
+  T value = 0;
+  double terms = 0, pixels = 0;
+};
+
+template <typename T>
+Sample<T> sample(const RoiSpec& s, const double* plane, const Tap<T>& ty, const Tap<T>& tx) {
+  Sample<T> out;
+  if (!ty.inside || !tx.inside) return out;  // past the image: contributes 0
+  const std::int64_t ys[2] = {ty.lo, ty.hi}, xs[2] = {tx.lo, tx.hi};
+  const T wy[2] = {ty.w_lo, ty.w_hi}, wx[2] = {tx.w_lo, tx.w_hi};
+  T sum = 0, best = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double p = plane[ys[i / 2] * s.W + xs[i % 2]];
+    const T t = wy[i / 2] * wx[i % 2] * static_cast<T>(p);
+    sum += t;
+    best = i == 0 ? t : std::max(best, t);
+    out.terms += std::fabs(static_cast<double>(t));
+    out.pixels += std::fabs(p);
+  }
+  out.value = s.max && !s.max_of_samples ? best : sum;
+  return out;
+}
+
 // The pooling in number type T; with `err`, each output's first-order bound (units of u).
 template <typename T>
 Tensors roi_align_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
@@ -309,70 +362,37 @@ Tensors roi_align_run(const KernelContext& c, const Tensors& in, const Accumulat
   std::vector<double> y(static_cast<std::size_t>(shape_numel(out_shape)), 0.0);
   if (err) err->assign(y.size(), 0.0);
   const auto plane = static_cast<std::size_t>(s.H * s.W);
+  std::size_t at = 0;  // (region, channel, row, column) in order
   for (std::int64_t n = 0; n < s.rois; ++n) {
     const Region<T> r = region<T>(c, s, n);
-    const std::int64_t b = s.batch[static_cast<std::size_t>(n)];
+    const auto b = static_cast<std::size_t>(s.batch[static_cast<std::size_t>(n)]);
+    std::vector<BinSamples<T>> bins;
     for (std::int64_t ph = 0; ph < s.out_h; ++ph)
-      for (std::int64_t pw = 0; pw < s.out_w; ++pw) {
-        // The samples' taps, shared by the channels; and each sample's coordinate error.
-        std::vector<std::pair<Tap<T>, Tap<T>>> taps;
-        std::vector<double> coord;
-        for (std::int64_t iy = 0; iy < r.grid_h; ++iy) {
-          const T h = static_cast<T>(ph) * r.bin_h;
-          const T dh = (static_cast<T>(iy) + T(0.5)) * r.bin_h / static_cast<T>(r.grid_h);
-          const T yy = r.start_h + h + dh;
-          for (std::int64_t ix = 0; ix < r.grid_w; ++ix) {
-            const T w = static_cast<T>(pw) * r.bin_w;
-            const T dw = (static_cast<T>(ix) + T(0.5)) * r.bin_w / static_cast<T>(r.grid_w);
-            taps.emplace_back(tap(yy, s.H), tap(r.start_w + w + dw, s.W));
-            auto mag = [](T a, T b2, T c2) {
-              return std::fabs(static_cast<double>(a)) + std::fabs(static_cast<double>(b2)) +
-                     std::fabs(static_cast<double>(c2)) + 1;
-            };
-            coord.push_back(8 * (mag(r.start_h, h, dh) + mag(r.start_w, w, dw)));
-          }
+      for (std::int64_t pw = 0; pw < s.out_w; ++pw) bins.push_back(bin_samples(s, r, ph, pw));
+    for (std::int64_t ch = 0; ch < s.C; ++ch) {
+      const double* x =
+          s.x.data() + (b * static_cast<std::size_t>(s.C) + static_cast<std::size_t>(ch)) * plane;
+      for (const auto& bin : bins) {
+        T acc = 0;
+        double abs = 0, e_max = 0;
+        for (std::size_t k = 0; k < bin.taps.size(); ++k) {
+          const Sample<T> v = sample(s, x, bin.taps[k].first, bin.taps[k].second);
+          acc = !s.max ? acc + v.value : k == 0 ? v.value : std::max(acc, v.value);
+          const double moved = bin.coord[k] * v.pixels;  // the coordinates' errors
+          abs += v.terms + moved;
+          if (err && s.max)
+            e_max =
+                std::max(e_max, bound->kappa(2) * std::fabs(static_cast<double>(v.value)) + moved);
         }
-        for (std::int64_t ch = 0; ch < s.C; ++ch) {
-          const std::size_t base = static_cast<std::size_t>(b * s.C + ch) * plane;
-          T acc = 0;
-          bool first = true;
-          double abs = 0, e_max = 0;
-          for (std::size_t k = 0; k < taps.size(); ++k) {
-            const auto& [ty, tx] = taps[k];
-            T v = 0, sum = 0;
-            double terms = 0, pix = 0;
-            if (ty.inside && tx.inside) {
-              const std::int64_t ys[2] = {ty.lo, ty.hi}, xs[2] = {tx.lo, tx.hi};
-              const T wy[2] = {ty.w_lo, ty.w_hi}, wx[2] = {tx.w_lo, tx.w_hi};
-              T best = 0;
-              for (int i = 0; i < 4; ++i) {
-                const double p = s.x[base + static_cast<std::size_t>(ys[i / 2] * s.W + xs[i % 2])];
-                const T t = wy[i / 2] * wx[i % 2] * static_cast<T>(p);
-                sum += t;
-                best = i == 0 ? t : std::max(best, t);
-                terms += std::fabs(static_cast<double>(t));
-                pix += std::fabs(p);
-              }
-              v = s.max && !s.max_of_samples ? best : sum;
-            }
-            acc = s.max ? (first ? v : std::max(acc, v)) : acc + v;
-            first = false;
-            if (err) {
-              if (s.max)
-                e_max = std::max(
-                    e_max, bound->kappa(2) * std::fabs(static_cast<double>(v)) + coord[k] * pix);
-              abs += terms + coord[k] * pix;
-            }
-          }
-          const auto at = static_cast<std::size_t>(((n * s.C + ch) * s.out_h + ph) * s.out_w + pw);
-          y[at] =
-              s.max ? static_cast<double>(acc) : static_cast<double>(acc / static_cast<T>(r.count));
-          if (err)
-            (*err)[at] =
-                s.max ? e_max
-                      : bound->kappa(static_cast<double>(4 * taps.size() + 1)) * abs / r.count;
-        }
+        y[at] =
+            s.max ? static_cast<double>(acc) : static_cast<double>(acc / static_cast<T>(r.count));
+        if (err)
+          (*err)[at] =
+              s.max ? e_max
+                    : bound->kappa(static_cast<double>(4 * bin.taps.size() + 1)) * abs / r.count;
+        ++at;
       }
+    }
   }
   return {Tensor::from_f64(y, out_shape, in[0].dtype())};
 }

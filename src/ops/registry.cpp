@@ -22,6 +22,7 @@ const OpRegistry& OpRegistry::instance() {
     register_quantized_ops(r);
     register_detection_ops(r);
     register_det_ops(r);
+    register_ngram_ops(r);
     register_float32_definitions(r);
     return r;
   }();

@@ -207,6 +207,7 @@ void register_grid_sample_ops(OpRegistry& r);
 void register_quantized_ops(OpRegistry& r);
 void register_detection_ops(OpRegistry& r);
 void register_det_ops(OpRegistry& r);
+void register_ngram_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

@@ -480,6 +480,87 @@ void register_windows(OpRegistry& r) {
   }
 }
 
+// ---- MelWeightMatrix (opset 17): [dft_length / 2 + 1, num_mel_bins] triangular filters. As the
+// text and its reference evaluator compute it: the edges in mel (2595 log10(1 + f / 700)), the
+// num_mel_bins + 2 points low_mel + k (high_mel - low_mel) / (num_mel_bins + 2) (the step divides
+// by the number of points, not the gaps: the reference's reading, which never reaches high_mel),
+// back to hertz and to the bin floor((dft_length + 1) f / sample_rate); filter i rises from bin
+// b_i to b_{i+1} ((j - b_i) / (b_{i+1} - b_i); 1 at b_{i+1} when they meet) and falls to b_{i+2}.
+// The outputs are ratios of small integers rounded once (exact error model); a framework whose
+// float32 mel arithmetic floors a point into the next bin is judged by the float32 twin (T).
+template <typename T>
+Tensors mel_weight_matrix(const KernelContext& c, const Tensors& in) {
+  const std::int64_t mels = scalar_input(c, in, 0, "num_mel_bins");
+  const std::int64_t dft = scalar_input(c, in, 1, "dft_length");
+  const std::int64_t rate = scalar_input(c, in, 2, "sample_rate");
+  if (mels < 1 || dft < 1 || rate < 1)
+    fail("{}: num_mel_bins {}, dft_length {} and sample_rate {} must be positive", c.node.label(),
+         mels, dft, rate);
+  auto edge = [&](std::size_t i, const char* what) {
+    const Tensor& t = input(c, in, i);
+    if (t.numel() != 1)
+      fail("{}: {} must be a scalar (got shape {})", c.node.label(), what, shape_str(t.shape()));
+    return static_cast<T>(t.to_f64()[0]);
+  };
+  const T lo = edge(3, "lower_edge_hertz"), hi = edge(4, "upper_edge_hertz");
+  auto dt = dtype_from_onnx(static_cast<int>(attr_i(c, "output_datatype")));
+  if (!dt)
+    fail("{}: output_datatype {} is not a type MetaOp handles", c.node.label(),
+         attr_i(c, "output_datatype"));
+  const T ln10 = static_cast<T>(std::log(10.0));
+  const T low_mel = T(2595) * std::log1p(lo / T(700)) / ln10;
+  const T high_mel = T(2595) * std::log1p(hi / T(700)) / ln10;
+  const T step = (high_mel - low_mel) / static_cast<T>(mels + 2);
+  const std::int64_t bins = dft / 2 + 1;
+  std::vector<std::int64_t> b;
+  for (std::int64_t k = 0; k < mels + 2; ++k) {
+    const T hz = T(700) * std::expm1((static_cast<T>(k) * step + low_mel) / T(2595) * ln10);
+    const T at = std::floor(static_cast<T>(dft + 1) * hz / static_cast<T>(rate));
+    if (!(at >= 0 && at < static_cast<T>(bins)))
+      fail(
+          "{}: mel point {} ({} Hz) falls in bin {}, outside the {} bins of a {}-point DFT "
+          "(edges {} and {} Hz at sample rate {})",
+          c.node.label(), k, static_cast<double>(hz), static_cast<double>(at), bins, dft,
+          static_cast<double>(lo), static_cast<double>(hi), rate);
+    b.push_back(static_cast<std::int64_t>(at));
+  }
+  std::vector<double> w(static_cast<std::size_t>(bins * mels), 0.0);
+  auto at = [&](std::int64_t j, std::int64_t i) -> double& {
+    return w[static_cast<std::size_t>(j * mels + i)];
+  };
+  for (std::int64_t i = 0; i < mels; ++i) {
+    const std::int64_t l = b[static_cast<std::size_t>(i)], m = b[static_cast<std::size_t>(i + 1)],
+                       h = b[static_cast<std::size_t>(i + 2)];
+    if (m == l) at(m, i) = 1;
+    for (std::int64_t j = l; m > l && j <= m; ++j)
+      at(j, i) = static_cast<double>(static_cast<T>(j - l) / static_cast<T>(m - l));
+    for (std::int64_t j = m; j < h; ++j)
+      at(j, i) = static_cast<double>(static_cast<T>(h - j) / static_cast<T>(h - m));
+  }
+  return {Tensor::from_f64(w, {bins, mels}, *dt)};
+}
+
+void register_mel_weight_matrix(OpRegistry& r) {
+  auto ints = [](std::int64_t mels, std::int64_t dft, std::int64_t rate) {
+    return std::vector<CaseInput>{scalar_int(mels), scalar_int(dft), scalar_int(rate)};
+  };
+  auto with_edges = [](std::vector<CaseInput> v, double lo, double hi) {
+    v.push_back(case_input::scalar(lo));
+    v.push_back(case_input::scalar(hi));
+    return v;
+  };
+  r.op("MelWeightMatrix", Family::elementwise, mel_weight_matrix<double>)
+      .error(error_models::exact("exact: integer bins and ratios of small integers, rounded once"))
+      .float32([](const KernelContext& c, const Tensors& in,
+                  SumOrder) { return mel_weight_matrix<float>(c, in); },
+               "the mel edges, points, hertz and bins in float32",
+               "none: a point within float32's rounding of a bin edge may floor either way")
+      // Its inputs are constants in the models that use them: the one-node model has no input.
+      .inputs(InputRoles{{}})
+      .cases({{17, with_edges(ints(8, 16, 8192), 0, 4096)},
+              {17, with_edges(ints(10, 64, 16000), 100, 7000)},
+              {17, with_edges(ints(4, 9, 100), 5, 45)}});
+}
 }  // namespace
 
 Convention real_signal_zero_parts() {
@@ -513,6 +594,7 @@ Convention real_signal_zero_parts() {
 void register_signal_ops(OpRegistry& r) {
   register_transforms(r);
   register_windows(r);
+  register_mel_weight_matrix(r);
 }
 
 }  // namespace metaop

@@ -25,7 +25,11 @@ std::vector<ImportBindingSpec> openvino_specs() {
        "no case to judge: ONNX's Einsum tests are float64, which the CPU plugin computes in "
        "float32"},
       {"MaxUnpool", "OpenVINO 2026.4's ONNX frontend has no conversion rule for MaxUnpool-11"},
-      {"Det", "OpenVINO 2026.4's ONNX frontend has no conversion rule for Det-11"}};
+      {"Det", "OpenVINO 2026.4's ONNX frontend has no conversion rule for Det-11"},
+      {"TfIdfVectorizer",
+       "OpenVINO 2026.4's ONNX frontend has no conversion rule for TfIdfVectorizer-9"},
+      {"MelWeightMatrix",
+       "OpenVINO 2026.4's ONNX frontend has no conversion rule for MelWeightMatrix-17"}};
   return {s};
 }
 

@@ -35,7 +35,9 @@ std::vector<ImportBindingSpec> tvm_specs() {
                          "QLinearConv",
                          "ReverseSequence",
                          "Col2Im",
-                         "Det"})
+                         "Det",
+                         "TfIdfVectorizer",
+                         "MelWeightMatrix"})
     s.lacking[op] = no_converter;
   // Converters that refuse every case of the ONNX tests.
   s.lacking["OneHot"] =
