@@ -166,6 +166,34 @@ TEST(Registry, CoversTheRequiredOps) {
 }
 
 // A table keyed by a misspelled op type is an error, not an op silently "unsupported".
+// An op of another ONNX domain runs only on nodes of that domain: Adam of
+// ai.onnx.preview.training, not a default-domain node that happens to be named Adam; and the
+// framework bindings that import ONNX claim none of that domain's ops (none of their frameworks
+// runs them).
+TEST(Registry, AnOpRunsOnlyInItsOwnOnnxDomain) {
+  ASSERT_EQ(OpRegistry::instance().find("Adam")->onnx_domain, "ai.onnx.preview.training");
+  Node n = unit::make_node("Adam", {"r", "t", "x", "g", "v", "h"}, {"x2", "v2", "h2"});
+  auto f = [](double v) { return Tensor::from_f64({v}, {1}, DType::Float32); };
+  Tensors in{Tensor::from_f64({0.1}, {}, DType::Float32),
+             Tensor::from_i64({1}, {}),
+             f(1),
+             f(-1),
+             f(2),
+             f(0.5)};
+  auto ref = make_binding("reference");
+  EXPECT_THROW(ref->forward(n, 1, in), Unsupported);
+  n.domain = "ai.onnx.preview.training";
+  Tensors out = ref->forward(n, 1, in);
+  ASSERT_EQ(out.size(), 3U);
+  // V = 0.9 * 2 + 0.1 * (-1) = 1.7; H = 0.999 * 0.5 + 0.001 * 1 = 0.5005 (the defaults).
+  EXPECT_NEAR(out[1].to_f64()[0], 1.7, 1e-7);
+  EXPECT_NEAR(out[2].to_f64()[0], 0.5005, 1e-7);
+  for (const auto& name : binding_names())
+    if (name != "reference") {
+      EXPECT_FALSE(make_binding(name)->supports("Adam").forward) << name;
+    }
+}
+
 TEST(Registry, AMisspelledKeyIsAnError) {
   EXPECT_NO_THROW(require_registered("Softplus", "a test table"));
   try {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -106,6 +107,9 @@ void check_known_ops(const onnx::ModelProto& m, std::int64_t opset, const std::s
   std::map<std::string, int> unknown;
   for (const auto& n : m.graph().node()) {
     bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (is_other_onnx_domain(n.domain()) &&
+        onnx::OpSchemaRegistry::Schema(n.op_type(), std::numeric_limits<int>::max(), n.domain()))
+      continue;
     if (!default_domain ||
         !onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), ""))
       ++unknown[n.domain().empty() ? n.op_type() : n.domain() + "." + n.op_type()];
@@ -491,6 +495,12 @@ std::int64_t default_opset(const onnx::ModelProto& m, const std::string& label) 
   std::int64_t opset = 0;
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  // A model of another domain's operators alone (a training step of ai.onnx.preview.training)
+  // imports no default opset: its graph is read, checked and inferred at the linked library's.
+  bool others_only = m.opset_import_size() > 0;
+  for (const auto& o : m.opset_import())
+    others_only = others_only && is_other_onnx_domain(o.domain());
+  if (opset == 0 && others_only) return kMaxLinkedOnnxOpset;
   if (opset == 0) {
     std::string domains;
     for (const auto& o : m.opset_import()) domains += (domains.empty() ? "" : ", ") + o.domain();
@@ -593,6 +603,18 @@ const std::map<std::string, Attribute>& current_schema_defaults(const std::strin
 }  // namespace
 
 void fill_schema_defaults(Node& n, std::int64_t opset) {
+  // The other domains MetaOp reads (kOtherOnnxDomains) have one version each, which the linked
+  // ONNX library knows.
+  if (is_other_onnx_domain(n.domain)) {
+    const auto* schema =
+        onnx::OpSchemaRegistry::Schema(n.op_type, std::numeric_limits<int>::max(), n.domain);
+    if (!schema) return;
+    for (const auto& [aname, adef] : schema->attributes())
+      if (!n.attrs.count(aname) && !adef.required &&
+          adef.default_value.type() != onnx::AttributeProto::UNDEFINED)
+        n.attrs[aname] = convert_attr(adef.default_value, ".", aname);
+    return;
+  }
   if (opset > kMaxLinkedOnnxOpset) {
     for (const auto& [name, a] : current_schema_defaults(n.op_type, opset))
       if (!n.attrs.count(name)) n.attrs[name] = a;

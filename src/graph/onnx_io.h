@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
@@ -16,6 +17,12 @@ constexpr std::int64_t kMaxOpset = 23;
 // The newest opset the linked ONNX library (Debian's 1.12) knows: its checker, shape inference
 // and schemas serve models up to it; newer ones go to the current ONNX package (.venv).
 constexpr std::int64_t kMaxLinkedOnnxOpset = 17;
+// The ONNX domains besides the default one whose operators MetaOp reads: the training operators
+// of ai.onnx.preview.training (Adagrad, Adam, Momentum), one version, which the linked library
+// knows.
+inline bool is_other_onnx_domain(std::string_view domain) {
+  return domain == "ai.onnx.preview.training";
+}
 
 struct ImportOptions {
   bool run_checker = true;

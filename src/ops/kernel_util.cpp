@@ -17,10 +17,16 @@ namespace {
 // The node's attribute, or the schema's default in a copy of the node.
 const Node& with_default(const KernelContext& c, const std::string& name, Node& scratch) {
   if (c.node.has_attr(name)) return c.node;
-  auto d = schema_default(c.node.op_type, c.opset, name);
-  if (!d) return c.node;  // the read fails, naming the node and the attribute
   scratch.name = c.node.name;
   scratch.op_type = c.node.op_type;
+  scratch.domain = c.node.domain;
+  scratch.attrs.clear();
+  if (is_other_onnx_domain(c.node.domain)) {
+    fill_schema_defaults(scratch, c.opset);  // that domain's schema (one version)
+    return scratch.has_attr(name) ? scratch : c.node;
+  }
+  auto d = schema_default(c.node.op_type, c.opset, name);
+  if (!d) return c.node;  // the read fails, naming the node and the attribute
   scratch.attrs = {{name, *d}};
   return scratch;
 }

@@ -23,6 +23,7 @@ const OpRegistry& OpRegistry::instance() {
     register_detection_ops(r);
     register_det_ops(r);
     register_ngram_ops(r);
+    register_training_ops(r);
     register_float32_definitions(r);
     return r;
   }();
@@ -132,6 +133,13 @@ OpBuilder& OpBuilder::conventions(std::vector<Convention> c, Where where) {
   MetaOp& op = r_.at(type_, "conventions");
   op.conventions = std::move(c);
   op.where.emplace_back("conventions", where);
+  return *this;
+}
+
+OpBuilder& OpBuilder::onnx_domain(std::string domain, Where where) {
+  MetaOp& op = r_.at(type_, "ONNX domain");
+  op.onnx_domain = std::move(domain);
+  op.where.emplace_back("ONNX domain", where);
   return *this;
 }
 

@@ -88,6 +88,9 @@ struct MetaOp {
       : type(std::move(t)), family(f), reference(std::move(r)) {}
   std::string type;
   Family family;
+  // The ONNX domain the op belongs to: empty for the default one (ai.onnx), else its name
+  // ("ai.onnx.preview.training"). A node runs on the op only when its domain is this one.
+  std::string onnx_domain;
   // Inputs as given (any dtype); computes in float64 and rounds once to the output dtype.
   ReferenceForward reference;
   ErrorModel error;           // attached after registration, in the same family file
@@ -142,6 +145,7 @@ class OpBuilder {
                      Where where = Where::current());
   OpBuilder& float32_rounded(Where where = Where::current());
   OpBuilder& conventions(std::vector<Convention> c, Where where = Where::current());
+  OpBuilder& onnx_domain(std::string domain, Where where = Where::current());
 
  private:
   OpRegistry& r_;
@@ -208,6 +212,7 @@ void register_quantized_ops(OpRegistry& r);
 void register_detection_ops(OpRegistry& r);
 void register_det_ops(OpRegistry& r);
 void register_ngram_ops(OpRegistry& r);
+void register_training_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);

@@ -9,6 +9,7 @@
 
 #include "analysis/core/onnx_tests.h"
 #include "graph/onnx_io.h"
+#include "ops/registry.h"
 #include "tensor/tensor_proto.h"
 
 namespace metaop {
@@ -28,6 +29,7 @@ NodeCase make_case(const std::string& op, std::size_t n, const CaseSpec& spec) {
   Node node;
   node.name = c.test;
   node.op_type = op;
+  if (const MetaOp* m = OpRegistry::instance().find(op)) node.domain = m->onnx_domain;
   node.attrs = spec.attrs;
   fill_schema_defaults(node, spec.opset);  // as import does
   for (std::size_t o = 0; o < spec.outputs; ++o) node.outputs.push_back(fmt::format("y{}", o));

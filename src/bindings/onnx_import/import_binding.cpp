@@ -172,8 +172,16 @@ std::string import_binding_problem(const ImportBindingSpec& spec) {
 
 Support ImportBinding::supports(const std::string& op_type) const {
   Support s;
-  if (!OpRegistry::instance().find(op_type)) {
+  const MetaOp* op = OpRegistry::instance().find(op_type);
+  if (!op) {
     s.reason = "not a meta operator";
+    return s;
+  }
+  // Measured on ai.onnx.preview.training's Adam, Adagrad and Momentum: ONNX Runtime 1.31 says
+  // "is not a registered function/op", OpenVINO, TVM and OpenCV 5 have no converter either.
+  if (!op->onnx_domain.empty()) {
+    s.reason =
+        fmt::format("{} runs no operator of the {} domain", spec_.framework, op->onnx_domain);
     return s;
   }
   if (auto it = spec_.lacking.find(op_type); it != spec_.lacking.end()) {

@@ -32,7 +32,7 @@ std::vector<std::string> ReferenceBinding::where(const std::string& op_type) con
 Tensors ReferenceBinding::forward(const Node& node, std::int64_t opset, const Tensors& inputs) {
   const MetaOp* op = OpRegistry::instance().find(node.op_type);
   if (!op) throw Unsupported(node.label() + ": no meta operator for " + node.op_type);
-  if (!node.domain.empty() && node.domain != "ai.onnx")
+  if (node.domain != op->onnx_domain && !(op->onnx_domain.empty() && node.domain == "ai.onnx"))
     throw Unsupported(node.label() + ": domain '" + node.domain + "'");
   return op->reference(KernelContext{node, opset}, inputs);
 }
