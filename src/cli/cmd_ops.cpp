@@ -117,7 +117,8 @@ std::vector<std::string> known_entries(const std::string& file, const std::strin
 int print_where(const std::string& type) {
   const MetaOp* op = OpRegistry::instance().find(type);
   if (!op) fail("--where {}: not a meta operator (metaop ops lists them)", type);
-  fmt::print("{} ({})\n", type, family_name(op->family));
+  fmt::print("{} ({}{})\n", type, family_name(op->family),
+             op->onnx_domain.empty() ? "" : ", domain " + op->onnx_domain);
   for (const auto& [concern, loc] : op->where) fmt::print("  {:<22} {}\n", concern, location(loc));
   for (const auto& name : binding_names()) {
     auto b = make_binding(name);

@@ -8,7 +8,7 @@
 // product times the tap's pixel. One pass over the number type: the reference in double, the
 // float32 twin (triage) in float; the error model is Resize's (kappa(taps) sum|w p| plus the
 // weights' slope times the coordinates' errors, 4 (|x| + 1) per axis). The VJP covers X and the
-// grid. AffineGrid (opset 20) below.
+// grid. AffineGrid (opset 20) and DeformConv (opsets 19, 22) below.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -363,6 +363,176 @@ Tensors affine_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
   return res;
 }
 
+// ---- DeformConv (opsets 19, 22), 2-D: a convolution whose taps are moved by per-position offsets
+// and scaled by an optional mask. Output (n, o, i, j) is B[o] plus, over the input channels c of
+// o's group and the taps (a, b), W[o, c, a, b] mask[n, g, a, b, i, j] x(n, c, p), where p =
+// (i s_h - pad_top + a d_h + off_h, j s_w - pad_left + b d_w + off_w) in pixels, g = c's offset
+// group, the offsets read from [N, G kH kW 2, oH, oW] as (g, a, b, {h, w}) and x(p) is X's
+// bilinear interpolation with zeros outside (GridSample's, align_corners, which ONNX's reference
+// evaluator calls). The error model: kappa(terms) sum|w m v| over the taps' four neighbours, plus
+// each tap's coordinate error (2 roundings of |p| per axis) times |W m| and its neighbours' sum|x|.
+struct DeformSpec {
+  std::int64_t N = 0, C = 0, H = 0, W = 0, O = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+  std::int64_t group = 1, offset_group = 1;
+  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  std::vector<double> x, w, off, bias, mask;
+};
+
+DeformSpec deform_spec(const KernelContext& c, const Tensors& in) {
+  const Tensor &X = input(c, in, 0), &Wt = input(c, in, 1), &Off = input(c, in, 2);
+  require_float(c, X, "X");
+  if (X.rank() != 4)
+    throw Unsupported(fmt::format("{}: X of rank {}: DeformConv is supported in 2-D (rank 4)",
+                                  c.node.label(), X.rank()));
+  if (Wt.rank() != 4 || Off.rank() != 4)
+    fail("{}: W {} and offset {} must be of rank 4", c.node.label(), shape_str(Wt.shape()),
+         shape_str(Off.shape()));
+  DeformSpec s;
+  s.N = X.dim(0), s.C = X.dim(1), s.H = X.dim(2), s.W = X.dim(3);
+  s.O = Wt.dim(0), s.kh = Wt.dim(2), s.kw = Wt.dim(3);
+  s.oh = Off.dim(2), s.ow = Off.dim(3);
+  s.group = attr_i(c, "group");
+  s.offset_group = attr_i(c, "offset_group");
+  const auto ks = attr_ints_or(c, "kernel_shape", {s.kh, s.kw});
+  const auto st = attr_ints_or(c, "strides", {1, 1});
+  const auto dl = attr_ints_or(c, "dilations", {1, 1});
+  const auto pd = attr_ints_or(c, "pads", {0, 0, 0, 0});
+  if (ks != std::vector<std::int64_t>{s.kh, s.kw} || st.size() != 2 || dl.size() != 2 ||
+      pd.size() != 4)
+    fail("{}: kernel_shape, strides, dilations and pads do not fit a 2-D kernel of W {}",
+         c.node.label(), shape_str(Wt.shape()));
+  s.sh = st[0], s.sw = st[1], s.dh = dl[0], s.dw = dl[1], s.pt = pd[0], s.pl = pd[1];
+  if (s.group < 1 || s.offset_group < 1 || s.C % s.group || s.O % s.group ||
+      Wt.dim(1) * s.group != s.C || s.C % s.offset_group)
+    fail("{}: X {} and W {} do not fit group {} and offset_group {}", c.node.label(),
+         shape_str(X.shape()), shape_str(Wt.shape()), s.group, s.offset_group);
+  const std::int64_t eh = (s.kh - 1) * s.dh + 1, ew = (s.kw - 1) * s.dw + 1;
+  if (Off.dim(0) != s.N || Off.dim(1) != s.offset_group * s.kh * s.kw * 2 ||
+      s.oh != (s.H + pd[0] + pd[2] - eh) / s.sh + 1 ||
+      s.ow != (s.W + pd[1] + pd[3] - ew) / s.sw + 1)
+    fail("{}: offset {} does not fit X {}, the kernel and offset_group {}", c.node.label(),
+         shape_str(Off.shape()), shape_str(X.shape()), s.offset_group);
+  s.x = X.to_f64();
+  s.w = Wt.to_f64();
+  s.off = Off.to_f64();
+  if (has_input(in, 3)) s.bias = input(c, in, 3).to_f64();
+  if (has_input(in, 4)) s.mask = input(c, in, 4).to_f64();
+  if ((!s.bias.empty() && static_cast<std::int64_t>(s.bias.size()) != s.O) ||
+      (!s.mask.empty() && static_cast<std::int64_t>(s.mask.size()) !=
+                              s.N * s.offset_group * s.kh * s.kw * s.oh * s.ow))
+    fail("{}: B must have {} values and mask [N, offset_group kH kW, oH, oW]", c.node.label(), s.O);
+  return s;
+}
+
+// X's plane `plane` interpolated at (y, x) in number type T, zeros outside: the value and, for the
+// error model, sum |w v| and sum |v| over the neighbours that count.
+template <typename T>
+struct Bilinear {
+  T value = 0;
+  double terms = 0, pixels = 0;
+};
+
+template <typename T>
+Bilinear<T> bilinear(const DeformSpec& s, const double* plane, T y, T x) {
+  Bilinear<T> b;
+  const T y0 = std::floor(y), x0 = std::floor(x);
+  const T ly = y - y0, lx = x - x0;
+  const auto iy = static_cast<std::int64_t>(y0), ix = static_cast<std::int64_t>(x0);
+  for (int k = 0; k < 4; ++k) {
+    const std::int64_t r = iy + k / 2, col = ix + k % 2;
+    if (r < 0 || r >= s.H || col < 0 || col >= s.W) continue;
+    const T w = (k / 2 ? ly : T(1) - ly) * (k % 2 ? lx : T(1) - lx);
+    const double v = plane[r * s.W + col];
+    b.value += w * static_cast<T>(v);
+    b.terms += std::fabs(static_cast<double>(w) * v);
+    b.pixels += std::fabs(v);
+  }
+  return b;
+}
+
+// The convolution in number type T; with `err`, each output's first-order bound (units of u).
+template <typename T>
+Tensors deform_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
+                   std::vector<double>* err) {
+  const DeformSpec s = deform_spec(c, in);
+  const Shape out_shape{s.N, s.O, s.oh, s.ow};
+  std::vector<double> y(static_cast<std::size_t>(shape_numel(out_shape)));
+  if (err) err->assign(y.size(), 0.0);
+  const std::int64_t cg = s.C / s.group, og = s.O / s.group, cog = s.C / s.offset_group;
+  const std::int64_t taps = s.kh * s.kw, plane = s.H * s.W, pos = s.oh * s.ow;
+  std::size_t at = 0;
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t o = 0; o < s.O; ++o)
+      for (std::int64_t i = 0; i < s.oh; ++i)
+        for (std::int64_t j = 0; j < s.ow; ++j, ++at) {
+          T acc = s.bias.empty() ? T(0) : static_cast<T>(s.bias[static_cast<std::size_t>(o)]);
+          double abs = s.bias.empty() ? 0 : std::fabs(s.bias[static_cast<std::size_t>(o)]);
+          double moved = 0;
+          const std::int64_t g = o / og;
+          for (std::int64_t ci = 0; ci < cg; ++ci) {
+            const std::int64_t ch = g * cg + ci, og_idx = ch / cog;
+            const double* xp = s.x.data() + (n * s.C + ch) * plane;
+            for (std::int64_t t = 0; t < taps; ++t) {
+              const std::int64_t a = t / s.kw, b = t % s.kw;
+              const std::int64_t oc = (n * s.offset_group + og_idx) * taps + t;  // (n, g, a, b)
+              const double off_h = s.off[static_cast<std::size_t>((2 * oc) * pos + i * s.ow + j)];
+              const double off_w =
+                  s.off[static_cast<std::size_t>((2 * oc + 1) * pos + i * s.ow + j)];
+              const T py = static_cast<T>(i * s.sh - s.pt + a * s.dh) + static_cast<T>(off_h);
+              const T px = static_cast<T>(j * s.sw - s.pl + b * s.dw) + static_cast<T>(off_w);
+              const Bilinear<T> v = bilinear(s, xp, py, px);
+              const double m =
+                  s.mask.empty() ? 1.0 : s.mask[static_cast<std::size_t>(oc * pos + i * s.ow + j)];
+              const double wt =
+                  s.w[static_cast<std::size_t>(((o * cg + ci) * s.kh + a) * s.kw + b)];
+              acc += static_cast<T>(wt) * static_cast<T>(m) * v.value;
+              abs += std::fabs(wt * m) * v.terms;
+              moved +=
+                  std::fabs(wt * m) * v.pixels * 2 *
+                  (std::fabs(static_cast<double>(py)) + std::fabs(static_cast<double>(px)) + 2);
+            }
+          }
+          y[at] = static_cast<double>(acc);
+          if (err) (*err)[at] = bound->kappa(static_cast<double>(6 * cg * taps + 1)) * abs + moved;
+        }
+  return {Tensor::from_f64(y, out_shape, in[0].dtype())};
+}
+void register_deform_conv(OpRegistry& r) {
+  using case_input::floats;
+  const AccumulationBound* none = nullptr;
+  r.op("DeformConv", Family::conv,
+       [none](const KernelContext& c, const Tensors& in) {
+         return deform_run<double>(c, in, none, nullptr);
+       })
+      .error(error_models::condition(
+          [](const KernelContext& c, const Tensors& in, const Tensors&,
+             const AccumulationBound& bound) {
+            std::vector<double> e;
+            deform_run<double>(c, in, &bound, &e);
+            return Magnitudes{e};
+          },
+          "kappa(6 taps + 1) sum|W m w v| over the taps' bilinear neighbours, plus sum |W m| "
+          "sum|v| 2 (|p_h| + |p_w| + 2) (the tap coordinates' roundings), 4 ulp"))
+      .inputs(InputRoles{{0, 2, 4}})
+      .float32([none](const KernelContext& c, const Tensors& in,
+                      SumOrder) { return deform_run<float>(c, in, none, nullptr); },
+               "the tap coordinates, bilinear weights and the sum over channels and taps in "
+               "float32",
+               "none needed beyond the sum's order")
+      // Offsets of about a pixel, some taps moved past the border; a mask and a bias; groups.
+      .cases(
+          {{19, {floats({1, 2, 5, 5}), floats({3, 2, 3, 3}), floats({1, 18, 3, 3}, -1.5, 1.5)}},
+           {19,
+            {floats({2, 4, 4, 5}), floats({4, 2, 2, 2}), floats({2, 16, 5, 6}, -1, 1), floats({4}),
+             floats({2, 2 * 4, 5, 6}, 0, 1)},
+            {{"group", Attribute::of_int(2)},
+             {"offset_group", Attribute::of_int(2)},
+             {"pads", Attribute::of_ints({1, 1, 1, 1})}}},
+           {22,
+            {floats({1, 1, 6, 6}), floats({2, 1, 2, 2}), floats({1, 8, 2, 2}, -0.7, 0.7)},
+            {{"strides", Attribute::of_ints({2, 2})}, {"dilations", Attribute::of_ints({2, 2})}}}});
+}
+
 }  // namespace
 
 void register_grid_sample_ops(OpRegistry& r) {
@@ -425,6 +595,7 @@ void register_grid_sample_ops(OpRegistry& r) {
               {20,
                {floats({1, 3, 4}), case_input::ints({5}, {1, 2, 2, 3, 4})},
                {{"align_corners", Attribute::of_int(1)}}}});
+  register_deform_conv(r);
 }
 
 }  // namespace metaop

@@ -172,15 +172,17 @@ Tensors optimizer_step(const KernelContext& c, const Tensors& in, Optimizer kind
       const Updated<N> u = kind == Optimizer::adagrad
                                ? update<N>(s, r, t, constant<N>(x[e]), g, constant<N>(0), a)
                                : update<N>(s, r, t, constant<N>(x[e]), g, a, b);
-      auto value = [err](const N& v) {
-        if constexpr (std::is_same_v<N, Err>)
-          return err ? v.e : v.v;
-        else
+      auto value = [](const N& v, bool bound) {
+        if constexpr (std::is_same_v<N, Err>) {
+          return bound ? v.e : v.v;
+        } else {
+          (void)bound;
           return static_cast<double>(v);
+        }
       };
-      nx[e] = value(u.x);
-      ns1[e] = value(kind == Optimizer::adagrad ? u.h : u.v);
-      ns2[e] = value(u.h);
+      nx[e] = value(u.x, err);
+      ns1[e] = value(kind == Optimizer::adagrad ? u.h : u.v, err);
+      ns2[e] = value(u.h, err);
     }
     out[i] = Tensor::from_f64(nx, X.shape(), X.dtype());
     out[n + i] = Tensor::from_f64(ns1, X.shape(), in[2 + 2 * n + i].dtype());
@@ -220,16 +222,16 @@ void register_training_ops(OpRegistry& r) {
     const Optimizer kind = row.kind;
     const bool adam = kind == Optimizer::adam;
     // One weight, then two: X, G, the states (H is a sum of squares: at least 0).
-    auto tensors = [adam](Shape a, Shape b) {
+    auto tensors = [adam](const Shape& a, const Shape& b) {
       std::vector<CaseInput> v;
       for (int k = 0; k < (adam ? 4 : 3); ++k)
         for (const Shape& s : {a, b})
           if (!s.empty()) v.push_back(k == (adam ? 3 : 2) ? floats(s, 0, 2) : floats(s));
       return v;
     };
-    auto inputs = [&](std::int64_t t, Shape a, Shape b) {
+    auto inputs = [&](std::int64_t t, const Shape& a, const Shape& b) {
       std::vector<CaseInput> v{rate, step(t)};
-      for (auto& c : tensors(std::move(a), std::move(b))) v.push_back(std::move(c));
+      for (auto& c : tensors(a, b)) v.push_back(std::move(c));
       return v;
     };
     std::map<std::string, Attribute> tuned;

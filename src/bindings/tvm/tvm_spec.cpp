@@ -37,7 +37,8 @@ std::vector<ImportBindingSpec> tvm_specs() {
                          "Col2Im",
                          "Det",
                          "TfIdfVectorizer",
-                         "MelWeightMatrix"})
+                         "MelWeightMatrix",
+                         "DeformConv"})
     s.lacking[op] = no_converter;
   // Converters that refuse every case of the ONNX tests.
   s.lacking["OneHot"] =
