@@ -194,6 +194,48 @@ TEST(Registry, AnOpRunsOnlyInItsOwnOnnxDomain) {
     }
 }
 
+// Einsum's ellipsis: numpy's rule, the "..." dimensions right-aligned and broadcast, first in an
+// implicit output; a diagonal under an ellipsis (ONNX's test_einsum_batch_diagonal).
+TEST(Registry, EinsumEllipsisBroadcastsAsNumpy) {
+  auto einsum = [](const std::string& eq, const Tensors& in) {
+    Node n = unit::make_node("Einsum", {"a", "b"}, {"y"});
+    n.inputs.resize(in.size());
+    n.attrs["equation"] = Attribute::of_string(eq);
+    return unit::run_ref(n, in, 12)[0];
+  };
+  auto seq = [](const Shape& s) {
+    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 7) - 3;
+    return Tensor::from_f64(v, s, DType::Float64);
+  };
+  // A [2, 1, 2, 3] batch of matrices times a [3, 3, 4] one: batch [2, 3].
+  const Tensor a = seq({2, 1, 2, 3}), b = seq({3, 3, 4});
+  const auto av = a.to_f64(), bv = b.to_f64();
+  for (const std::string eq : {"...ij,...jk->...ik", "...ij,...jk"}) {
+    const Tensor y = einsum(eq, {a, b});
+    ASSERT_EQ(y.shape(), (Shape{2, 3, 2, 4})) << eq;
+    const auto yv = y.to_f64();
+    for (std::int64_t p = 0; p < 2; ++p)
+      for (std::int64_t q = 0; q < 3; ++q)
+        for (std::int64_t i = 0; i < 2; ++i)
+          for (std::int64_t k = 0; k < 4; ++k) {
+            double want = 0;
+            for (std::int64_t j = 0; j < 3; ++j)
+              want += av[static_cast<std::size_t>((p * 2 + i) * 3 + j)] *
+                      bv[static_cast<std::size_t>((q * 3 + j) * 4 + k)];
+            EXPECT_EQ(yv[static_cast<std::size_t>(((p * 3 + q) * 2 + i) * 4 + k)], want) << eq;
+          }
+  }
+  // The diagonal of each matrix of a batch.
+  const Tensor d = einsum("...ii->...i", {seq({2, 3, 3})});
+  ASSERT_EQ(d.shape(), (Shape{2, 3}));
+  const auto dv = d.to_f64(), sv = seq({2, 3, 3}).to_f64();
+  for (std::size_t m = 0; m < 2; ++m)
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(dv[m * 3 + i], sv[m * 9 + i * 4]);
+  // Sizes that neither match nor broadcast fail, naming the index.
+  EXPECT_THROW(einsum("...ij,...jk->...ik", {seq({2, 2, 3}), seq({3, 3, 4})}), Error);
+}
+
 TEST(Registry, AMisspelledKeyIsAnError) {
   EXPECT_NO_THROW(require_registered("Softplus", "a test table"));
   try {

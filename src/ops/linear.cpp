@@ -2,6 +2,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 
+#include <cctype>
 #include <map>
 
 #include "ops/danger.h"
@@ -214,7 +215,43 @@ struct EinsumSpec {
   std::vector<std::string> terms;
   std::string out_term, all;
   std::map<char, std::int64_t> dims;
+  std::string ellipsis;  // the indices "..." stands for (right-aligned in each operand)
 };
+
+// Replaces "..." in every term by indices the equation does not use, as many as the operand's
+// rank leaves (the most of any operand for the output): numpy's rule, the ellipsis dimensions
+// right-aligned and broadcast. An implicit output puts them first.
+void expand_ellipsis(const KernelContext& c, const Tensors& in, const std::string& eq,
+                     EinsumSpec& e, bool& implicit_ellipsis) {
+  implicit_ellipsis = false;
+  if (eq.find("...") == std::string::npos) return;
+  std::int64_t most = 0;
+  for (std::size_t i = 0; i < e.terms.size(); ++i)
+    if (auto at = e.terms[i].find("..."); at != std::string::npos)
+      most =
+          std::max(most, input(c, in, i).rank() - static_cast<std::int64_t>(e.terms[i].size() - 3));
+  for (char ch = 'A'; static_cast<std::int64_t>(e.ellipsis.size()) < most; ++ch) {
+    if (ch > 'z') fail("{}: equation '{}' leaves no letters for its ellipsis", c.node.label(), eq);
+    if (std::isalpha(static_cast<unsigned char>(ch)) && eq.find(ch) == std::string::npos)
+      e.ellipsis += ch;
+  }
+  for (std::size_t i = 0; i < e.terms.size(); ++i) {
+    auto at = e.terms[i].find("...");
+    if (at == std::string::npos) continue;
+    const std::int64_t k =
+        input(c, in, i).rank() - static_cast<std::int64_t>(e.terms[i].size() - 3);
+    if (k < 0)
+      fail("{}: operand {} has rank {}, below its term '{}'", c.node.label(), i,
+           input(c, in, i).rank(), e.terms[i]);
+    e.terms[i].replace(at, 3, e.ellipsis.substr(e.ellipsis.size() - static_cast<std::size_t>(k)));
+  }
+  if (auto arrow = eq.find("->"); arrow != std::string::npos) {
+    if (auto at = e.out_term.find("..."); at != std::string::npos)
+      e.out_term.replace(at, 3, e.ellipsis);
+  } else {
+    implicit_ellipsis = true;
+  }
+}
 
 // The operand terms of an equation's left side: "ij,jk" gives "ij" and "jk".
 std::vector<std::string> einsum_terms(const std::string& lhs) {
@@ -241,9 +278,12 @@ void einsum_dims(const KernelContext& c, const Tensors& in, EinsumSpec& e,
       char ch = term[d];
       ++count[ch];
       auto it = e.dims.find(ch);
-      if (it != e.dims.end() && it->second != t.shape()[d])
-        fail("{}: index '{}' has sizes {} and {}", c.node.label(), ch, it->second, t.shape()[d]);
-      e.dims[ch] = t.shape()[d];
+      const std::int64_t n = t.shape()[d];
+      // An ellipsis index broadcasts: size 1 in one operand takes the other's size.
+      const bool broadcast = e.ellipsis.find(ch) != std::string::npos;
+      if (it != e.dims.end() && it->second != n && !(broadcast && (it->second == 1 || n == 1)))
+        fail("{}: index '{}' has sizes {} and {}", c.node.label(), ch, it->second, n);
+      if (it == e.dims.end() || it->second == 1) e.dims[ch] = n;
     }
   }
 }
@@ -257,16 +297,19 @@ EinsumSpec einsum_spec(const KernelContext& c, const Tensors& in) {
   if (e.terms.size() != in.size())
     fail("{}: equation '{}' has {} operands, node has {} inputs", c.node.label(), eq,
          e.terms.size(), in.size());
+  if (arrow != std::string::npos) e.out_term = eq.substr(arrow + 2);
+  bool implicit_ellipsis = false;
+  expand_ellipsis(c, in, eq, e, implicit_ellipsis);
   for (const auto& t : e.terms)
     if (t.find('.') != std::string::npos)
-      throw Unsupported(fmt::format("{}: ellipsis in einsum equation '{}'", c.node.label(), eq));
+      fail("{}: equation '{}': a '.' outside an ellipsis '...'", c.node.label(), eq);
   std::map<char, int> count;
   einsum_dims(c, in, e, count);
-  if (arrow != std::string::npos) {
-    e.out_term = eq.substr(arrow + 2);
-  } else {  // implicit output: the indices that occur once, in alphabetical order
+  if (arrow == std::string::npos) {
+    // Implicit output: the ellipsis indices, then those that occur once, in alphabetical order.
+    if (implicit_ellipsis) e.out_term = e.ellipsis;
     for (auto& [ch, n] : count)
-      if (n == 1) e.out_term += ch;
+      if (n == 1 && e.ellipsis.find(ch) == std::string::npos) e.out_term += ch;
   }
   e.all = e.out_term;
   for (auto& [ch, n] : e.dims)
@@ -282,7 +325,12 @@ std::vector<std::vector<std::int64_t>> einsum_strides(const EinsumSpec& e, const
   for (std::size_t i = 0; i < e.terms.size(); ++i) {
     auto s = strides_of(in[i].shape());
     std::vector<std::int64_t> per(e.all.size(), 0);
-    for (std::size_t d = 0; d < e.terms[i].size(); ++d) per[e.all.find(e.terms[i][d])] += s[d];
+    for (std::size_t d = 0; d < e.terms[i].size(); ++d) {
+      const char ch = e.terms[i][d];
+      // A broadcast ellipsis dimension (size 1 here, more in the output): stride 0.
+      if (in[i].shape()[d] == 1 && e.dims.at(ch) != 1) continue;
+      per[e.all.find(ch)] += s[d];
+    }
     st.push_back(per);
   }
   return st;

@@ -1,6 +1,10 @@
 // Resize (and the older Upsample): separable N-d interpolation. For each axis and output
 // coordinate we list the input taps and their weights (nearest, linear or cubic, with every
 // ONNX coordinate transformation); the output is the tensor product of the per-axis taps.
+// Resize-18's antialias stretches the linear or cubic kernel by 1 / scale when downsampling: the
+// taps are the 2 ceil(1 / scale) (linear) or 2 ceil(2 / scale) (cubic) pixels around x, weighted
+// by the kernel at scale (pixel - x) and normalized to sum 1, as ONNX's reference evaluator does
+// (upsampling keeps the plain kernel).
 #include <cmath>
 #include <numeric>
 
@@ -27,7 +31,7 @@ struct AxisTaps {
 struct ResizeParams {
   std::string mode = "nearest", coord = "half_pixel", nearest_mode = "round_prefer_floor";
   double cubic_a = -0.75, extrapolation = 0.0;
-  bool exclude_outside = false;
+  bool exclude_outside = false, antialias = false;
 };
 
 // `out` is the resized length before rounding (in * scale when scales are given), as the ONNX
@@ -37,8 +41,7 @@ double original_coord(const ResizeParams& p, double x, double scale, std::int64_
   const std::string& m = p.coord;
   if (m == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (m == "half_pixel_symmetric") {  // Resize-19: half_pixel centred on the input's middle
-    double adjustment = static_cast<double>(out_int) / out,
-           center = static_cast<double>(in) / 2;
+    double adjustment = static_cast<double>(out_int) / out, center = static_cast<double>(in) / 2;
     return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
   }
   if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
@@ -59,6 +62,34 @@ std::int64_t nearest_index(const ResizeParams& p, double x) {
   double f = std::floor(x);
   if (x - f == 0.5) return static_cast<std::int64_t>(m == "round_prefer_ceil" ? f + 1 : f);
   return static_cast<std::int64_t>(std::round(x));
+}
+
+// The antialiased taps of coordinate x at a scale s <= 1: the kernel (triangle, or Keys' cubic
+// with cubic_a) of half-width 1 or 2 stretched by 1 / s, normalized. Whole-number x: the taps
+// start left of it (the extra one on the right would have weight 0).
+std::vector<std::pair<std::int64_t, double>> antialias_taps(const ResizeParams& p, double x,
+                                                            double s) {
+  const bool linear = p.mode == "linear";
+  const double A = p.cubic_a;
+  auto kernel = [linear, A](double t) {
+    t = std::fabs(t);
+    if (linear) return std::max(0.0, 1 - t);
+    if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
+    return t < 2 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : 0.0;
+  };
+  const auto start = static_cast<std::int64_t>(std::floor((linear ? -1.0 : -2.0) / s)) + 1;
+  const std::int64_t n = 2 - 2 * start;
+  const double f = std::floor(x);
+  const std::int64_t first = static_cast<std::int64_t>(f) + (x == f ? 0 : 1) - n / 2;
+  std::vector<std::pair<std::int64_t, double>> w;
+  double sum = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const double v = kernel(s * (static_cast<double>(first + k) - x));
+    w.emplace_back(first + k, v);
+    sum += v;
+  }
+  for (auto& [i, v] : w) v /= sum;
+  return w;
 }
 
 AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, double scale,
@@ -87,7 +118,9 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
     double f = std::floor(x), r = x - f;
     auto base = static_cast<std::int64_t>(f);
     std::vector<std::pair<std::int64_t, double>> w;
-    if (p.mode == "linear") {
+    if (p.antialias && (p.mode == "linear" || p.mode == "cubic")) {
+      w = antialias_taps(p, x, std::min(scale, 1.0));
+    } else if (p.mode == "linear") {
       w = {{base, 1 - r}, {base + 1, r}};
     } else if (p.mode == "cubic") {
       double A = p.cubic_a;
@@ -152,8 +185,7 @@ ResizeSpec resize_spec(const KernelContext& c, const Tensors& in) {
     if (has_input(in, 2)) s.scales = in[2].to_f64();
     if (has_input(in, 3)) s.sizes = in[3].to_i64();
     if (c.opset >= 18) {
-      if (attr_i_or(c, "antialias", 0) != 0)
-        throw Unsupported(c.node.label() + ": Resize-18 antialias");
+      s.p.antialias = attr_i_or(c, "antialias", 0) != 0;
       s.axes = attr_ints_or(c, "axes", {});
       s.keep_aspect = attr_s_or(c, "keep_aspect_ratio_policy", "stretch");
     }
@@ -357,11 +389,22 @@ constexpr const char* kResizeBackwardDoc =
 void register_resize_ops(OpRegistry& r) {
   using error_models::condition;
 
+  // Besides the ONNX node tests (of Debian's ONNX 1.12, without Resize-18): antialiased
+  // downsampling, linear and cubic, to sizes that stretch the kernel to 4 to 12 taps (scales
+  // 5/9 and 3/8), no roi and no scales (empty inputs).
+  auto antialias = [](const char* mode) {
+    return std::map<std::string, Attribute>{{"mode", Attribute::of_string(mode)},
+                                            {"antialias", Attribute::of_int(1)}};
+  };
+  const CaseInput none{{0}, DType::Float32, {}, 0, 0};
+  const std::vector<CaseInput> downsample{case_input::floats({1, 2, 9, 8}), none, none,
+                                          case_input::ints({4}, {1, 2, 5, 3})};
   r.op("Resize", Family::shape, resize_reference)
       .vjp(resize_vjp)
       .error(condition(resize_magnitude, kResizeDoc))
       .backward_error(resize_vjp_magnitude, kResizeBackwardDoc)
-      .faults({"offbyone"});
+      .faults({"offbyone"})
+      .cases({{18, downsample, antialias("linear")}, {18, downsample, antialias("cubic")}});
 
   // The older Upsample: Resize with scales only, asymmetric coordinates (see resize()).
   r.op("Upsample", Family::shape, resize_reference)
