@@ -351,9 +351,10 @@ void einsum_term_vjp(const std::vector<std::vector<double>>& vals,
 // Einsum by direct summation over every index: the plain definition, fine for the small
 // contractions models use it for.
 // With `gout`, also accumulates the VJP into `gin` (one vector per operand): each term's
-// gradient with respect to one factor is the output gradient times the other factors.
+// gradient with respect to one factor is the output gradient times the other factors. With
+// `f32`, the float32 twin: the products and their sum in float32, in the same order.
 Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
-               std::vector<std::vector<double>>* gin = nullptr) {
+               std::vector<std::vector<double>>* gin = nullptr, bool f32 = false) {
   EinsumSpec e = einsum_spec(c, in);
   const auto& terms = e.terms;
   Shape full;
@@ -370,19 +371,23 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
     IndexIter it(full);
     for (std::int64_t o = 0; o < out_n; ++o) {
       double acc = 0;
+      float acc32 = 0;
       std::vector<std::int64_t> offs(terms.size());
       for (std::int64_t j = 0; j < inner; ++j, it.next()) {
         double p = 1;
+        float p32 = 1;
         for (std::size_t i = 0; i < terms.size(); ++i) {
           std::int64_t off = 0;
           for (std::size_t d = 0; d < e.all.size(); ++d) off += it.idx()[d] * st[i][d];
           offs[i] = off;
           p *= vals[i][off];
+          p32 *= static_cast<float>(vals[i][off]);
         }
         acc += p;
+        acc32 += p32;
         if (gout) einsum_term_vjp(vals, offs, (*gout)[o], *gin);
       }
-      out[o] = acc;
+      out[o] = f32 ? static_cast<double>(acc32) : acc;
     }
   }
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
@@ -404,29 +409,19 @@ void register_einsum(OpRegistry& r) {
       .danger({danger::output_overflow()})
       .error(error_models::accumulation(
           [](const KernelContext& c, const Tensors& in) {
-            // Terms per output element: product of the sizes of contracted labels.
-            std::string eq = c.node.attr_s("equation");
-            std::map<char, std::int64_t> dims;
-            std::size_t operand = 0, d = 0;
-            for (std::size_t i = 0; i < eq.size() && eq[i] != '-'; ++i) {
-              char ch = eq[i];
-              if (ch == ',') {
-                ++operand;
-                d = 0;
-              } else if (std::isalpha(static_cast<unsigned char>(ch)) && operand < in.size() &&
-                         static_cast<std::int64_t>(d) < in[operand].rank()) {
-                dims[ch] = in[operand].shape()[d++];
-              }
-            }
-            auto arrow = eq.find("->");
-            std::string out = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+            // Terms per output element: the product of the contracted indices' sizes (implicit
+            // outputs and ellipses included, as einsum_spec reads the equation).
+            const EinsumSpec e = einsum_spec(c, in);
             double n = 1;
-            for (auto [ch, size] : dims)
-              if (arrow != std::string::npos && out.find(ch) == std::string::npos)
-                n *= static_cast<double>(size);
+            for (char ch : e.all)
+              if (e.out_term.find(ch) == std::string::npos) n *= static_cast<double>(e.dims.at(ch));
             return n;
           },
           "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"))
+      .float32([](const KernelContext& c, const Tensors& in,
+                  SumOrder) { return einsum(c, in, nullptr, nullptr, true); },
+               "the products of the operands and their sum over the contracted indices in float32",
+               "none needed beyond the sum's order (a wide sum: pairwise or blocked)")
       .inputs(InputRoles::combine());
 }
 

@@ -32,26 +32,29 @@ struct ResizeParams {
   std::string mode = "nearest", coord = "half_pixel", nearest_mode = "round_prefer_floor";
   double cubic_a = -0.75, extrapolation = 0.0;
   bool exclude_outside = false, antialias = false;
+  bool f32 = false;  // the float32 twin: coordinates, weights and sums in float32
 };
 
 // `out` is the resized length before rounding (in * scale when scales are given), as the ONNX
-// reference uses it in align_corners and tf_crop_and_resize; `out_int` the output's length.
-double original_coord(const ResizeParams& p, double x, double scale, std::int64_t in, double out,
-                      std::int64_t out_int, double roi_start, double roi_end) {
+// reference uses it in align_corners and tf_crop_and_resize; `out_int` the output's length. In
+// number type T (double for the reference, float for the float32 twin).
+template <typename T>
+T original_coord(const ResizeParams& p, T x, T scale, std::int64_t in_len, T out,
+                 std::int64_t out_int, T roi_start, T roi_end) {
   const std::string& m = p.coord;
-  if (m == "half_pixel") return (x + 0.5) / scale - 0.5;
+  const T in = static_cast<T>(in_len), half = T(0.5);
+  if (m == "half_pixel") return (x + half) / scale - half;
   if (m == "half_pixel_symmetric") {  // Resize-19: half_pixel centred on the input's middle
-    double adjustment = static_cast<double>(out_int) / out, center = static_cast<double>(in) / 2;
-    return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+    T adjustment = static_cast<T>(out_int) / out, center = in / 2;
+    return center * (1 - adjustment) + (x + half) / scale - half;
   }
-  if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-  if (m == "align_corners") return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out - 1);
+  if (m == "pytorch_half_pixel") return out > 1 ? (x + half) / scale - half : T(0);
+  if (m == "align_corners") return out == 1 ? T(0) : x * (in - 1) / (out - 1);
   if (m == "asymmetric") return x / scale;
-  if (m == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (m == "tf_half_pixel_for_nn") return (x + half) / scale;
   if (m == "tf_crop_and_resize")
-    return out > 1 ? roi_start * static_cast<double>(in - 1) +
-                         x * (roi_end - roi_start) * static_cast<double>(in - 1) / (out - 1)
-                   : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+    return out > 1 ? roi_start * (in - 1) + x * (roi_end - roi_start) * (in - 1) / (out - 1)
+                   : half * (roi_start + roi_end) * (in - 1);
   throw Unsupported("coordinate_transformation_mode '" + m + "'");
 }
 
@@ -67,28 +70,58 @@ std::int64_t nearest_index(const ResizeParams& p, double x) {
 // The antialiased taps of coordinate x at a scale s <= 1: the kernel (triangle, or Keys' cubic
 // with cubic_a) of half-width 1 or 2 stretched by 1 / s, normalized. Whole-number x: the taps
 // start left of it (the extra one on the right would have weight 0).
-std::vector<std::pair<std::int64_t, double>> antialias_taps(const ResizeParams& p, double x,
-                                                            double s) {
+template <typename T>
+std::vector<std::pair<std::int64_t, T>> antialias_taps(const ResizeParams& p, T x, T s) {
   const bool linear = p.mode == "linear";
-  const double A = p.cubic_a;
-  auto kernel = [linear, A](double t) {
+  const auto A = static_cast<T>(p.cubic_a);
+  auto kernel = [linear, A](T t) {
     t = std::fabs(t);
-    if (linear) return std::max(0.0, 1 - t);
+    if (linear) return std::max(T(0), 1 - t);
     if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
-    return t < 2 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : 0.0;
+    return t < 2 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : T(0);
   };
-  const auto start = static_cast<std::int64_t>(std::floor((linear ? -1.0 : -2.0) / s)) + 1;
+  const auto start = static_cast<std::int64_t>(std::floor((linear ? T(-1) : T(-2)) / s)) + 1;
   const std::int64_t n = 2 - 2 * start;
-  const double f = std::floor(x);
+  const T f = std::floor(x);
   const std::int64_t first = static_cast<std::int64_t>(f) + (x == f ? 0 : 1) - n / 2;
-  std::vector<std::pair<std::int64_t, double>> w;
-  double sum = 0;
+  std::vector<std::pair<std::int64_t, T>> w;
+  T sum = 0;
   for (std::int64_t k = 0; k < n; ++k) {
-    const double v = kernel(s * (static_cast<double>(first + k) - x));
+    const T v = kernel(s * (static_cast<T>(first + k) - x));
     w.emplace_back(first + k, v);
     sum += v;
   }
   for (auto& [i, v] : w) v /= sum;
+  return w;
+}
+
+// The taps and weights of coordinate x (linear, cubic or antialiased), with exclude_outside's
+// renormalization, in number type T.
+template <typename T>
+std::vector<std::pair<std::int64_t, T>> tap_weights(const ResizeParams& p, T x, T scale,
+                                                    std::int64_t in) {
+  const T f = std::floor(x), r = x - f;
+  const auto base = static_cast<std::int64_t>(f);
+  std::vector<std::pair<std::int64_t, T>> w;
+  if (p.antialias && (p.mode == "linear" || p.mode == "cubic")) {
+    w = antialias_taps<T>(p, x, std::min(scale, T(1)));
+  } else if (p.mode == "linear") {
+    w = {{base, 1 - r}, {base + 1, r}};
+  } else if (p.mode == "cubic") {
+    const auto A = static_cast<T>(p.cubic_a);
+    auto far = [A](T d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < d < 2
+    auto near = [A](T d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // d <= 1
+    w = {{base - 1, far(r + 1)}, {base, near(r)}, {base + 1, near(1 - r)}, {base + 2, far(2 - r)}};
+  } else {
+    throw Unsupported("resize mode '" + p.mode + "'");
+  }
+  if (!p.exclude_outside) return w;
+  T sum = 0;
+  for (auto& [i, wt] : w) {
+    if (i < 0 || i >= in) wt = 0;
+    sum += wt;
+  }
+  for (auto& [i, wt] : w) wt /= sum;
   return w;
 }
 
@@ -101,8 +134,12 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
   bool resized = in != out || scale != 1.0 || p.coord == "tf_crop_and_resize";
   auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
   for (std::int64_t o = 0; o < out; ++o) {
-    double x = original_coord(p, static_cast<double>(o), scale, in, static_cast<double>(in) * scale,
-                              out, rs, re);
+    const double x = p.f32 ? static_cast<double>(original_coord<float>(
+                                 p, static_cast<float>(o), static_cast<float>(scale), in,
+                                 static_cast<float>(in) * static_cast<float>(scale), out,
+                                 static_cast<float>(rs), static_cast<float>(re)))
+                           : original_coord<double>(p, static_cast<double>(o), scale, in,
+                                                    static_cast<double>(in) * scale, out, rs, re);
     if (p.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) {
       a.outside[o] = true;
       continue;
@@ -115,29 +152,14 @@ AxisTaps axis_taps(const ResizeParams& p, std::int64_t in, std::int64_t out, dou
     // (o + 1/2) / scale - 1/2 and its kin: two or three roundings of magnitude |x| + 1/2, one
     // more when the scale itself is a rounded out / in.
     if (resized) a.coord_err[o] = 4 * (std::fabs(x) + 1);
-    double f = std::floor(x), r = x - f;
-    auto base = static_cast<std::int64_t>(f);
-    std::vector<std::pair<std::int64_t, double>> w;
-    if (p.antialias && (p.mode == "linear" || p.mode == "cubic")) {
-      w = antialias_taps(p, x, std::min(scale, 1.0));
-    } else if (p.mode == "linear") {
-      w = {{base, 1 - r}, {base + 1, r}};
-    } else if (p.mode == "cubic") {
-      double A = p.cubic_a;
-      auto far = [A](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < d < 2
-      auto near = [A](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // d <= 1
-      w = {
-          {base - 1, far(r + 1)}, {base, near(r)}, {base + 1, near(1 - r)}, {base + 2, far(2 - r)}};
+    if (p.f32) {
+      for (const auto& [i, wt] :
+           tap_weights<float>(p, static_cast<float>(x), static_cast<float>(scale), in))
+        if (wt != 0) t.push_back({clampi(i), static_cast<double>(wt)});
     } else {
-      throw Unsupported("resize mode '" + p.mode + "'");
+      for (const auto& [i, wt] : tap_weights<double>(p, x, scale, in))
+        if (wt != 0) t.push_back({clampi(i), wt});
     }
-    double sum = 0;
-    for (auto& [i, wt] : w) {
-      if (p.exclude_outside && (i < 0 || i >= in)) wt = 0;
-      sum += wt;
-    }
-    for (auto& [i, wt] : w)
-      if (wt != 0) t.push_back({clampi(i), p.exclude_outside ? wt / sum : wt});
   }
   return a;
 }
@@ -259,6 +281,7 @@ struct TapSum {
   const std::vector<double>* gout;
   std::vector<double>* gin;
   ResizeMagnitudes* mag;
+  bool f32 = false;  // the float32 twin's sum: weights' products and the sum in float32
 };
 
 // Output element i at multi-index `idx`: the sum over the tensor product of its axes' taps (an
@@ -267,19 +290,23 @@ double sum_taps(const TapSum& s, std::int64_t i, const std::vector<std::int64_t>
                 std::vector<std::size_t>& k) {
   auto r = static_cast<std::int64_t>(idx.size());
   double acc = 0;
+  float acc32 = 0;
   std::fill(k.begin(), k.end(), 0);
   double e = 0;  // the coordinate errors of this output element's axes
   if (s.mag)
     for (std::int64_t d = 0; d < r; ++d) e += s.axes[d].coord_err[idx[d]];
   while (true) {
     double w = 1;
+    float w32 = 1;
     std::int64_t off = 0;
     for (std::int64_t d = 0; d < r; ++d) {
       const Tap& t = s.axes[d].taps[idx[d]][k[d]];
       w *= t.weight;
+      w32 *= static_cast<float>(t.weight);
       off += t.index * s.xs[d];
     }
     acc += w * s.vx[off];
+    acc32 += w32 * static_cast<float>(s.vx[off]);
     if (s.gout) (*s.gin)[off] += w * (*s.gout)[i];
     if (s.mag) {
       double v = s.gout ? std::fabs((*s.gout)[i]) : std::fabs(s.vx[off]);
@@ -295,16 +322,18 @@ double sum_taps(const TapSum& s, std::int64_t i, const std::vector<std::int64_t>
     }
     if (d < 0) break;
   }
-  return acc;
+  return s.f32 ? static_cast<double>(acc32) : acc;
 }
 
 // With `gout`, also accumulates the VJP into `gin`: resizing is linear in X, each output element
 // a weighted sum of taps, so the gradient flows back along the same taps and weights. With
 // `mag`, the rounding magnitudes of the forward (no `gout`) or of the backward.
 Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
-               std::vector<double>* gin = nullptr, ResizeMagnitudes* mag = nullptr) {
+               std::vector<double>* gin = nullptr, ResizeMagnitudes* mag = nullptr,
+               bool f32 = false) {
   const Tensor& x = input(c, in, 0);
   ResizeSpec spec = resize_spec(c, in);
+  spec.p.f32 = f32;
   std::int64_t r = x.rank();
   Shape os;
   std::vector<AxisTaps> axes = resize_axes(c, x.shape(), spec, os);
@@ -318,7 +347,7 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
     mag->coord.assign(n, 0.0);
     mag->terms.assign(n, 0.0);
   }
-  TapSum sum{axes, vx, xs, gout, gin, mag};
+  TapSum sum{axes, vx, xs, gout, gin, mag, f32};
   IndexIter it(os);
   std::vector<std::size_t> k(r);
   for (std::int64_t i = 0; i < total; ++i, it.next()) {
@@ -403,6 +432,10 @@ void register_resize_ops(OpRegistry& r) {
       .vjp(resize_vjp)
       .error(condition(resize_magnitude, kResizeDoc))
       .backward_error(resize_vjp_magnitude, kResizeBackwardDoc)
+      .float32([](const KernelContext& c, const Tensors& in,
+                  SumOrder) { return resize(c, in, nullptr, nullptr, nullptr, true); },
+               "the coordinates, the taps' weights and their sum in float32",
+               "none needed beyond the sum's order")
       .faults({"offbyone"})
       .cases({{18, downsample, antialias("linear")}, {18, downsample, antialias("cubic")}});
 
@@ -410,7 +443,11 @@ void register_resize_ops(OpRegistry& r) {
   r.op("Upsample", Family::shape, resize_reference)
       .vjp(resize_vjp)
       .error(condition(resize_magnitude, kResizeDoc))
-      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc);
+      .backward_error(resize_vjp_magnitude, kResizeBackwardDoc)
+      .float32([](const KernelContext& c, const Tensors& in,
+                  SumOrder) { return resize(c, in, nullptr, nullptr, nullptr, true); },
+               "the coordinates, the taps' weights and their sum in float32",
+               "none needed beyond the sum's order");
 }
 
 }  // namespace metaop
