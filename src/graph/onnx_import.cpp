@@ -603,7 +603,7 @@ const std::map<std::string, Attribute>& current_schema_defaults(const std::strin
 }  // namespace
 
 void fill_schema_defaults(Node& n, std::int64_t opset) {
-  // The other domains MetaOp reads (kOtherOnnxDomains) have one version each, which the linked
+  // The other domains MetaOp reads (is_other_onnx_domain) have one version each, which the linked
   // ONNX library knows.
   if (is_other_onnx_domain(n.domain)) {
     const auto* schema =

@@ -227,6 +227,10 @@ RoiSpec roi_spec(const KernelContext& c, const Tensors& in) {
   s.x = X.to_f64();
   s.boxes = R.to_f64();
   s.batch = B.to_i64();
+  for (std::size_t i = 0; i < s.batch.size(); ++i)
+    if (s.batch[i] < 0 || s.batch[i] >= s.N)
+      fail("{}: batch_indices[{}] is {}, outside X's batch of {}", c.node.label(), i, s.batch[i],
+           s.N);
   return s;
 }
 
