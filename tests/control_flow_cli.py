@@ -190,6 +190,31 @@ r = run_and_compare("scan", scan_path, scan_model, scan_feeds,
                     [s, np.stack(o1, axis=1), np.stack(o2[::-1], axis=0)])
 check("(Scan): 4 steps" in r.stderr, "scan: four steps", r.stderr)
 
+# --- Scan of opset 8: a batch axis 0 on every input, the sequence along axis 1, one scan input
+# reversed (directions); each batch element scanned as opset 9 does, the results stacked --------
+scan8_body = helper.make_graph(
+    [helper.make_node("Add", ["acc_in", "step"], ["acc_out"], name="add"),
+     helper.make_node("Identity", ["acc_out"], ["running"], name="running")],
+    "scan8_body", [vi("acc_in", F, [2]), vi("step", F, [2])],
+    [vi("acc_out", F, [2]), vi("running", F, [2])])
+scan8_path, scan8_model = save(
+    "scan8", [helper.make_node("Scan", ["", "init", "X"], ["acc", "R"], name="scan8",
+                               body=scan8_body, num_scan_inputs=1, directions=[1])],
+    [vi("init", F, [2, 2]), vi("X", F, [2, 3, 2])], [vi("acc", F, [2, 2]), vi("R", F, [2, 3, 2])],
+    opset=8)
+scan8_feeds = {"init": np.array([[0, 0], [10, 20]], np.float32),
+               "X": np.arange(12, dtype=np.float32).reshape(2, 3, 2)}
+running = np.zeros((2, 3, 2))
+for b in range(2):
+    acc = scan8_feeds["init"][b].astype(np.float64)
+    for t, step in enumerate((2, 1, 0)):
+        acc = acc + scan8_feeds["X"][b, step]
+        running[b, t] = acc
+want8 = [scan8_feeds["init"] + scan8_feeds["X"].sum(axis=1), running]
+r = run_and_compare("scan8", scan8_path, scan8_model, scan8_feeds, want8)
+check("(Scan): 2 batch elements of 3 steps" in r.stderr, "scan8: two batch elements", r.stderr)
+r = run_and_compare("scan8_ort", scan8_path, scan8_model, scan8_feeds)
+
 # --- check: the bodies' nodes under a binding, each judged --------------------------------------
 js = os.path.join(WORK, "loop_check.json")
 args = ["check", loop_path, "--bind", "ort", "--no-verify", "--json", js]

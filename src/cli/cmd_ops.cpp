@@ -247,7 +247,7 @@ int run(const OpsArgs& a) {
     for (const auto& [b, t] : totals)
       fmt::print("{}: forward {} ops, backward {} ops\n", b, t.first, t.second);
     fmt::print(
-        "control flow: If, Loop and Scan (opset 9 on) are not meta operators: run, check and "
+        "control flow: If, Loop and Scan are not meta operators: run, check and "
         "conform inline their bodies as the reference runs them on the inputs given, and every "
         "binding runs the bodies' nodes, checked like any other node; the operators without a "
         "meta operator: metaop ops --missing\n");

@@ -173,14 +173,138 @@ class Inliner {
                                 nodes(flat_.nodes.size() - before)));
   }
 
+  // The steps of a scan: the body run once per step on the states and on each scan input's
+  // element at that step (along its axis, from the end where its direction is 1); the final
+  // states and, per scan output, every step's value in step order. `tag` names the nodes made.
+  struct ScanSteps {
+    std::vector<std::string> states;
+    std::vector<std::vector<std::string>> scanned;
+  };
+  ScanSteps scan_steps(const Graph& body, Scope& scope, const std::string& tag,
+                       std::vector<std::string> states, const std::vector<std::string>& inputs,
+                       const std::vector<std::int64_t>& axes, const std::vector<std::int64_t>& dirs,
+                       std::int64_t length) {
+    const std::size_t n_states = states.size(), m = inputs.size();
+    ScanSteps r;
+    r.scanned.resize(body.outputs.size() - n_states);
+    for (std::int64_t t = 0; t < length; ++t) {
+      std::string where = fmt::format("{}{}/", tag, t);
+      Scope inner{&scope, {}};
+      for (std::size_t s = 0; s < n_states; ++s) inner.names[body.inputs[s].name] = states[s];
+      for (std::size_t j = 0; j < m; ++j) {
+        std::int64_t step = dirs[j] ? length - 1 - t : t;
+        Node slice;
+        slice.op_type = "Gather";
+        slice.name = unique_node_name(fmt::format("{}scan_input_{}", where, j));
+        slice.inputs = {inputs[j],
+                        constant(fmt::format("{}step_{}", where, j),
+                                 Tensor::scalar(static_cast<double>(step), DType::Int64))};
+        slice.outputs = {fresh(where + body.inputs[n_states + j].name)};
+        slice.attrs["axis"] = Attribute::of_int(axes[j]);
+        inner.names[body.inputs[n_states + j].name] = slice.outputs[0];
+        evaluate(std::move(slice));
+      }
+      emit_body(body, inner, where, false);
+      for (std::size_t s = 0; s < n_states; ++s) states[s] = inner.resolve(body.outputs[s].name);
+      for (std::size_t k = 0; k < r.scanned.size(); ++k)
+        r.scanned[k].push_back(inner.resolve(body.outputs[n_states + k].name));
+    }
+    r.states = std::move(states);
+    return r;
+  }
+
+  // Element b of `name` along axis 0 (Scan-8's batch), as a new value.
+  std::string batch_element(const std::string& name, std::int64_t b, const std::string& where) {
+    Node g;
+    g.op_type = "Gather";
+    g.name = unique_node_name(where + "batch");
+    g.inputs = {name,
+                constant(where + "index", Tensor::scalar(static_cast<double>(b), DType::Int64))};
+    g.outputs = {fresh(where + "element")};
+    g.attrs["axis"] = Attribute::of_int(0);
+    std::string made = g.outputs[0];
+    evaluate(std::move(g));
+    return made;
+  }
+
+  // Scan of opset 8: inputs [sequence_lens, states..., scan inputs...], every one with a batch
+  // axis 0, the scan inputs' sequence axis 1 (reversed where `directions` says 1). Each batch
+  // element is scanned as opset 9 scans, and the final states and scan outputs are stacked
+  // along a new axis 0. Sequence lengths other than the whole sequence are refused (the scan
+  // outputs past a shorter length are not defined by the text).
+  void emit_scan8(const Node& node, const Graph& body, Scope& scope, const std::string& prefix,
+                  bool top) {
+    const auto m = static_cast<std::size_t>(node.attr_i("num_scan_inputs"));
+    if (node.inputs.empty() || m < 1 || m + 1 > node.inputs.size())
+      fail("{}: num_scan_inputs = {} for {} inputs", where_(node), m, node.inputs.size());
+    const std::size_t states = node.inputs.size() - 1 - m;
+    if (body.inputs.size() != states + m || body.outputs.size() < states)
+      fail("{}: its body has {} inputs and {} outputs for {} states and {} scan inputs",
+           where_(node), body.inputs.size(), body.outputs.size(), states, m);
+    std::vector<std::int64_t> dirs(m, 0);
+    if (node.has_attr("directions")) dirs = node.attr_ints("directions");
+    if (dirs.size() != m)
+      fail("{}: attribute directions has {} values for {}", where_(node), dirs.size(), m);
+    std::vector<std::string> all;
+    for (std::size_t i = 1; i < node.inputs.size(); ++i)
+      all.push_back(scope.resolve(node.inputs[i]));
+    const Tensor& first = value(node, all[states]);
+    if (first.rank() < 2)
+      fail("{}: scan input of shape {} has no batch and sequence axes", where_(node),
+           shape_str(first.shape()));
+    const std::int64_t batch = first.shape()[0], length = first.shape()[1];
+    for (const auto& name : all) {
+      const Tensor& t = value(node, name);
+      if (t.rank() < 1 || t.shape()[0] != batch)
+        fail("{}: input of shape {} does not have the batch of {}", where_(node),
+             shape_str(t.shape()), batch);
+    }
+    for (std::size_t j = states; j < all.size(); ++j)
+      if (value(node, all[j]).rank() < 2 || value(node, all[j]).shape()[1] != length)
+        fail("{}: scan input of shape {} does not have {} steps along axis 1", where_(node),
+             shape_str(value(node, all[j]).shape()), length);
+    if (!node.inputs[0].empty())
+      for (std::int64_t len : value(node, scope.resolve(node.inputs[0])).to_i64())
+        if (len != length)
+          throw Unsupported(fmt::format(
+              "{}: Scan of opset 8 with a sequence length of {} where the sequence has {} steps "
+              "(the outputs past a shorter length are not defined)",
+              where_(node), len, length));
+    const std::size_t scans = body.outputs.size() - states;
+    std::vector<std::vector<std::string>> final_states(states), outputs(scans);
+    const std::size_t before = flat_.nodes.size();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::string where = fmt::format("{}{}/batch_{}/", prefix, node.name, b);
+      std::vector<std::string> st, in;
+      for (std::size_t i = 0; i < all.size(); ++i)
+        (i < states ? st : in)
+            .push_back(batch_element(all[i], b, fmt::format("{}input_{}_", where, i)));
+      ScanSteps r =
+          scan_steps(body, scope, where, st, in, std::vector<std::int64_t>(m, 0), dirs, length);
+      for (std::size_t s = 0; s < states; ++s) final_states[s].push_back(r.states[s]);
+      for (std::size_t k = 0; k < scans; ++k)
+        outputs[k].push_back(stack(node, k, r.scanned[k], 0, body.outputs[states + k],
+                                   fmt::format("{}batch_{}/", prefix, b)));
+    }
+    for (std::size_t s = 0; s < states && s < node.outputs.size(); ++s)
+      bind_output(node, s, stack(node, s, final_states[s], 0, body.outputs[s], prefix + "states/"),
+                  scope, prefix, top);
+    for (std::size_t k = 0; k < scans && states + k < node.outputs.size(); ++k)
+      bind_output(node, states + k,
+                  stack(node, k, outputs[k], 0, body.outputs[states + k], prefix + "outputs/"),
+                  scope, prefix, top);
+    path_.push_back(fmt::format("{}: {} batch element{} of {} step{}, {}", label(node, prefix),
+                                batch, batch == 1 ? "" : "s", length, length == 1 ? "" : "s",
+                                nodes(flat_.nodes.size() - before)));
+  }
+
   void emit_scan(const Node& node, Scope& scope, const std::string& prefix, bool top) {
     Inlining inlining(current_, label(node, prefix));
-    if (g_.opset < 9)
-      throw Unsupported(fmt::format(
-          "{}: Scan of opset 8 (with a batch axis and sequence lengths) is not supported; opset 9 "
-          "on",
-          where_(node)));
     const Graph& body = subgraph(node, "body");
+    if (g_.opset < 9) {
+      emit_scan8(node, body, scope, prefix, top);
+      return;
+    }
     const auto m = static_cast<std::size_t>(node.attr_i("num_scan_inputs"));
     if (m < 1 || m > node.inputs.size())
       fail("{}: num_scan_inputs = {} for {} inputs", where_(node), m, node.inputs.size());
@@ -216,37 +340,16 @@ class Inliner {
     }
     std::vector<std::string> values;
     for (std::size_t s = 0; s < states; ++s) values.push_back(scope.resolve(node.inputs[s]));
-    std::vector<std::vector<std::string>> scanned(scans);
     std::size_t before = flat_.nodes.size();
-    for (std::int64_t t = 0; t < length; ++t) {
-      std::string where = fmt::format("{}{}/{}/", prefix, node.name, t);
-      Scope inner{&scope, {}};
-      for (std::size_t s = 0; s < states; ++s) inner.names[body.inputs[s].name] = values[s];
-      for (std::size_t j = 0; j < m; ++j) {
-        std::int64_t step = in_dirs[j] ? length - 1 - t : t;
-        Node slice;
-        slice.op_type = "Gather";
-        slice.name = unique_node_name(fmt::format("{}scan_input_{}", where, j));
-        slice.inputs = {inputs[j],
-                        constant(fmt::format("{}step_{}", where, j),
-                                 Tensor::scalar(static_cast<double>(step), DType::Int64))};
-        slice.outputs = {fresh(where + body.inputs[states + j].name)};
-        slice.attrs["axis"] = Attribute::of_int(in_axes[j]);
-        inner.names[body.inputs[states + j].name] = slice.outputs[0];
-        evaluate(std::move(slice));
-      }
-      emit_body(body, inner, where, false);
-      for (std::size_t s = 0; s < states; ++s) values[s] = inner.resolve(body.outputs[s].name);
-      for (std::size_t k = 0; k < scans; ++k)
-        scanned[k].push_back(inner.resolve(body.outputs[states + k].name));
-    }
+    ScanSteps r = scan_steps(body, scope, fmt::format("{}{}/", prefix, node.name), values, inputs,
+                             in_axes, in_dirs, length);
     for (std::size_t s = 0; s < states && s < node.outputs.size(); ++s)
-      bind_output(node, s, values[s], scope, prefix, top);
+      bind_output(node, s, r.states[s], scope, prefix, top);
     for (std::size_t k = 0; k < scans && states + k < node.outputs.size(); ++k) {
-      if (out_dirs[k]) std::reverse(scanned[k].begin(), scanned[k].end());
+      if (out_dirs[k]) std::reverse(r.scanned[k].begin(), r.scanned[k].end());
       bind_output(node, states + k,
-                  stack(node, k, scanned[k], out_axes[k], body.outputs[states + k], prefix), scope,
-                  prefix, top);
+                  stack(node, k, r.scanned[k], out_axes[k], body.outputs[states + k], prefix),
+                  scope, prefix, top);
     }
     path_.push_back(fmt::format("{}: {} step{}, {}", label(node, prefix), length,
                                 length == 1 ? "" : "s", nodes(flat_.nodes.size() - before)));

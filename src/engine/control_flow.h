@@ -24,8 +24,8 @@ struct InlinedGraph {
 
 // Fails (Error) naming the node where a condition is not a one-element bool, a trip count not a
 // one-element integer, the Scan inputs' lengths differ, a loop has neither a trip count nor a
-// condition, or the inlined graph passes its node limit; a Scan of opset 8 (with its batch axis)
-// is Unsupported.
+// condition, or the inlined graph passes its node limit. A Scan of opset 8 (a batch axis 0 on
+// every input) runs per batch element; sequence lengths shorter than the sequence are Unsupported.
 InlinedGraph inline_control_flow(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 // The number of nodes an inlined graph may reach.
