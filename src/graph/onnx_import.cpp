@@ -604,23 +604,16 @@ const std::map<std::string, Attribute>& current_schema_defaults(const std::strin
 
 void fill_schema_defaults(Node& n, std::int64_t opset) {
   // The other domains MetaOp reads (is_other_onnx_domain) have one version each, which the linked
-  // ONNX library knows.
-  if (is_other_onnx_domain(n.domain)) {
-    const auto* schema =
-        onnx::OpSchemaRegistry::Schema(n.op_type, std::numeric_limits<int>::max(), n.domain);
-    if (!schema) return;
-    for (const auto& [aname, adef] : schema->attributes())
-      if (!n.attrs.count(aname) && !adef.required &&
-          adef.default_value.type() != onnx::AttributeProto::UNDEFINED)
-        n.attrs[aname] = convert_attr(adef.default_value, ".", aname);
-    return;
-  }
-  if (opset > kMaxLinkedOnnxOpset) {
+  // ONNX library knows; the default domain past its opsets is the current ONNX package's.
+  const bool other = is_other_onnx_domain(n.domain);
+  if (!other && opset > kMaxLinkedOnnxOpset) {
     for (const auto& [name, a] : current_schema_defaults(n.op_type, opset))
       if (!n.attrs.count(name)) n.attrs[name] = a;
     return;
   }
-  const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "");
+  const auto* schema =
+      other ? onnx::OpSchemaRegistry::Schema(n.op_type, std::numeric_limits<int>::max(), n.domain)
+            : onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "");
   if (!schema) return;
   for (const auto& [aname, adef] : schema->attributes()) {
     if (n.attrs.count(aname) || adef.required) continue;

@@ -187,6 +187,14 @@ Convention score_at_threshold() {
           }};
 }
 
+// The first batch index outside [0, N), named in words; empty when all are inside.
+std::string bad_batch_index(const std::vector<std::int64_t>& idx, std::int64_t N) {
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    if (idx[i] < 0 || idx[i] >= N)
+      return fmt::format("batch_indices[{}] is {}, outside X's batch of {}", i, idx[i], N);
+  return "";
+}
+
 struct RoiSpec {
   std::int64_t N = 0, C = 0, H = 0, W = 0, rois = 0, out_h = 1, out_w = 1, ratio = 0;
   double scale = 1;
@@ -227,10 +235,8 @@ RoiSpec roi_spec(const KernelContext& c, const Tensors& in) {
   s.x = X.to_f64();
   s.boxes = R.to_f64();
   s.batch = B.to_i64();
-  for (std::size_t i = 0; i < s.batch.size(); ++i)
-    if (s.batch[i] < 0 || s.batch[i] >= s.N)
-      fail("{}: batch_indices[{}] is {}, outside X's batch of {}", c.node.label(), i, s.batch[i],
-           s.N);
+  if (std::string bad = bad_batch_index(s.batch, s.N); !bad.empty())
+    fail("{}: {}", c.node.label(), bad);
   return s;
 }
 
@@ -414,12 +420,9 @@ Undefined roi_align_undefined() {
       if (!std::isfinite(b[i]))
         return fmt::format("{}: rois holds {} at {} (region {}): no region is defined by it",
                            node.label(), b[i], i, i / 4);
-    const auto idx = in[2].to_i64();
-    const std::int64_t N = in[0].rank() > 0 ? in[0].dim(0) : 0;
-    for (std::size_t i = 0; i < idx.size(); ++i)
-      if (idx[i] < 0 || idx[i] >= N)
-        return fmt::format("{}: batch_indices[{}] is {}, outside X's batch of {}", node.label(), i,
-                           idx[i], N);
+    if (std::string bad = bad_batch_index(in[2].to_i64(), in[0].rank() > 0 ? in[0].dim(0) : 0);
+        !bad.empty())
+      return node.label() + ": " + bad;
     auto attr = node.attrs.find("coordinate_transformation_mode");
     auto ratio = node.attrs.find("sampling_ratio");
     auto scale = node.attrs.find("spatial_scale");

@@ -351,10 +351,11 @@ void einsum_term_vjp(const std::vector<std::vector<double>>& vals,
 // Einsum by direct summation over every index: the plain definition, fine for the small
 // contractions models use it for.
 // With `gout`, also accumulates the VJP into `gin` (one vector per operand): each term's
-// gradient with respect to one factor is the output gradient times the other factors. With
-// `f32`, the float32 twin: the products and their sum in float32, in the same order.
+// gradient with respect to one factor is the output gradient times the other factors. T = float:
+// the float32 twin, the products and their sum in float32, in the same order.
+template <typename T = double>
 Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<double>* gout = nullptr,
-               std::vector<std::vector<double>>* gin = nullptr, bool f32 = false) {
+               std::vector<std::vector<double>>* gin = nullptr) {
   EinsumSpec e = einsum_spec(c, in);
   const auto& terms = e.terms;
   Shape full;
@@ -370,24 +371,20 @@ Tensors einsum(const KernelContext& c, const Tensors& in, const std::vector<doub
   if (shape_numel(full) > 0) {
     IndexIter it(full);
     for (std::int64_t o = 0; o < out_n; ++o) {
-      double acc = 0;
-      float acc32 = 0;
+      T acc = 0;
       std::vector<std::int64_t> offs(terms.size());
       for (std::int64_t j = 0; j < inner; ++j, it.next()) {
-        double p = 1;
-        float p32 = 1;
+        T p = 1;
         for (std::size_t i = 0; i < terms.size(); ++i) {
           std::int64_t off = 0;
           for (std::size_t d = 0; d < e.all.size(); ++d) off += it.idx()[d] * st[i][d];
           offs[i] = off;
-          p *= vals[i][off];
-          p32 *= static_cast<float>(vals[i][off]);
+          p *= static_cast<T>(vals[i][off]);
         }
         acc += p;
-        acc32 += p32;
         if (gout) einsum_term_vjp(vals, offs, (*gout)[o], *gin);
       }
-      out[o] = f32 ? static_cast<double>(acc32) : acc;
+      out[o] = static_cast<double>(acc);
     }
   }
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
@@ -418,10 +415,10 @@ void register_einsum(OpRegistry& r) {
             return n;
           },
           "kappa(product of contracted sizes) * einsum(|operands|), 2 ulp"))
-      .float32([](const KernelContext& c, const Tensors& in,
-                  SumOrder) { return einsum(c, in, nullptr, nullptr, true); },
-               "the products of the operands and their sum over the contracted indices in float32",
-               "none needed beyond the sum's order (a wide sum: pairwise or blocked)")
+      .float32(
+          [](const KernelContext& c, const Tensors& in, SumOrder) { return einsum<float>(c, in); },
+          "the products of the operands and their sum over the contracted indices in float32",
+          "none needed beyond the sum's order (a wide sum: pairwise or blocked)")
       .inputs(InputRoles::combine());
 }
 

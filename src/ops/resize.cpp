@@ -281,37 +281,34 @@ struct TapSum {
   const std::vector<double>* gout;
   std::vector<double>* gin;
   ResizeMagnitudes* mag;
-  bool f32 = false;  // the float32 twin's sum: weights' products and the sum in float32
 };
 
 // Output element i at multi-index `idx`: the sum over the tensor product of its axes' taps (an
-// odometer over tap positions), its gradient sent back along the same taps, its magnitudes.
+// odometer over tap positions), its gradient sent back along the same taps, its magnitudes. The
+// weights' products and the sum in T (float: the float32 twin, which has no gradient).
+template <typename T>
 double sum_taps(const TapSum& s, std::int64_t i, const std::vector<std::int64_t>& idx,
                 std::vector<std::size_t>& k) {
   auto r = static_cast<std::int64_t>(idx.size());
-  double acc = 0;
-  float acc32 = 0;
+  T acc = 0;
   std::fill(k.begin(), k.end(), 0);
   double e = 0;  // the coordinate errors of this output element's axes
   if (s.mag)
     for (std::int64_t d = 0; d < r; ++d) e += s.axes[d].coord_err[idx[d]];
   while (true) {
-    double w = 1;
-    float w32 = 1;
+    T w = 1;
     std::int64_t off = 0;
     for (std::int64_t d = 0; d < r; ++d) {
       const Tap& t = s.axes[d].taps[idx[d]][k[d]];
-      w *= t.weight;
-      w32 *= static_cast<float>(t.weight);
+      w *= static_cast<T>(t.weight);
       off += t.index * s.xs[d];
     }
-    acc += w * s.vx[off];
-    acc32 += w32 * static_cast<float>(s.vx[off]);
-    if (s.gout) (*s.gin)[off] += w * (*s.gout)[i];
+    acc += w * static_cast<T>(s.vx[off]);
+    if (s.gout) (*s.gin)[off] += static_cast<double>(w) * (*s.gout)[i];
     if (s.mag) {
       double v = s.gout ? std::fabs((*s.gout)[i]) : std::fabs(s.vx[off]);
       auto at = static_cast<std::size_t>(s.gout ? off : i);
-      s.mag->abs[at] += std::fabs(w) * v;
+      s.mag->abs[at] += std::fabs(static_cast<double>(w)) * v;
       s.mag->coord[at] += e * v;
       s.mag->terms[at] += 1;
     }
@@ -322,7 +319,7 @@ double sum_taps(const TapSum& s, std::int64_t i, const std::vector<std::int64_t>
     }
     if (d < 0) break;
   }
-  return s.f32 ? static_cast<double>(acc32) : acc;
+  return static_cast<double>(acc);
 }
 
 // With `gout`, also accumulates the VJP into `gin`: resizing is linear in X, each output element
@@ -347,13 +344,15 @@ Tensors resize(const KernelContext& c, const Tensors& in, const std::vector<doub
     mag->coord.assign(n, 0.0);
     mag->terms.assign(n, 0.0);
   }
-  TapSum sum{axes, vx, xs, gout, gin, mag, f32};
+  TapSum sum{axes, vx, xs, gout, gin, mag};
   IndexIter it(os);
   std::vector<std::size_t> k(r);
   for (std::int64_t i = 0; i < total; ++i, it.next()) {
     bool outside = false;
     for (std::int64_t d = 0; d < r; ++d) outside |= axes[d].outside[it.idx()[d]];
-    y[i] = outside ? spec.p.extrapolation : sum_taps(sum, i, it.idx(), k);
+    y[i] = outside ? spec.p.extrapolation
+           : f32   ? sum_taps<float>(sum, i, it.idx(), k)
+                   : sum_taps<double>(sum, i, it.idx(), k);
   }
   return {Tensor::from_f64(y, os, x.dtype())};
 }

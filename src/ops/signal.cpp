@@ -21,13 +21,18 @@ namespace metaop {
 
 namespace {
 
-// A scalar (or one-element) integer input.
-std::int64_t scalar_input(const KernelContext& c, const Tensors& in, std::size_t i,
-                          const char* what) {
+// A scalar (or one-element) input's value.
+double scalar_value(const KernelContext& c, const Tensors& in, std::size_t i, const char* what) {
   const Tensor& t = input(c, in, i);
   if (t.numel() != 1)
     fail("{}: {} must be a scalar (got shape {})", c.node.label(), what, shape_str(t.shape()));
-  double v = t.to_f64()[0];
+  return t.to_f64()[0];
+}
+
+// A scalar (or one-element) integer input.
+std::int64_t scalar_input(const KernelContext& c, const Tensors& in, std::size_t i,
+                          const char* what) {
+  const double v = scalar_value(c, in, i, what);
   if (!std::isfinite(v) || std::fabs(v) > 1e15)
     fail("{}: {} is {}, not a usable length", c.node.label(), what, v);
   return static_cast<std::int64_t>(v);
@@ -496,13 +501,8 @@ Tensors mel_weight_matrix(const KernelContext& c, const Tensors& in) {
   if (mels < 1 || dft < 1 || rate < 1)
     fail("{}: num_mel_bins {}, dft_length {} and sample_rate {} must be positive", c.node.label(),
          mels, dft, rate);
-  auto edge = [&](std::size_t i, const char* what) {
-    const Tensor& t = input(c, in, i);
-    if (t.numel() != 1)
-      fail("{}: {} must be a scalar (got shape {})", c.node.label(), what, shape_str(t.shape()));
-    return static_cast<T>(t.to_f64()[0]);
-  };
-  const T lo = edge(3, "lower_edge_hertz"), hi = edge(4, "upper_edge_hertz");
+  const auto lo = static_cast<T>(scalar_value(c, in, 3, "lower_edge_hertz"));
+  const auto hi = static_cast<T>(scalar_value(c, in, 4, "upper_edge_hertz"));
   auto dt = dtype_from_onnx(static_cast<int>(attr_i(c, "output_datatype")));
   if (!dt)
     fail("{}: output_datatype {} is not a type MetaOp handles", c.node.label(),
