@@ -2,7 +2,8 @@
 """End-to-end tests of `metaop expose` on small buggy models and their fixed twins: the bug is
 exposed and named, the twin stays quiet, the exposing input reproduces the NaN/INF with
 `metaop run`, the JSON schema and the HTML report, --vary weights, integer inputs left alone,
---clip-from-inputs, the random and GRIST strategies, `metaop ops --danger`, and bad usage.
+--clip-from-inputs, the random and GRIST strategies, dangers behind a comparison,
+`metaop ops --danger`, and bad usage.
 
 Usage: expose_cli.py METAOP WORK_DIR
 """
@@ -330,6 +331,73 @@ check({"Log", "Div", "Sqrt", "Exp", "Pow", "Acos", "LayerNormalization"} <=
       {z["op"] for z in zones}, "ops --danger lists Log, Div, Sqrt, Exp, Pow, Acos, LayerNorm")
 rc, out, err = metaop("ops", "--danger")
 check(rc == 0 and re.search(r"^Log\s+log_domain\s+input 0", out, re.M), "ops --danger table")
+
+# 9c. Dangers behind a comparison, which no gradient crosses: a softmax masked with -inf where a
+#     learned gate is negative (every gate of a row negative: 0/0), and a mean over the positive
+#     activations (none positive: 0/0). The boundary moves push the comparison's operands across;
+#     the explanation walks back through the Where and the Cast to the comparison. The twins
+#     (mask value -1e9, count at least 1) stay finite over the same step cap.
+rng = np.random.default_rng(7)
+gate_w = rng.uniform(-0.5, 0.5, (8, 4)).astype(np.float32)
+score_w = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+x_cmp = save_npy("cmp_x", rng.standard_normal((2, 8)).astype(np.float32))
+
+
+def masked_softmax(name, fill):
+    fill_t = helper.make_tensor("fill", TensorProto.FLOAT, [], [fill])
+    return save_model(
+        [helper.make_node("MatMul", ["x", "Wg"], ["g0"], name="/gate/MatMul"),
+         helper.make_node("Add", ["g0", "bg"], ["g"], name="/gate/Add"),
+         helper.make_node("Less", ["g", "zero"], ["masked"], name="/Less"),
+         helper.make_node("MatMul", ["x", "Ws"], ["s"], name="/score/MatMul"),
+         helper.make_node("Constant", [], ["f"], name="/Constant", value=fill_t),
+         helper.make_node("Where", ["masked", "f", "s"], ["z"], name="/Where"),
+         helper.make_node("Softmax", ["z"], ["y"], name="/Softmax", axis=-1)],
+        [fvi("x", [2, 8])], [fvi("y", [2, 4])], name,
+        {"Wg": gate_w, "bg": np.full(4, 1.5, np.float32), "Ws": score_w,
+         "zero": np.zeros((), np.float32)})
+
+
+def count_mean(name, least):
+    body = [helper.make_node("MatMul", ["x", "W"], ["h0"], name="/fc/MatMul"),
+            helper.make_node("Add", ["h0", "b"], ["h"], name="/fc/Add"),
+            helper.make_node("Greater", ["h", "zero"], ["pos"], name="/Greater"),
+            helper.make_node("Cast", ["pos"], ["m"], name="/Cast", to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["h", "m"], ["hm"], name="/Mul"),
+            helper.make_node("ReduceSum", ["hm", "axes"], ["s"], name="/ReduceSum", keepdims=0),
+            helper.make_node("ReduceSum", ["m", "axes"], ["n0"], name="/ReduceSum_1", keepdims=0)]
+    if least:
+        body += [helper.make_node("Max", ["n0", "one"], ["n"], name="/Max")]
+    body += [helper.make_node("Div", ["s", "n" if least else "n0"], ["y"], name="/Div")]
+    return save_model(body, [fvi("x", [2, 8])], [fvi("y", [2])], name,
+                      {"W": gate_w, "b": np.full(4, 1.0, np.float32),
+                       "zero": np.zeros((), np.float32), "axes": np.array([-1], np.int64),
+                       "one": np.ones((), np.float32)})
+
+
+for bug, twin, op, comparison in [
+        (masked_softmax("masked_softmax", float("-inf")),
+         masked_softmax("masked_softmax_fixed", -1e9), "Softmax", "Less /Less"),
+        (count_mean("count_mean", False), count_mean("count_mean_fixed", True), "Div",
+         "Greater /Greater")]:
+    cap = ["--iterations", "3000", "--time-limit", "60", "--stop-at-first"]
+    p = subprocess.run([METAOP, "expose", bug, "--input", f"x={x_cmp}", "--clip=-5,5", *cap,
+                        "--json", "cmp.json", "--out", "out_cmp"],
+                       cwd=WORK, capture_output=True, text=True)
+    doc = json.load(open(os.path.join(WORK, "cmp.json")))
+    hit = [t for t in doc["targets"] if t["exposed"] and t["op_type"] == op]
+    check(p.returncode == 1 and hit and hit[0]["found_by"].startswith("boundary move") and
+          comparison in hit[0]["explanation"] and replay_nonfinite(hit[0])[1] > 0,
+          f"{op} behind a comparison: exposed by a boundary move, explained back to the "
+          f"{comparison.split()[0]}", p.stdout + p.stderr)
+    steps = hit[0]["iterations"] if hit else None
+    p = subprocess.run([METAOP, "expose", twin, "--input", f"x={x_cmp}", "--clip=-5,5", *cap,
+                        "--json", "cmp_twin.json", "--out", "out_cmp_twin"],
+                       cwd=WORK, capture_output=True, text=True)
+    doc = json.load(open(os.path.join(WORK, "cmp_twin.json")))
+    check(p.returncode == 0 and not doc["exposed"],
+          f"{op}'s fixed twin stays quiet over 3000 steps (the bug took {steps})",
+          p.stdout + p.stderr)
 
 # 10. Bad usage: exit 2 with one line naming the option or value.
 ints = save_model([helper.make_node("Cast", ["i"], ["y"], name="/Cast", to=TensorProto.FLOAT)],

@@ -444,3 +444,46 @@ def _():
         h = L.fc(x)
         return (h * h).sum(-1)
     return pair(lambda: {"fc": linear(16, 8, 8.0)}, buggy, fixed)
+
+
+# --- paths through comparisons: a mask or a count built by a comparison, which no gradient
+# crosses (the search's boundary moves push the comparison's operands across instead)
+
+@program("masked_softmax",
+         "attention masked with -inf where a learned gate is negative (every gate of a row "
+         "negative: softmax of -inf only, 0/0)",
+         "padding and causal masks in attention (masked_fill(mask, -inf) before a softmax)",
+         {"x": ((4, 16), normal((4, 16)))}, (-5, 5), {"Softmax"})
+def _():
+    def layers():
+        return {"fc": linear(16, 6, 2.0), "gate": linear(16, 6, 1.0, bias=1.5)}
+
+    def attend(L, x, fill):
+        return torch.softmax(L.fc(x).masked_fill(L.gate(x) < 0, fill), -1)
+    return pair(layers, lambda L, x: attend(L, x, float("-inf")),
+                lambda L, x: attend(L, x, -1e9))
+
+
+@program("count_mean",
+         "mean of the positive activations, sum(relu(h)) / count(h > 0) (none positive: 0/0)",
+         "means over a mask (valid positions, active units, foreground pixels)",
+         {"x": ((4, 16), normal((4, 16)))}, (-5, 5), {"Div"})
+def _():
+    def mean(L, x, fixed):
+        h = L.fc(x)
+        m = (h > 0).float()
+        count = m.sum(-1)
+        return (h * m).sum(-1) / (count.clamp(min=1) if fixed else count)
+    return pair(lambda: {"fc": linear(16, 16, 1.0, bias=2.0)},
+                lambda L, x: mean(L, x, False), lambda L, x: mean(L, x, True))
+
+
+@program("log_count",
+         "log of the number of scores above a threshold (no score above it: log 0)",
+         "detection and retrieval metrics (log of the count of hits)",
+         {"x": ((4, 16), normal((4, 16)))}, (-5, 5), {"Log"})
+def _():
+    def count(L, x):
+        return (torch.sigmoid(L.fc(x)) > 0.5).float().sum(-1)
+    return pair(lambda: {"fc": linear(16, 16, 1.0, bias=2.0)},
+                lambda L, x: torch.log(count(L, x)), lambda L, x: torch.log1p(count(L, x)))

@@ -327,6 +327,40 @@ DangerZone output_underflow(std::string condition, const ExactZero& exact_zero, 
   return z;
 }
 
+DangerZone group_all_masked(DangerKind k, int input, const Groups& groups, std::string condition) {
+  DangerZone z;
+  z.kind = k;
+  z.index = input;
+  z.unit = "elements";
+  z.condition = std::move(condition);
+  auto unmasked = [](const std::vector<double>& v, const std::vector<std::int64_t>& g) {
+    std::size_t n = 0;
+    for (auto e : g) n += !(v[static_cast<std::size_t>(e)] == -kInfinity);
+    return n;
+  };
+  z.distances = [input, groups, unmasked](const KernelContext& c, const Tensors& in,
+                                          const Tensors&) {
+    auto v = metaop::input(c, in, static_cast<std::size_t>(input)).to_f64();
+    auto gs = groups(c, in);
+    ZoneDistances r;
+    for (const auto& g : gs) {
+      r.distance.push_back(static_cast<double>(unmasked(v, g)));
+      r.element.push_back(g.empty() ? 0 : g.front());
+    }
+    r.slope = [n = v.size()](std::size_t) { return std::vector<double>(n, 0.0); };
+    return r;
+  };
+  z.describe = [input, groups, unmasked](const KernelContext& c, const Tensors& in, const Tensors&,
+                                         std::size_t site) {
+    auto v = metaop::input(c, in, static_cast<std::size_t>(input)).to_f64();
+    auto g = groups(c, in).at(site);
+    std::size_t n = unmasked(v, g);
+    if (n == 0) return fmt::format("all {} values are -inf (masked)", g.size());
+    return fmt::format("{} of {} values above -inf", n, g.size());
+  };
+  return z;
+}
+
 DangerZone group_sum_below_zero(DangerKind k, int input, const Groups& groups,
                                 std::string condition) {
   DangerZone z;

@@ -94,6 +94,10 @@ using Groups =
     std::function<std::vector<std::vector<std::int64_t>>(const KernelContext&, const Tensors& in)>;
 DangerZone group_sum_below_zero(DangerKind k, int input, const Groups& groups,
                                 std::string condition);
+// Groups of input `input` masked whole: every value -inf (a softmax of a row masked with -inf:
+// its sum of exponentials is 0, 0/0). Distance: the group's values above -inf, in "elements"
+// (no slope: a mask comes from a comparison, which `metaop expose` crosses with boundary moves).
+DangerZone group_all_masked(DangerKind k, int input, const Groups& groups, std::string condition);
 // Groups of input `input` whose values are all equal (standard deviation 0); distance: the
 // group's standard deviation (its Gauss-Newton step lands on the group mean).
 DangerZone group_constant(int input, const Groups& groups, std::string condition);

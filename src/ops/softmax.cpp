@@ -85,6 +85,27 @@ Tensors softmax(const KernelContext& c, const Tensors& in, SoftmaxKind kind) {
 }
 
 // Softmax: dx = y (g - sum(g y)); LogSoftmax: dx = g - exp(y) sum(g).
+// The rows a softmax normalizes: element numbers along its axis (opset 13 on) or of the
+// flattened trailing dimensions (before).
+std::vector<std::vector<std::int64_t>> softmax_rows(const KernelContext& c, const Tensors& in) {
+  auto [axis, outer, n, inner] = softmax_split(c, input(c, in, 0).shape());
+  (void)axis;
+  std::vector<std::vector<std::int64_t>> rows;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      rows.emplace_back();
+      for (std::int64_t j = 0; j < n; ++j) rows.back().push_back((o * n + j) * inner + i);
+    }
+  return rows;
+}
+
+// A probability of a masked logit (-inf) is 0 exactly: no underflow.
+std::vector<bool> masked_logits(const KernelContext& c, const Tensors& in, const Tensors&) {
+  std::vector<bool> r;
+  for (double v : input(c, in, 0).to_f64()) r.push_back(v == -kInf);
+  return r;
+}
+
 ReferenceVjp softmax_vjp(SoftmaxKind kind) {
   return
       [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
@@ -183,7 +204,10 @@ void register_softmax_ops(OpRegistry& r) {
           "|y_j| ((kappa(n) + 2) sum_k |g_k y_k| + 2|g_j|), 1 ulp", 1)
       .domain({{0}, exp_domain})
       .danger({danger::output_underflow(
-          "probability rounds to 0 (logit gap above about 104 in float32)")})
+                   "probability rounds to 0 (logit gap above about 104 in float32)", masked_logits),
+               danger::group_all_masked(
+                   DangerKind::ZeroDivisor, 0, softmax_rows,
+                   "every logit of a row is -inf (masked): its sum of exponentials is 0 (0/0)")})
       .faults({"nomax"})
       .explain({.form = ExplainForm::softmax, .telling = true});
 
@@ -206,6 +230,9 @@ void register_softmax_ops(OpRegistry& r) {
           },
           "exp(y_j) (kappa(n) sum|g| + 6|sum g|) + |g_j|, 1 ulp", 1)
       .domain({{0}, exp_domain})
+      .danger({danger::group_all_masked(
+          DangerKind::LogDomain, 0, softmax_rows,
+          "every logit of a row is -inf (masked): the log of a sum of 0 (-inf - -inf, NaN)")})
       .faults({"nomax"});
 
   r.op("Hardmax", Family::reduce,

@@ -71,6 +71,19 @@ class Explainer {
                          g_.initializers.count(name) ? "weight" : "input", name, num(v), e);
     const Node& p = g_.nodes[it->second];
     const std::string who = p.op_type + " " + p.name;
+    // Through a mask: the branch a Where took, the boolean a Cast or a Not turned into it, and
+    // the comparison that decided it.
+    if (p.op_type == "Where") return where_cause(p, e, v, depth);
+    if ((p.op_type == "Cast" || p.op_type == "Not") && p.inputs.size() == 1 && value(p.inputs[0]) &&
+        value(p.inputs[0])->dtype() == DType::Bool) {
+      double b = operand(p, 0, e);
+      std::string s = fmt::format("{} gave {} from {}", who, num(v), b != 0 ? "true" : "false");
+      if (depth < 3) s += ", " + cause(p.inputs[0], element_of(p, 0, e), depth + 1);
+      return s;
+    }
+    if (auto sym = comparison_symbol(p.op_type))
+      return fmt::format("{}: {} {} {} is {}", who, num(operand(p, 0, e)), *sym,
+                         num(operand(p, 1, e)), v != 0 ? "true" : "false");
     // The op's own words (ops/manifest.h, ExplainWords).
     switch (words(p).form) {
       case ExplainForm::softmax:
@@ -87,6 +100,31 @@ class Explainer {
         break;
     }
     return fmt::format("{} gave {}", who, num(v));
+  }
+
+  // Which element of input k element e of n's output 0 reads (numpy broadcasting).
+  std::int64_t element_of(const Node& n, std::size_t k, std::int64_t e) const {
+    const Tensor* in = value(n.inputs[k]);
+    const Tensor* out = value(n.outputs[0]);
+    if (!in || !out || in->shape() == out->shape()) return e;
+    return broadcast_map(in->shape(), out->shape())[static_cast<std::size_t>(e)];
+  }
+
+  static std::optional<std::string> comparison_symbol(const std::string& op) {
+    if (op == "Less") return "<";
+    if (op == "LessOrEqual") return "<=";
+    if (op == "Greater") return ">";
+    if (op == "GreaterOrEqual") return ">=";
+    if (op == "Equal") return "==";
+    return std::nullopt;
+  }
+
+  std::string where_cause(const Node& p, std::int64_t e, double v, int depth) const {
+    bool cond = operand(p, 0, e) != 0;
+    std::string s = fmt::format("Where {} took {} ({}) where its condition is {}", p.name,
+                                cond ? "X" : "Y", num(v), cond ? "true" : "false");
+    if (depth < 3) s += ": " + cause(p.inputs[0], element_of(p, 0, e), depth + 1);
+    return s;
   }
 
   static const ExplainWords& words(const Node& n) {
@@ -218,6 +256,9 @@ std::size_t find_origin(const Graph& g, const Explainer& ex,
   for (int pass = 0; pass < 2; ++pass)
     for (auto k : run_order) {
       const Node& n = g.nodes[k];
+      // A constant's -inf is the program's own mask value (masked_fill(m, -inf)), given like an
+      // input's: where it turns into NaN is the origin.
+      if (n.op_type == "Constant" || n.op_type == "ConstantOfShape") continue;
       bool in_ok = true, out_bad = false;
       for (const auto& t : ex.inputs_of(n))
         in_ok &= pass == 0 ? expose_detail::all_finite(t) : !nan_tensor(t);

@@ -9,7 +9,9 @@
 #include <tuple>
 
 #include "engine/autodiff.h"
+#include "ops/kernel_util.h"
 #include "ops/registry.h"
+#include "ops/vjp_util.h"
 
 namespace metaop::expose_detail {
 
@@ -322,14 +324,17 @@ void Searcher::restart(std::size_t t) {
 // the sign of the gradient whatever happens; the gradient strategy tries a sign step and a
 // Newton step (to the zone's edge under the linear model), keeps the better one only if it
 // brings the target closer, and adapts the step.
-std::vector<Point> Searcher::step_candidates(std::size_t t,
+std::vector<Point> Searcher::step_candidates(std::size_t t, const Evaluation& at,
                                              const std::vector<std::vector<double>>& grad,
-                                             bool grist) {
+                                             bool grist, std::vector<std::string>& phases) {
   auto& s = state_[t];
   std::vector<Point> candidates;
   if (grist) {
     if (!grad.empty()) candidates.push_back(grist_step(s.point, grad));
-  } else if (grad.empty()) {
+    phases.assign(candidates.size(), "GRIST step");
+    return candidates;
+  }
+  if (grad.empty()) {
     // No gradient here (a flat region: dead ReLUs, comparisons): a random move of the step.
     std::uniform_real_distribution<double> u(0, 1);
     Point p = s.point;
@@ -337,10 +342,191 @@ std::vector<Point> Searcher::step_candidates(std::size_t t,
       for (std::size_t i = 0; i < p[v].size(); ++i)
         p[v][i] += (2 * u(rng_) - 1) * s.sigma * (varied_[v].hi[i] - varied_[v].lo[i]);
     candidates.push_back(clip(p));
+    phases.push_back("random move (no gradient)");
   } else {
     gradient_steps(t, grad, candidates);
+    phases.resize(candidates.size(), "gradient step");
   }
+  // Where the gradient is blind or has just failed, and a comparison decides what reaches the
+  // target: push the comparison's operands across.
+  if (!comparisons_[t].empty() && (grad.empty() || s.fails > 0))
+    boundary_steps(t, at, candidates, phases);
   return candidates;
+}
+
+void Searcher::find_comparisons() {
+  static const std::set<std::string> kComparisons = {"Less", "Greater", "LessOrEqual",
+                                                     "GreaterOrEqual"};
+  std::set<std::string> live;
+  for (const auto& v : varied_) live.insert(v.name);
+  auto order = topological_order(g_);
+  for (auto k : order)
+    for (const auto& in : g_.nodes[k].inputs)
+      if (!in.empty() && live.count(in))
+        for (const auto& o : g_.nodes[k].outputs) live.insert(o);
+  std::map<std::string, std::size_t> producer;
+  for (std::size_t k = 0; k < g_.nodes.size(); ++k)
+    for (const auto& o : g_.nodes[k].outputs) producer[o] = k;
+  comparisons_.assign(targets_.size(), {});
+  for (std::size_t t = 0; t < targets_.size(); ++t) {
+    // Breadth first up from the target's node: the closest comparisons first.
+    std::vector<std::size_t> queue = {targets_[t].node};
+    std::set<std::size_t> seen = {targets_[t].node};
+    for (std::size_t q = 0; q < queue.size() && comparisons_[t].size() < 3; ++q) {
+      const Node& n = g_.nodes[queue[q]];
+      if (q > 0 && kComparisons.count(n.op_type)) {
+        bool depends = false;
+        for (const auto& in : n.inputs) depends |= !in.empty() && live.count(in);
+        if (depends) comparisons_[t].push_back(queue[q]);
+        continue;  // what feeds a comparison reaches the target only through it
+      }
+      for (const auto& in : n.inputs)
+        if (auto it = producer.find(in); it != producer.end() && seen.insert(it->second).second)
+          queue.push_back(it->second);
+    }
+  }
+}
+
+namespace {
+
+// The residuals that put every element of comparison `op` (margins m = a - b broadcast to its
+// output) on side `want`; all zero when none is on the wrong side. The comparison is (m > 0)
+// for Greater, (m >= 0) for GreaterOrEqual, (m < 0) and (m <= 0) for the others. Each element
+// on the wrong side gets a residual that, removed, puts m half its distance (at least a few
+// ULPs) past the boundary; elements on the right side closer to it than tau (half the wrong
+// side's mean margin) one that keeps them there, so that a move does not trade one element for
+// another.
+std::vector<double> comparison_residuals(const std::string& op, const std::vector<double>& margin,
+                                         const std::vector<double>& tiny, bool want) {
+  bool greater = op == "Greater" || op == "GreaterOrEqual";
+  bool strict = op == "Greater" || op == "Less";
+  const double up = greater == want ? 1.0 : -1.0;  // which way m must go
+  std::vector<char> wrong(margin.size(), 0);
+  double wrong_sum = 0;
+  std::size_t wrong_count = 0;
+  for (std::size_t i = 0; i < margin.size(); ++i) {
+    double m = margin[i];
+    if (!std::isfinite(m)) continue;
+    bool pos = strict ? m > 0 : m >= 0, neg = strict ? m < 0 : m <= 0;
+    if ((greater ? pos : neg) == want) continue;
+    wrong[i] = 1;
+    wrong_sum += std::fabs(m);
+    ++wrong_count;
+  }
+  std::vector<double> residual(margin.size(), 0.0);
+  if (wrong_count == 0) return residual;
+  double tau = 0.5 * wrong_sum / static_cast<double>(wrong_count);
+  for (std::size_t i = 0; i < margin.size(); ++i) {
+    double m = margin[i];
+    if (!std::isfinite(m)) continue;
+    if (wrong[i])
+      residual[i] = m - up * std::max(0.5 * std::fabs(m), tiny[i]);
+    else if (up * m < tau)
+      residual[i] = m - up * std::max(tau, tiny[i]);
+  }
+  return residual;
+}
+
+}  // namespace
+
+void Searcher::boundary_steps(std::size_t t, const Evaluation& at, std::vector<Point>& candidates,
+                              std::vector<std::string>& phases) {
+  if (!at.ok) return;
+  const auto& s = state_[t];
+  const Node& n =
+      g_.nodes[comparisons_[t][static_cast<std::size_t>(s.steps) % comparisons_[t].size()]];
+  auto value = [&](const std::string& name) {
+    auto it = at.run.values.find(name);
+    return it == at.run.values.end() ? Tensor() : it->second;
+  };
+  Tensor a = value(n.inputs[0]), b = value(n.inputs[1]), out = value(n.outputs[0]);
+  if (!a.defined() || !b.defined() || !out.defined() || !is_floating(a.dtype()) ||
+      !is_floating(b.dtype()))
+    return;
+  auto av = a.to_f64(), bv = b.to_f64();
+  auto ma = broadcast_map(a.shape(), out.shape()), mb = broadcast_map(b.shape(), out.shape());
+  std::vector<double> margin(ma.size()), tiny(ma.size());
+  for (std::size_t i = 0; i < ma.size(); ++i) {
+    double x = av[static_cast<std::size_t>(ma[i])], y = bv[static_cast<std::size_t>(mb[i])];
+    margin[i] = x - y;
+    tiny[i] = 1e-6 * (1 + std::fabs(x) + std::fabs(y));
+  }
+  const std::string who = n.name.empty() ? n.op_type : n.name;
+  for (bool want : {false, true}) {
+    auto residual = comparison_residuals(n.op_type, margin, tiny, want);
+    if (std::all_of(residual.begin(), residual.end(), [](double r) { return r == 0; })) continue;
+    // Two directions: Gauss-Newton on the residuals (exact when the margins are the varied
+    // values themselves), and every element on the wrong side pushed alike (the residuals of
+    // elements behind a saturated op, a Sigmoid before the threshold, would dominate the first).
+    for (bool alike : {false, true}) {
+      std::string phase = fmt::format("boundary move: {} made {}{}", who, want ? "true" : "false",
+                                      alike ? ", elements alike" : "");
+      margin_moves(t, at, n, residual, alike, phase, candidates, phases);
+    }
+  }
+}
+
+void Searcher::margin_moves(std::size_t t, const Evaluation& at, const Node& n,
+                            const std::vector<double>& residual, bool alike,
+                            const std::string& phase, std::vector<Point>& candidates,
+                            std::vector<std::string>& phases) {
+  const Tensor& a = at.run.values.at(n.inputs[0]);
+  const Tensor& b = at.run.values.at(n.inputs[1]);
+  const Tensor& out = at.run.values.at(n.outputs[0]);
+  std::vector<double> seed(residual.size());
+  double scale = 0, reach = 0;
+  for (std::size_t i = 0; i < seed.size(); ++i) {
+    seed[i] = alike ? (residual[i] > 0 ? 1.0 : (residual[i] < 0 ? -1.0 : 0.0)) : residual[i];
+    scale = std::max(scale, std::fabs(seed[i]));
+    reach += seed[i] * residual[i];
+  }
+  for (auto& x : seed) x /= scale;
+  std::map<std::string, Tensor> seeds;
+  auto add_seed = [&](const std::string& name, const Tensor& like, double sign) {
+    auto g = unbroadcast(seed, out.shape(), like.shape());
+    for (auto& x : g) x *= sign;
+    if (auto it = seeds.find(name); it != seeds.end()) {
+      auto prev = it->second.to_f64();
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] += prev[i];
+    }
+    seeds[name] = Tensor::from_f64(g, like.shape(), DType::Float64);
+  };
+  add_seed(n.inputs[0], a, 1.0);
+  add_seed(n.inputs[1], b, -1.0);
+  std::set<std::string> wrt;
+  for (const auto& v : varied_) wrt.insert(v.name);
+  BackwardResult br;
+  try {
+    br = run_backward(work_, at.run, seeds, ref_plan_, wrt);
+  } catch (const Error&) {
+    return;  // an op on the path without a VJP
+  }
+  // delta = -reach w^2 g / sum(w^2 g^2), each element scaled by its box: under the linear model
+  // it removes the residuals weighted by the seed.
+  std::vector<std::vector<double>> g;
+  double norm = 0;
+  for (const auto& v : varied_) {
+    auto it = br.grads.find(v.name);
+    std::vector<double> gv =
+        it == br.grads.end() ? std::vector<double>(v.lo.size(), 0.0) : it->second.to_f64();
+    for (std::size_t i = 0; i < gv.size(); ++i) {
+      gv[i] *= scale;
+      norm += (v.hi[i] - v.lo[i]) * (v.hi[i] - v.lo[i]) * gv[i] * gv[i];
+    }
+    g.push_back(std::move(gv));
+  }
+  if (!(norm > 0) || !std::isfinite(norm)) return;
+  // The linear model undershoots through saturating ops: a step three times as far too.
+  for (double factor : {1.0, 3.0}) {
+    Point p = state_[t].point;
+    for (std::size_t v = 0; v < g.size(); ++v)
+      for (std::size_t i = 0; i < g[v].size(); ++i) {
+        double w = varied_[v].hi[i] - varied_[v].lo[i];
+        p[v][i] -= factor * reach * w * w * g[v][i] / norm;
+      }
+    candidates.push_back(clip(p));
+    phases.push_back(factor == 1.0 ? phase : phase + ", 3x step");
+  }
 }
 
 // GRIST's step: each coordinate moved against its gradient's sign by a fixed step.
@@ -399,16 +585,17 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
   for (int k = 0; k < steps && !s.done && budget_left(); ++k) {
     ++s.steps;
     auto grad = gradient(t, cur);
-    std::vector<Point> candidates = step_candidates(t, grad, grist);
+    std::vector<std::string> phases;
+    std::vector<Point> candidates = step_candidates(t, cur, grad, grist, phases);
     if (candidates.empty()) {  // GRIST without a gradient: it stays where it is
       tick();
       continue;
     }
-    phase_ = grist ? "GRIST step" : grad.empty() ? "random move (no gradient)" : "gradient step";
     double best = kInf;
     std::size_t pick = 0;
     std::vector<Evaluation> evals;
     for (std::size_t c = 0; c < candidates.size() && !s.done; ++c) {
+      phase_ = phases[c];
       evals.push_back(evaluate(candidates[c]));
       consider(candidates[c], evals.back());
       if (evals.back().distance[t] < best) {
@@ -425,10 +612,10 @@ void Searcher::run_slice(std::size_t t, int steps, bool grist) {
       continue;
     }
     if (best < s.current) {
-      if (pick == 0)
-        s.sigma = std::min(s.sigma * 2, 0.5);
-      else
-        s.sigma = std::max(s.sigma / 2, 1e-9);
+      // A sign step (or random move) that worked: longer; a Newton step: shorter; a boundary
+      // move says nothing about the step.
+      if (phases[pick].rfind("boundary", 0) != 0)
+        s.sigma = pick == 0 ? std::min(s.sigma * 2, 0.5) : std::max(s.sigma / 2, 1e-9);
       s.point = candidates[pick];
       cur = std::move(evals[pick]);
       s.current = best;
@@ -550,6 +737,7 @@ std::string Searcher::stop_reason() const {
 ExposeResult Searcher::run() {
   state_.resize(targets_.size());
   mark_independent();
+  find_comparisons();
   Point start = start_point();
   // Start the binding (its plugin, worker process and framework: a LibTorch takes a fraction of
   // a second) before the clock, so that the search's seconds are the search's.

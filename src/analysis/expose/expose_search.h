@@ -141,12 +141,27 @@ class Searcher {
   void run_random();
   void run_slice(std::size_t t, int steps, bool grist);
   // The points a step of target t tries from where it is, `grad` its gradient there.
-  std::vector<Point> step_candidates(std::size_t t, const std::vector<std::vector<double>>& grad,
-                                     bool grist);
+  std::vector<Point> step_candidates(std::size_t t, const Evaluation& at,
+                                     const std::vector<std::vector<double>>& grad, bool grist,
+                                     std::vector<std::string>& phases);
   Point grist_step(Point p, const std::vector<std::vector<double>>& grad) const;
   void gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
                       std::vector<Point>& candidates) const;
   void mark_independent();
+  // The comparisons (Less, Greater, LessOrEqual, GreaterOrEqual) upstream of each target that
+  // depend on a varied tensor, closest first: a mask, a count or a threshold built from them has
+  // no gradient, so the search moves their operands across the boundary instead.
+  void find_comparisons();
+  // Boundary moves of target t from where it is: every element of one comparison (in turn)
+  // pushed to one side, by a Gauss-Newton step on the margins of the elements still on the other.
+  void boundary_steps(std::size_t t, const Evaluation& at, std::vector<Point>& candidates,
+                      std::vector<std::string>& phases);
+  // The moves of one set of residuals of comparison n's margins: the residuals (or their signs,
+  // `alike`) carried back to the varied tensors through the reference's VJPs, and a
+  // Gauss-Newton step along that gradient, as computed and three times as far.
+  void margin_moves(std::size_t t, const Evaluation& at, const Node& n,
+                    const std::vector<double>& residual, bool alike, const std::string& phase,
+                    std::vector<Point>& candidates, std::vector<std::string>& phases);
   void try_constant_starts(const Point& start);
   void search_rounds();
   ExposeResult result();
@@ -162,6 +177,7 @@ class Searcher {
   std::vector<ExposeTarget> targets_;
   std::vector<Varied> varied_;
   std::vector<TargetState> state_;
+  std::vector<std::vector<std::size_t>> comparisons_;  // per target: node indices
   std::vector<std::string> notes_;
   std::chrono::steady_clock::time_point t0_;
   std::int64_t steps_ = 0, evaluations_ = 0, verifications_ = 0, binding_entries_ = 0;
