@@ -7,7 +7,8 @@ not, repairs verify and are written out, twins stay healthy; faults that leave t
 trivial predictor's level (labels apart from their inputs, weight decay, target scale, momentum,
 a flipped gradient or update) are named, and no repair is verified there; architecture faults
 (layers without a nonlinearity, logits an output activation squeezes) and inputs that do not
-determine the labels are named; bad usage exits 2.
+determine the labels are named; a learning-rate schedule that decays too fast and frozen layers
+are named; bad usage exits 2.
 
 Usage: diagnose_cli.py METAOP WORK_DIR
 """
@@ -27,7 +28,7 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "data_target_scale", "hp_momentum_above_one", "framework_grad_sign_gemm",
          "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
-         "hp_momentum_oscillating"]
+         "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -293,6 +294,24 @@ for name, needle in [("data_inputs_repeated", "8 distinct inputs"),
           not any(r["verified"] for r in doc.get("repairs", [])),
           f"{name}: data x, '{needle}', explains chance_level, no repair ({got.get('evidence')})",
           out)
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
+          out)
+
+# Settings of the training loop itself: a learning-rate schedule that stops the steps before the
+# rings are learned, hidden layers frozen at their random initialization. Named, the responsible
+# setting changed by the verified repair; the twins (a gentle schedule, nothing frozen) healthy.
+for name, place, needle in [("hp_lr_schedule_too_fast", "lr_schedule", "step:1:0.1"),
+                            ("hp_frozen_hidden_layers", "freeze", "0.weight")]:
+    rc, out, doc = diagnose(name)
+    got = top(doc)
+    check(rc == 1 and got.get("category") == "hyperparameter" and
+          got.get("hyperparameter") == place and needle in got.get("evidence", "") and
+          got.get("fix_verified") and not hollow(doc) and
+          (doc.get("lr_schedule") == "step:1:0.1" if place == "lr_schedule"
+           else doc.get("frozen") == ["0.bias", "0.weight", "2.bias", "2.weight"]),
+          f"{name}: hyperparameter {place}, its fix verified below the trivial predictor's loss "
+          f"({got.get('place')}: {got.get('fix_result')})", out)
     rc, out, doc = diagnose(name, twin=True)
     check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
           out)

@@ -75,11 +75,15 @@ x = torch.from_numpy(np.load(os.path.join(WORK, "mlp_x.npy")))
 y = torch.from_numpy(np.load(os.path.join(WORK, "mlp_y.npy")))
 
 
-def torch_losses(make_optimizer, steps):
-    """The MLP's full-batch losses under a torch.optim optimizer, from the export's weights."""
+def torch_losses(make_optimizer, steps, make_scheduler=None, train_only=None):
+    """The MLP's full-batch losses under a torch.optim optimizer, from the export's weights;
+    a scheduler stepped after each step (a full batch is an epoch); `train_only`: the index of
+    the only Linear trained (the other frozen)."""
     torch.manual_seed(0)  # as make_train_models.py: the same initial weights
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
-    opt = make_optimizer(mlp.parameters())
+    opt = make_optimizer(mlp.parameters() if train_only is None else
+                         mlp[train_only].parameters())
+    sched = make_scheduler(opt) if make_scheduler else None
     losses = []
     for _ in range(steps):
         opt.zero_grad()
@@ -87,6 +91,8 @@ def torch_losses(make_optimizer, steps):
         losses.append(loss.item())
         loss.backward()
         opt.step()
+        if sched:
+            sched.step()
     return losses
 
 
@@ -240,6 +246,34 @@ check(p.returncode == 0 and set(doc.get("losses", {})) == {"reference", "torch",
       f"--compare trains under each plan and reports the divergence ({doc.get('weight_drift')})",
       p.stdout + p.stderr)
 
+# 2b. Learning-rate schedules (stepped after each epoch, the optimizer's state kept) and frozen
+#     layers, against torch.optim's schedulers and an optimizer over the unfrozen layer only.
+adam = lambda p: torch.optim.Adam(p, lr=0.05)  # noqa: E731
+sgd = lambda p: torch.optim.SGD(p, lr=0.2, momentum=0.9)  # noqa: E731
+for name, flags, make, sched, only in [
+        ("adam, StepLR(2, 0.5)", ["--optimizer", "adam", "--lr", "0.05", "--lr-schedule",
+                                  "step:2:0.5"], adam,
+         lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.5), None),
+        ("sgd momentum, ExponentialLR(0.7)", ["--optimizer", "sgd", "--lr", "0.2", "--momentum",
+                                              "0.9", "--lr-schedule", "exp:0.7"], sgd,
+         lambda o: torch.optim.lr_scheduler.ExponentialLR(o, 0.7), None),
+        ("adam, CosineAnnealingLR(6)", ["--optimizer", "adam", "--lr", "0.05", "--lr-schedule",
+                                        "cosine"], adam,
+         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 6), None),
+        ("adam, the first layer frozen", ["--optimizer", "adam", "--lr", "0.05", "--freeze",
+                                          "0.weight,0.bias"], adam, None, 2)]:
+    expected = torch_losses(make, 6, sched, only)
+    for bind in ["reference", "torch"]:
+        rc, out, losses = train("mlp", "--loss", "cross_entropy", "--epochs", "6", "--batch-size",
+                                str(len(y)), "--bind", bind, *flags)
+        doc = json.load(open(os.path.join(WORK, "t.json"))) if rc == 0 else {}
+        worst = max((abs(a - b) / abs(b) for a, b in zip(losses, expected)), default=1.0)
+        frozen_ok = only is None or (doc.get("frozen") == ["0.bias", "0.weight"] and
+                                     "0.weight" not in doc.get("trainable", []))
+        check(rc == 0 and len(losses) == 6 and worst < 1e-5 and frozen_ok,
+              f"{name} on {bind}: losses follow PyTorch's (worst relative difference "
+              f"{worst:.2e})", f"{out}\nmetaop {losses}\ntorch  {expected}")
+
 # 6. --save and --hparams.
 hp = os.path.join(WORK, "hp.json")
 json.dump({"optimizer": "sgd", "lr": 0.1, "epochs": 2, "batch_size": 16}, open(hp, "w"))
@@ -274,7 +308,12 @@ for args, needle in [(["--loss", "hinge"], "hinge"),
                       "--nesterov"),
                      (["--loss", "cross_entropy", "--optimizer", "adam", "--beta2", "1.5"],
                       "beta2"),
-                     (["--loss", "cross_entropy", "--check-every", "0"], "--check-every")]:
+                     (["--loss", "cross_entropy", "--check-every", "0"], "--check-every"),
+                     (["--loss", "cross_entropy", "--lr-schedule", "step:0:0.1"],
+                      "--lr-schedule step:0:0.1"),
+                     (["--loss", "cross_entropy", "--lr-schedule", "linear"], "linear"),
+                     (["--loss", "cross_entropy", "--freeze", "nosuch"], "--freeze nosuch"),
+                     (["--loss", "cross_entropy", "--freeze", "Gemm"], "--freeze leaves")]:
     rc, out, _ = train("mlp", *args)
     check(rc == 2 and needle in out, f"train {' '.join(args)}: exit 2 naming '{needle}'", out)
 

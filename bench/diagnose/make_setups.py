@@ -445,6 +445,18 @@ setup("framework_update_sign_adam", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "c
       {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
       {"category": "framework", "weight": "2.weight", "binding": "torch", "place": "weight"},
       ["chance_level"], inject=["2.weight:update_sign@torch:update"])
+# A StepLR stepped every epoch with the step size meant for 30 (the rate is 1e-4 of its start
+# by the fifth epoch): the rings are not learned before the steps stop moving the weights.
+setup("hp_lr_schedule_too_fast", mlp([4, 32, 32, 3]), torch.zeros(2, 4), xg, yg,
+      "cross_entropy", BASE + ["--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "step:1:0.1"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01", "--lr-schedule", "step:5:0.5"]},
+      {"category": "hyperparameter", "hyperparameter": "lr_schedule"}, ["chance_level"])
+# Fine-tuning's frozen layers on a network that was never trained: the hidden layers stay random
+# and only the last layer learns.
+setup("hp_frozen_hidden_layers", mlp([4, 32, 32, 3]), torch.zeros(2, 4), xg, yg, "cross_entropy",
+      BASE + ["--optimizer", "adam", "--lr", "0.01", "--freeze", "0.weight,0.bias,2.weight,2.bias"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "hyperparameter", "hyperparameter": "freeze"}, ["chance_level"])
 
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)

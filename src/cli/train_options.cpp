@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -28,15 +29,14 @@ void apply_hparams(TrainArgs& a) {
     fail("--hparams {}: not JSON: {}", a.hparams, e.what());
   }
   auto& o = a.config.optimizer;
-  static const std::set<std::string> known = {"optimizer",    "lr",         "momentum", "nesterov",
-                                              "weight_decay", "beta1",      "beta2",    "eps",
-                                              "epochs",       "batch_size", "seed"};
+  static const std::set<std::string> known = {
+      "optimizer", "lr",     "momentum",   "nesterov", "weight_decay", "beta1", "beta2",
+      "eps",       "epochs", "batch_size", "seed",     "lr_schedule",  "freeze"};
   for (const auto& [k, v] : j.items()) {
     if (!known.count(k)) fail("--hparams {}: unknown key '{}'", a.hparams, k);
-    if (a.cmd->count("--" + std::string(k == "batch_size"     ? "batch-size"
-                                        : k == "weight_decay" ? "weight-decay"
-                                                              : k)))
-      continue;
+    std::string flag = k;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (a.cmd->count("--" + flag)) continue;
     try {
       if (k == "optimizer") o.kind = v.get<std::string>();
       if (k == "lr") o.lr = v.get<double>();
@@ -49,6 +49,10 @@ void apply_hparams(TrainArgs& a) {
       if (k == "epochs") a.config.epochs = v.get<int>();
       if (k == "batch_size") a.config.batch_size = v.get<std::int64_t>();
       if (k == "seed") a.config.seed = v.get<std::uint64_t>();
+      if (k == "lr_schedule") a.lr_schedule = v.get<std::string>();
+      if (k == "freeze")
+        a.config.frozen = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
+                                        : v.get<std::vector<std::string>>();
     } catch (const std::exception& e) {
       fail("--hparams {}: key '{}': {}", a.hparams, k, e.what());
     }
@@ -76,6 +80,15 @@ void add_train_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--beta1", o.beta1, "Adam's first-moment decay")->capture_default_str();
   cmd->add_option("--beta2", o.beta2, "Adam's second-moment decay")->capture_default_str();
   cmd->add_option("--eps", o.eps, "Adam's epsilon")->capture_default_str();
+  cmd->add_option("--lr-schedule", a.lr_schedule,
+                  "Learning-rate schedule, stepped after each epoch as PyTorch's: step:N:GAMMA "
+                  "(StepLR), exp:GAMMA (ExponentialLR), cosine (CosineAnnealingLR over the "
+                  "epochs) or none")
+      ->capture_default_str();
+  cmd->add_option("--freeze", a.config.frozen,
+                  "Weights left untrained (frozen layers): weight names, node names or op "
+                  "types, comma-separated or repeated")
+      ->delimiter(',');
   cmd->add_option("--epochs", a.config.epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", a.config.batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--seed", a.config.seed, "Seed of the data shuffling")
@@ -83,7 +96,8 @@ void add_train_options(CLI::App* cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--hparams", a.hparams,
                   "JSON object of hyperparameters (optimizer, lr, momentum, nesterov, "
-                  "weight_decay, beta1, beta2, eps, epochs, batch_size, seed); flags win");
+                  "weight_decay, beta1, beta2, eps, lr_schedule, freeze, epochs, batch_size, "
+                  "seed); flags win");
 }
 
 void add_train_plan_options(CLI::App* cmd, TrainArgs& a) {
@@ -159,6 +173,8 @@ TrainSetup make_train_setup(TrainArgs& a) {
   s.X = load_tensor_file(a.data);
   s.Y = load_tensor_file(a.labels);
   s.config.loss = parse_loss(a.loss);
+  s.config.schedule = parse_lr_schedule(a.lr_schedule);
+  trained_weights(s.graph, s.config);  // a --freeze that names nothing fails here, naming it
   validate(s.config.optimizer);
   for (const auto& w : optimizer_warnings(s.config.optimizer))
     fmt::print(stderr, "metaop: warning: {}\n", w);

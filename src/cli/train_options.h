@@ -13,6 +13,7 @@ namespace metaop::cli {
 
 struct TrainArgs {
   std::string model, data, labels, loss, hparams;
+  std::string lr_schedule = "none";
   TrainConfig config;
   std::string bind = "reference";
   std::vector<std::string> bind_ops;

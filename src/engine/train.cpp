@@ -189,6 +189,82 @@ std::vector<std::string> weights_named(const Graph& g, const std::vector<std::st
   return {hit.begin(), hit.end()};
 }
 
+std::string LrSchedule::text() const {
+  if (kind == "step") return fmt::format("step:{}:{:g}", step, gamma);
+  if (kind == "exp") return fmt::format("exp:{:g}", gamma);
+  return kind;
+}
+
+LrSchedule parse_lr_schedule(const std::string& s) {
+  LrSchedule r;
+  auto bad = [&](const char* why) {
+    fail("--lr-schedule {}: {} (step:EPOCHS:GAMMA, exp:GAMMA, cosine or none)", s, why);
+  };
+  auto number = [&](const std::string& v) {
+    try {
+      std::size_t used = 0;
+      double x = std::stod(v, &used);
+      if (used != v.size()) bad("not a number");
+      return x;
+    } catch (const std::logic_error&) {
+      bad("not a number");
+    }
+    return 0.0;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t from = 0;;) {
+    std::size_t to = s.find(':', from);
+    parts.push_back(s.substr(from, to == std::string::npos ? std::string::npos : to - from));
+    if (to == std::string::npos) break;
+    from = to + 1;
+  }
+  r.kind = parts.empty() ? "" : parts[0];
+  if (r.kind == "none" || r.kind == "cosine") {
+    if (parts.size() != 1) bad("takes no parameters");
+  } else if (r.kind == "step") {
+    if (parts.size() != 3) bad("step takes EPOCHS and GAMMA");
+    double n = number(parts[1]);
+    if (!(n >= 1) || n != std::floor(n) || n > 1e6) bad("EPOCHS must be a whole number from 1");
+    r.step = static_cast<int>(n);
+    r.gamma = number(parts[2]);
+  } else if (r.kind == "exp") {
+    if (parts.size() != 2) bad("exp takes GAMMA");
+    r.gamma = number(parts[1]);
+  } else {
+    bad("unknown schedule");
+  }
+  if ((r.kind == "step" || r.kind == "exp") && !(r.gamma > 0 && std::isfinite(r.gamma)))
+    bad("GAMMA must be above 0");
+  return r;
+}
+
+double scheduled_lr(const LrSchedule& s, double lr, int epoch, int epochs) {
+  if (s.kind == "step") return lr * std::pow(s.gamma, epoch / s.step);
+  if (s.kind == "exp") return lr * std::pow(s.gamma, epoch);
+  if (s.kind == "cosine") {
+    const double pi = std::acos(-1.0);
+    return lr * (1 + std::cos(pi * epoch / std::max(epochs, 1))) / 2;
+  }
+  return lr;
+}
+
+std::vector<std::string> trained_weights(const Graph& g, const TrainConfig& config,
+                                         std::vector<std::string>* frozen) {
+  auto all = trainable_initializers(g);
+  std::set<std::string> cold;
+  for (const auto& f : config.frozen) {
+    auto hit = weights_named(g, all, f);
+    if (hit.empty())
+      fail("--freeze {}: names no trainable weight, node or op type of {}", f, g.path);
+    cold.insert(hit.begin(), hit.end());
+  }
+  std::vector<std::string> warm;
+  for (const auto& w : all)
+    if (!cold.count(w)) warm.push_back(w);
+  if (frozen) *frozen = {cold.begin(), cold.end()};
+  return warm;
+}
+
 namespace {
 
 // The update kernels of a run, one per binding, made on first use (by the config's factory, when
@@ -208,6 +284,27 @@ class UpdateKernels {
       fail("update binding '{}': no optimizer (update kernels: {})", c.update_binding,
            fmt::join(update_binding_names(), ", "));
   }
+  const OptimizerConfig& optimizer() const { return opt_; }
+  // A new learning rate (a schedule's next epoch): each kernel made so far is made again with
+  // it and given its predecessor's state of every weight (`t`: the steps taken), as a
+  // scheduler's change of the optimizer's lr leaves its state alone.
+  void set_lr(double lr, const std::vector<std::string>& weights, long t) {
+    if (lr == opt_.lr) return;
+    opt_.lr = lr;
+    for (auto& [b, k] : kernels_) {
+      auto next = make(b);
+      for (const auto& w : weights) {
+        if (binding_of(w) != b) continue;
+        try {
+          if (Tensors st = k->state(w); !st.empty()) next->set_state(w, t, st);
+        } catch (const Crash&) {
+          // A kernel that crashed has no state to hand on: the weight starts the next epoch
+          // afresh, as after a crash within one (step_or_reference).
+        }
+      }
+      k = next;
+    }
+  }
   const std::string& binding_of(const std::string& weight) const {
     auto it = c_.update_bind.find(weight);
     return it == c_.update_bind.end() ? c_.update_binding : it->second;
@@ -215,14 +312,17 @@ class UpdateKernels {
   UpdateKernel& of(const std::string& weight) {
     const std::string& b = binding_of(weight);
     auto& k = kernels_[b];
-    if (!k)
-      k = c_.make_update ? c_.make_update(b, c_.optimizer)
-                         : std::shared_ptr<UpdateKernel>(make_update_kernel(b, c_.optimizer));
+    if (!k) k = make(b);
     return *k;
   }
 
  private:
+  std::shared_ptr<UpdateKernel> make(const std::string& b) const {
+    return c_.make_update ? c_.make_update(b, opt_)
+                          : std::shared_ptr<UpdateKernel>(make_update_kernel(b, opt_));
+  }
   const TrainConfig& c_;
+  OptimizerConfig opt_ = c_.optimizer;
   std::map<std::string, std::shared_ptr<UpdateKernel>> kernels_;
 };
 
@@ -325,13 +425,14 @@ std::map<std::string, Tensor> update_weights(Graph& h, const BackwardResult& b,
     call.weight = name;
     call.binding = k.name();
     call.t = t;
+    call.optimizer = &kernels.optimizer();
     if (!(watched && config.on_update)) {
-      w = step_or_reference(k, config.optimizer, t, w, grad, call);
+      w = step_or_reference(k, kernels.optimizer(), t, w, grad, call);
       continue;
     }
     Tensors before_state = k.state(name);
     Tensor before = w;
-    w = step_or_reference(k, config.optimizer, t, w, grad, call);
+    w = step_or_reference(k, kernels.optimizer(), t, w, grad, call);
     Tensors after_state = k.state(name);
     call.before = &before;
     call.grad = &grad;
@@ -350,8 +451,10 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   check_training_data(g, X, Y, config);
   Graph h = with_loss(g, config.loss, Y.dtype());
   TrainResult res;
-  res.trainable = trainable_initializers(g);
-  if (res.trainable.empty()) fail("{}: the model has no trainable (float) initializer", g.path);
+  res.trainable = trained_weights(g, config, &res.frozen);
+  if (res.trainable.empty())
+    fail("{}: the model has no trainable (float) initializer{}", g.path,
+         res.frozen.empty() ? "" : " that --freeze leaves to train");
   std::set<std::string> wrt(res.trainable.begin(), res.trainable.end());
   validate(config.optimizer);
   UpdateKernels kernels(g, config, res.trainable);
@@ -365,6 +468,8 @@ TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,
   res.profile.reserve(h.nodes.size());
   for (const auto& n : h.nodes) res.profile.push_back({n.name, n.op_type, 0, 0, 0, 0, "", ""});
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    kernels.set_lr(scheduled_lr(config.schedule, config.optimizer.lr, epoch, config.epochs),
+                   res.trainable, static_cast<long>(step));
     std::vector<std::int64_t> order(static_cast<std::size_t>(N));
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(config.seed + static_cast<std::uint64_t>(epoch));

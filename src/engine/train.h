@@ -35,6 +35,7 @@ struct UpdateCall {
   long t = 0;  // 1-based
   const Tensor *before = nullptr, *grad = nullptr, *after = nullptr;
   const Tensors *state_before = nullptr, *state_after = nullptr;  // empty before the first step
+  const OptimizerConfig* optimizer = nullptr;  // the settings of this step (a schedule's lr)
   // The kernel crashed or hung (in its worker): what happened; the step then ran on the
   // reference, from the kernel's state, and the kernel was given the reference's state after it.
   std::string crash;
@@ -58,6 +59,20 @@ struct StepView {
   const std::map<std::string, Tensor>* weights = nullptr;
 };
 
+// A learning-rate schedule, stepped after each epoch as PyTorch's schedulers are: step:N:GAMMA
+// (StepLR: times GAMMA every N epochs), exp:GAMMA (ExponentialLR), cosine (CosineAnnealingLR
+// over the run's epochs, down to 0), or none.
+struct LrSchedule {
+  std::string kind = "none";
+  int step = 1;
+  double gamma = 1;
+  std::string text() const;  // as written on the command line
+};
+// Fails naming --lr-schedule and the value when it is not one of the forms above.
+LrSchedule parse_lr_schedule(const std::string& s);
+// The learning rate of epoch `epoch` (0-based) of `epochs`, from `lr`.
+double scheduled_lr(const LrSchedule& s, double lr, int epoch, int epochs);
+
 struct TrainConfig {
   LossKind loss = LossKind::CrossEntropy;
   OptimizerConfig optimizer;
@@ -69,6 +84,10 @@ struct TrainConfig {
   // the loop does not know whether a kernel is faulty.
   std::function<std::shared_ptr<UpdateKernel>(const std::string& binding, const OptimizerConfig&)>
       make_update;
+  LrSchedule schedule;
+  // Weights training leaves as they are (fine-tuning's frozen layers): weight names, node names
+  // or op types, as weights_named() resolves them. They get no gradient and no update.
+  std::vector<std::string> frozen;
   int epochs = 1;
   std::int64_t batch_size = 32;
   std::uint64_t seed = 0;
@@ -106,7 +125,8 @@ struct TrainResult {
   std::vector<double> step_seconds;       // per step: forward, backward and update
   std::vector<NodeProfile> profile;       // per node of the training graph, in graph order
   std::map<std::string, Tensor> weights;  // every initializer of the model, as trained
-  std::vector<std::string> trainable;
+  std::vector<std::string> trainable;     // what training updated (the frozen ones left out)
+  std::vector<std::string> frozen;        // the weights --freeze named
   std::map<std::string, std::string> update_bindings;  // weight -> the kernel that updated it
 };
 
@@ -114,6 +134,11 @@ struct TrainResult {
 // trainable initializers read by the nodes of that name or op type.
 std::vector<std::string> weights_named(const Graph& g, const std::vector<std::string>& trainable,
                                        const std::string& target);
+
+// The trainable initializers that config's --freeze leaves to train, and those it freezes;
+// fails naming a --freeze entry that names no trainable weight.
+std::vector<std::string> trained_weights(const Graph& g, const TrainConfig& config,
+                                         std::vector<std::string>* frozen = nullptr);
 
 // X: [N, ...] model inputs (the model's first input), Y: [N, ...] labels.
 TrainResult train(const Graph& g, const Tensor& X, const Tensor& Y, Plan& plan,

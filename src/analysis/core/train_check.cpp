@@ -226,11 +226,13 @@ void judge_backward(TrainCheck& tc, const AccumulationBound& bound, std::size_t 
 }
 
 // Judges one weight's update by a framework's optimizer.
-void judge_update(TrainCheck& tc, const OptimizerConfig& opt, std::size_t step,
+void judge_update(TrainCheck& tc, const OptimizerConfig& run, std::size_t step,
                   const UpdateCall& u) {
+  const OptimizerConfig& opt = u.optimizer ? *u.optimizer : run;  // a schedule's lr
   if (!u.crash.empty()) {
     auto c = finding(u.weight, opt.kind, u.binding, Phase::Update,
                      u.hang ? FindingKind::Hang : FindingKind::Crash, INFINITY, step, u.crash);
+    c.lr = opt.lr;
     c.inputs = {*u.before, *u.grad};
     for (const auto& s : *u.state_before) c.inputs.push_back(s);
     record(tc, std::move(c));
@@ -246,6 +248,7 @@ void judge_update(TrainCheck& tc, const OptimizerConfig& opt, std::size_t step,
   for (const auto& s : optimizer_slots(opt)) names.push_back(s);
   auto f = finding(u.weight, opt.kind, u.binding, Phase::Update, score_kind(lc.score),
                    lc.score.score, step, describe_worst(lc.score, lc.reference, names, u.binding));
+  f.lr = opt.lr;
   f.inputs = {*u.before, *u.grad};
   for (const auto& s : *u.state_before) f.inputs.push_back(s);
   f.got = {*u.after};

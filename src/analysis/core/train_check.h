@@ -15,6 +15,7 @@ struct TrainFinding : FindingCore {  // kind: accuracy, nonfinite or crash
   std::string node;       // a node's name; for an update the weight (op_type: the optimizer)
   std::size_t step = 0;   // the step of the worst occurrence
   std::size_t steps = 0;  // checked steps where it occurred
+  double lr = 0;          // an update's learning rate at its step (a schedule's); 0: the run's
   // What a reproducer needs, from the worst occurrence: the node's (or update's) inputs, the
   // binding's outputs, and for backward the forward outputs and output gradients.
   Tensors inputs, outputs, output_grads, got;

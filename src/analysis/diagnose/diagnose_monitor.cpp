@@ -260,8 +260,11 @@ TrainMonitor::TrainMonitor(const Graph& g, const TrainConfig& c, std::int64_t sa
   if (!g.outputs.empty()) output_ = g.outputs[0].name;
   loss_ = c.loss;
   // Trainable weights in the order of the nodes that read them.
-  auto trainable = trainable_initializers(g);
+  auto trainable = trained_weights(g, c, &rec_.frozen);
   std::set<std::string> todo(trainable.begin(), trainable.end());
+  rec_.schedule = c.schedule;
+  rec_.lr = c.optimizer.lr;
+  rec_.epochs = c.epochs;
   for (const auto& n : g.nodes)
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
       if (!todo.count(n.inputs[i])) continue;

@@ -92,6 +92,12 @@ struct MonitorRecord {
   std::vector<Symptom> symptoms;  // in the order found
   // The model's output at the first step (initial weights): its range against the loss.
   Tensor first_output;
+  // What the run was asked to leave alone and how its learning rate moved: the weights --freeze
+  // named (not monitored: they get no gradient), the schedule, the initial lr, the epochs.
+  std::vector<std::string> frozen;
+  LrSchedule schedule;
+  double lr = 0;
+  int epochs = 0;
   bool has(const std::string& kind) const;
   const Symptom* first(const std::string& kind) const;
   // The mean accuracy of epoch `e` (from 0), or of the last epoch with e = SIZE_MAX; NaN

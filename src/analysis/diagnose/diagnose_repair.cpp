@@ -319,6 +319,14 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
     a.description = fmt::format("momentum {:g} -> {:g}", o.momentum, f.factor);
     o.momentum = f.factor;
     a.hparams_changed = true;
+  } else if (f.kind == "lr_schedule") {
+    a.description = fmt::format("learning-rate schedule {} -> none", s.config.schedule.text());
+    a.setup.config.schedule = LrSchedule{};
+    a.hparams_changed = true;
+  } else if (f.kind == "unfreeze") {
+    a.description = f.description;
+    a.setup.config.frozen.clear();
+    a.hparams_changed = true;
   } else if (f.kind == "standardize_targets") {
     a.setup.Y = standardized_targets(s.Y);
     a.description = f.description;

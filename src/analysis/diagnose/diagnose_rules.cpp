@@ -297,6 +297,7 @@ class Rules {
           fmt::format("weight decay {:g} -> {:g}", o_.weight_decay, o_.weight_decay * factor);
       add(std::move(d), s);
     }
+    if (loss_stalls) schedule_and_freeze(s);
     if (targets_off_scale()) {
       Diagnosis d;
       d.category = "data";
@@ -309,6 +310,47 @@ class Rules {
           c_.target_mean, c_.target_sd);
       d.fix.kind = "standardize_targets";
       d.fix.description = "targets standardized per column (mean 0, standard deviation 1)";
+      add(std::move(d), s);
+    }
+  }
+  // A learning-rate schedule that takes the rate to 1% of its start or below within the first
+  // half of the run (a StepLR stepped every epoch, a gamma meant for every 30), and frozen
+  // weights: both leave a loss that stops falling while nothing else looks wrong.
+  void schedule_and_freeze(const Symptom& s) {
+    if (r_.schedule.kind != "none" && r_.epochs > 1 && r_.lr > 0) {
+      int fell = -1;
+      for (int e = 0; e < r_.epochs && fell < 0; ++e)
+        // (1% with a rounding's slack: 0.1 * 0.1 of a rate is not exactly 0.01 of it)
+        if (scheduled_lr(r_.schedule, r_.lr, e, r_.epochs) <= 0.01 * r_.lr * (1 + 1e-9)) fell = e;
+      if (fell >= 0 && 2 * fell <= r_.epochs) {
+        Diagnosis d = hyperparameter(
+            "lr_schedule", 0.9,
+            fmt::format("the learning-rate schedule {} takes the rate from {:g} to {:.3g} by "
+                        "epoch {} of {} and to {:.3g} in the last: the weights stop moving "
+                        "while the loss is still high",
+                        r_.schedule.text(), r_.lr,
+                        scheduled_lr(r_.schedule, r_.lr, fell, r_.epochs), fell + 1, r_.epochs,
+                        scheduled_lr(r_.schedule, r_.lr, r_.epochs - 1, r_.epochs)));
+        d.fix.kind = "lr_schedule";
+        d.fix.description = fmt::format("learning-rate schedule {} -> none", r_.schedule.text());
+        add(std::move(d), s);
+      }
+    }
+    if (!r_.frozen.empty()) {
+      double frozen = 0, all = 0;
+      for (const auto& w : trainable_initializers(g_)) {
+        double n = static_cast<double>(g_.initializers.at(w).numel());
+        all += n;
+        if (std::find(r_.frozen.begin(), r_.frozen.end(), w) != r_.frozen.end()) frozen += n;
+      }
+      double share = all > 0 ? frozen / all : 0;
+      Diagnosis d = hyperparameter(
+          "freeze", 0.5 + 0.4 * share,
+          fmt::format("--freeze leaves {} weight(s) untrained, {:.0f}% of the parameters ({}): "
+                      "what they compute stays as initialized",
+                      r_.frozen.size(), 100 * share, fmt::join(r_.frozen, ", ")));
+      d.fix.kind = "unfreeze";
+      d.fix.description = "every weight trained (no --freeze)";
       add(std::move(d), s);
     }
   }

@@ -509,8 +509,10 @@ std::string write_train_reproducer(const Graph& h, const TrainFinding& f,
   fs::create_directories(dir);
   json j = manifest_head(f, f.node, model, inject);
   j["step"] = f.step;
+  OptimizerConfig at_step = optimizer;  // the learning rate of the finding's step
+  if (f.lr > 0) at_step.lr = f.lr;
   std::string what =
-      f.phase == Phase::Update ? save_update(j, dir, f, optimizer) : save_node(j, dir, h, f);
+      f.phase == Phase::Update ? save_update(j, dir, f, at_step) : save_node(j, dir, h, f);
   write_file((dir / "repro.json").string(), dump_json(j));
   std::string inject_text;
   for (const auto& s : inject) inject_text += " (injected: " + printable(s) + ")";

@@ -212,6 +212,8 @@ std::vector<std::string> write_repaired(const DiagnoseResult& r, const TrainSetu
                          {"beta1", o.beta1},
                          {"beta2", o.beta2},
                          {"eps", o.eps},
+                         {"lr_schedule", t.config.schedule.text()},
+                         {"freeze", t.config.frozen},
                          {"epochs", t.config.epochs},
                          {"batch_size", t.config.batch_size},
                          {"seed", t.config.seed}};

@@ -90,7 +90,9 @@ nlohmann::json train_to_json(const TrainSetup& s, const TrainSession& session) {
                                  {"forward_binding", p.forward_binding},
                                  {"backward_binding", p.backward_binding}});
   j["trainable"] = r.trainable;
+  j["frozen"] = r.frozen;
   j["optimizer"] = s.config.optimizer.kind;
+  j["lr_schedule"] = s.config.schedule.text();
   j["update_bindings"] = r.update_bindings;
   j["findings"] = nlohmann::json::array();
   if (!tc) return j;
