@@ -174,9 +174,9 @@ for spec, node in [("/layer2/layer2.0/conv1/Conv:grad_sign@torch:backward", "/la
           and len(fs) == 1, f"{spec}: found at the node, backward phase, nothing else ({fs[:2]})",
           p.stdout + p.stderr)
 
-# 4b. Injected update faults in torch's optimizer: found at the weight, update phase, verified;
-#     each reproducer reproduces it (exit 1) and is clean on the reference (exit 0). half_state:
-#     Adam's second moment in float16 underflows (g^2 < 6e-8).
+# 4b. Injected update faults in torch's optimizer: found at the weight, update phase, verified,
+#     classed defect; each reproducer reproduces it (exit 1) and is clean on the reference (exit
+#     0). half_state: Adam's second moment in float16 underflows (g^2 < 6e-8).
 for fault in ["update_sign", "update_scale", "half_state", "stale_state", "update_nan"]:
     spec = f"0.weight:{fault}@torch:update"
     repro_root = os.path.join(WORK, "repro_" + fault)
@@ -189,6 +189,12 @@ for fault in ["update_sign", "update_scale", "half_state", "stale_state", "updat
           top.get("binding") == "torch" and top.get("verified") and top.get("repro"),
           f"{spec}: found at the weight, update phase, verified ({top.get('detail')}; "
           f"{top.get('verification')})", out)
+    # Triaged against Adam's documented algorithm in float32, which none of the faults follows
+    # (stale_state keeps no state at all: a defect of form).
+    basis = top.get("class_basis", "")
+    check(top.get("class") == "defect" and
+          ("differs in form" in basis if fault == "stale_state" else "in float32" in basis),
+          f"{spec}: class defect ({top.get('class')}: {top.get('class_basis')})", out)
     if top.get("repro"):
         again = subprocess.run([METAOP, "repro", top["repro"]], capture_output=True, text=True)
         clean = subprocess.run([METAOP, "repro", top["repro"], "--bind", "reference"],

@@ -10,6 +10,7 @@
 
 #include "analysis/core/accuracy.h"
 #include "analysis/core/onnx_tests.h"
+#include "analysis/core/train_check.h"
 #include "analysis/core/triage.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
@@ -294,4 +295,37 @@ TEST(Triage, FindingsWithoutAFloat32EvaluationAreUntriagedAndFailTheRun) {
   EXPECT_TRUE(fails_run(f, true));
   f.cls = FindingClass::Convention;
   EXPECT_FALSE(fails_run(f, true));
+}
+
+// An optimizer's step against its documented algorithm in the weight's dtype: Adam's second
+// moment beta2 v + (1 - beta2) g^2 overflows float32 for |g| = 1e20 at step 10 (g^2 does; the
+// weight then stays where it is, m / inf = 0): a float32 limit. A kernel whose step is 10x the rule's on
+// ordinary values is a defect.
+TEST(Triage, OptimizerUpdatesAgainstTheirDocumentedAlgorithm) {
+  OptimizerConfig adam;
+  adam.kind = "adam";
+  adam.lr = 0.01;
+  Tensor w = f32({0.5, -0.25}), g = f32({1e20, 0.125}), m = f32({1e19, 0.01}),
+         v = f32({3e38, 0.001});
+  Tensors in{w, g, m, v};
+  Tensors faithful = faithful_update(adam, 10, w, g, {m, v});
+  EXPECT_EQ(faithful[0].to_f64()[0], 0.5);  // the overflowed v stops the weight
+  EXPECT_TRUE(std::isinf(faithful[2].to_f64()[0]));
+  LocalCheck lc = check_update(adam, 10, w, g, {m, v}, faithful[0], {faithful[1], faithful[2]});
+  ASSERT_TRUE(lc.score.bad());
+  Triage t = triage_update(adam, 10, "fc.weight", in, lc, faithful);
+  EXPECT_EQ(t.cls, FindingClass::Float32Limit) << t.basis;
+  EXPECT_NE(t.basis.find("in float32"), std::string::npos) << t.basis;
+
+  OptimizerConfig sgd;
+  sgd.lr = 0.1;
+  Tensor w2 = f32({1, 2}), g2 = f32({0.5, -1});
+  Tensors right = faithful_update(sgd, 1, w2, g2, {});
+  EXPECT_FALSE(check_update(sgd, 1, w2, g2, {}, right[0], {}).score.bad());
+  Tensor wrong = f32({1 - 10 * 0.05, 2 + 10 * 0.1});
+  LocalCheck bad = check_update(sgd, 1, w2, g2, {}, wrong, {});
+  ASSERT_TRUE(bad.score.bad());
+  t = triage_update(sgd, 1, "fc.weight", {w2, g2}, bad, {wrong});
+  EXPECT_EQ(t.cls, FindingClass::Defect) << t.basis;
+  EXPECT_NE(t.basis.find("fc.weight[0]"), std::string::npos) << t.basis;
 }

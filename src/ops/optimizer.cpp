@@ -103,6 +103,86 @@ UpdateRoundings update_roundings(const OptimizerConfig& c) {
   return {14, 6, 10};
 }
 
+namespace {
+
+// One element of a step with every operation's result rounded by R (to the weight's dtype), as
+// PyTorch's documentation of torch.optim.SGD, Adam and AdamW writes the algorithm (the
+// definition; torch's kernels reorder it: lerp for the first moment, the bias corrections folded
+// into the step size). In float64 then rounded once per operation: for +, -, *, / and sqrt that
+// is the dtype's own correctly rounded operation (float64 has more than twice the digits).
+struct StepElement {
+  double w, m, v;
+};
+
+template <typename Round>
+StepElement sgd_step(const OptimizerConfig& c, bool first, double w, double g, double m,
+                     const Round& R) {
+  if (c.weight_decay != 0) g = R(g + R(R(c.weight_decay) * w));  // g + lambda theta
+  double s = g;
+  if (c.momentum != 0) {
+    m = first ? g : R(R(R(c.momentum) * m) + g);  // b = mu b + g
+    s = c.nesterov ? R(g + R(R(c.momentum) * m)) : m;
+  }
+  return {R(w - R(R(c.lr) * s)), m, 0};  // theta - gamma g
+}
+
+template <typename Round>
+StepElement adam_step(const OptimizerConfig& c, long t, double w, double g, double m, double v,
+                      const Round& R) {
+  if (c.weight_decay != 0) {
+    if (c.kind == "adamw")
+      w = R(w - R(R(R(c.lr) * R(c.weight_decay)) * w));  // theta - gamma lambda theta
+    else
+      g = R(g + R(R(c.weight_decay) * w));  // g + lambda theta
+  }
+  m = R(R(R(c.beta1) * m) + R(R(1 - c.beta1) * g));
+  v = R(R(R(c.beta2) * v) + R(R(1 - c.beta2) * R(g * g)));
+  double m_hat = R(m / R(1 - std::pow(c.beta1, static_cast<double>(t))));
+  double v_hat = R(v / R(1 - std::pow(c.beta2, static_cast<double>(t))));
+  return {R(w - R(R(R(c.lr) * m_hat) / R(R(std::sqrt(v_hat)) + R(c.eps)))), m, v};
+}
+
+template <typename Round>
+Tensors faithful_update_in(const OptimizerConfig& c, long t, const Tensor& weight,
+                           const Tensor& grad, const Tensors& slots, const Round& R) {
+  auto w = weight.to_f64(), g = grad.to_f64();
+  std::vector<double> m = slots.size() > 0 ? slots[0].to_f64() : std::vector<double>(w.size(), 0);
+  std::vector<double> v = slots.size() > 1 ? slots[1].to_f64() : std::vector<double>(w.size(), 0);
+  bool first = slots.empty();
+  std::vector<double> nw(w.size()), nm(w.size()), nv(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    StepElement e = c.kind == "sgd" ? sgd_step(c, first, R(w[i]), R(g[i]), R(m[i]), R)
+                                    : adam_step(c, t, R(w[i]), R(g[i]), R(m[i]), R(v[i]), R);
+    nw[i] = e.w;
+    nm[i] = e.m;
+    nv[i] = e.v;
+  }
+  // The state in the weight's dtype, as torch.optim keeps it (a kernel that keeps it narrower
+  // is worse than the definition).
+  DType dt = weight.dtype();
+  Tensors out{Tensor::from_f64(nw, weight.shape(), dt)};
+  std::size_t k = optimizer_slots(c).size();
+  if (k > 0) out.push_back(Tensor::from_f64(nm, weight.shape(), dt));
+  if (k > 1) out.push_back(Tensor::from_f64(nv, weight.shape(), dt));
+  return out;
+}
+
+}  // namespace
+
+Tensors faithful_update(const OptimizerConfig& c, long t, const Tensor& weight, const Tensor& grad,
+                        const Tensors& slots) {
+  if (weight.dtype() == DType::Float32)
+    return faithful_update_in(c, t, weight, grad, slots,
+                              [](double x) { return static_cast<double>(static_cast<float>(x)); });
+  if (weight.dtype() == DType::Float16)
+    return faithful_update_in(c, t, weight, grad, slots,
+                              [](double x) { return half_bits_to_f64(f64_to_half_bits(x)); });
+  if (weight.dtype() == DType::BFloat16)
+    return faithful_update_in(c, t, weight, grad, slots,
+                              [](double x) { return bf16_bits_to_f64(f64_to_bf16_bits(x)); });
+  return faithful_update_in(c, t, weight, grad, slots, [](double x) { return x; });
+}
+
 UpdateReference reference_update(const OptimizerConfig& c, long t, const Tensor& weight,
                                  const Tensor& grad, const Tensors& slots, DType weight_dtype,
                                  DType state_dtype) {

@@ -72,4 +72,13 @@ UpdateReference reference_update(const OptimizerConfig& c, long t, const Tensor&
                                  const Tensor& grad, const Tensors& slots, DType weight_dtype,
                                  DType state_dtype);
 
+// The faithful evaluation of one step in the weight's dtype (triage, analysis/core/triage.h):
+// the algorithm as PyTorch's documentation of SGD, Adam and AdamW writes it, operation by
+// operation, each result and each scalar (lr, momentum, the betas, the bias corrections) rounded
+// to that dtype as a tensor operation of that dtype reads it. Returns the new weight and slots
+// (optimizer_slots() order), all in the weight's dtype as torch.optim keeps its state; `slots`
+// empty: the first step.
+Tensors faithful_update(const OptimizerConfig& c, long t, const Tensor& weight, const Tensor& grad,
+                        const Tensors& slots);
+
 }  // namespace metaop

@@ -17,8 +17,8 @@ namespace {
 // Adds an occurrence: one finding per (node, binding, phase, kind), keeping the worst step's
 // details and reproducer data.
 void record(TrainCheck& tc, TrainFinding f) {
-  // The forward's numerical findings are triaged where they are made; crashes and hangs are
-  // defects; the backward and the updates declare no float32 evaluation.
+  // The forward's and the updates' numerical findings are triaged where they are made; crashes
+  // and hangs are defects; the backward declares no float32 evaluation.
   if (f.cls == FindingClass::None) {
     triage_non_numerical(f);
     if (f.numerical()) {
@@ -107,6 +107,7 @@ LocalCheck check_update(const OptimizerConfig& c, long t, const Tensor& before, 
     return lc;
   }
   lc.score = score_outputs(got, lc.reference, tol);
+  lc.tol = std::move(tol);
   return lc;
 }
 
@@ -253,6 +254,7 @@ void judge_update(TrainCheck& tc, const OptimizerConfig& run, std::size_t step,
   for (const auto& s : *u.state_before) f.inputs.push_back(s);
   f.got = {*u.after};
   for (const auto& s : *u.state_after) f.got.push_back(s);
+  if (f.numerical()) triage_update(opt, u.t, u.weight, f.inputs, lc, f.got).apply_to(f);
   record(tc, std::move(f));
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analysis/core/accuracy.h"
+#include "ops/optimizer.h"
 #include "tensor/dtype.h"
 
 namespace metaop {
@@ -22,7 +23,7 @@ bool any_float64(const Tensors& in) {
 double at(const Tensors& ts, std::ptrdiff_t o, std::ptrdiff_t i) {
   if (o < 0 || static_cast<std::size_t>(o) >= ts.size() || !ts[o].defined() || i >= ts[o].numel())
     return NAN;
-  return ts[o].to_f64()[static_cast<std::size_t>(i)];
+  return ts[o].f64_at(i);
 }
 
 std::string element(const Node& node, const Tensors& ref, std::ptrdiff_t o, std::ptrdiff_t i) {
@@ -116,7 +117,8 @@ constexpr double kLostDigits = 0x1p-12;
 Triage triage_by_twin(const Float32Definition& def, const KernelContext& ctx, const Tensors& in,
                       const Tensors& ref, const std::vector<std::vector<double>>& tol,
                       const Tensors& got, const std::vector<std::vector<bool>>& bad,
-                      std::pair<std::ptrdiff_t, std::ptrdiff_t> worst) {
+                      std::pair<std::ptrdiff_t, std::ptrdiff_t> worst,
+                      std::string_view precision = "float32", bool has_sums = true) {
   auto [bo, bi] = worst;
   // The definition in float32, in each order its sums may take.
   const std::array<std::pair<SumOrder, const char*>, 3> orders{
@@ -127,12 +129,13 @@ Triage triage_by_twin(const Float32Definition& def, const KernelContext& ctx, co
   std::vector<std::vector<std::vector<bool>>> ys_bad;
   try {
     for (const auto& [order, words] : orders) {
+      if (!has_sums && !ys.empty()) break;  // one evaluation: the orders are all the same
       ys.push_back(def.evaluate(ctx, in, order));
       ys_bad.push_back(bad_elements(ys.back(), ref, tol));
     }
   } catch (const Float32Lost& e) {
-    return {FindingClass::Float32Limit, fmt::format("{} in float32 loses the result here: {}; {}",
-                                                    def.formula, e.what(), def.better)};
+    return {FindingClass::Float32Limit, fmt::format("{} in {} loses the result here: {}; {}",
+                                                    def.formula, precision, e.what(), def.better)};
   } catch (const std::exception& e) {
     return {FindingClass::Untriaged, fmt::format("the float32 evaluation failed: {}", e.what())};
   }
@@ -169,18 +172,19 @@ Triage triage_by_twin(const Float32Definition& def, const KernelContext& ctx, co
     auto [o, e] = worst_bad(unexplained, got, ref, tol);
     double r = at(ref, o, e), t = at(ys[0], o, e), g = at(got, o, e);
     return {FindingClass::Defect,
-            fmt::format("{} in float32 gives {:.9g} at {} (exact {:.9g}, error {:.3g}); the "
+            fmt::format("{} in {} gives {:.9g} at {} (exact {:.9g}, error {:.3g}); the "
                         "kernel gives {:.9g} (error {:.3g}), worse than the definition in "
-                        "float32 in any order of its sums",
-                        def.formula, t, element(ctx.node, ref, o, e), r, error_of(t, r), g,
-                        error_of(g, r))};
+                        "{}{}",
+                        def.formula, precision, t, element(ctx.node, ref, o, e), r, error_of(t, r),
+                        g, error_of(g, r), precision, has_sums ? " in any order of its sums" : "")};
   }
   // Every element the kernel gets wrong, the definition in float32 gets wrong too.
   auto k = static_cast<std::size_t>(worst_order);
-  return {FindingClass::Float32Limit,
-          fmt::format("{} in float32 ({}) gives {:.9g} at {} too (exact {:.9g}); {}", def.formula,
-                      orders[k].second, at(ys[k], bo, bi), element(ctx.node, ref, bo, bi),
-                      at(ref, bo, bi), def.better)};
+  return {
+      FindingClass::Float32Limit,
+      fmt::format("{} in {}{} gives {:.9g} at {} too (exact {:.9g}); {}", def.formula, precision,
+                  has_sums ? fmt::format(" ({})", orders[k].second) : "", at(ys[k], bo, bi),
+                  element(ctx.node, ref, bo, bi), at(ref, bo, bi), def.better)};
 }
 
 // The same outputs: shapes, dtypes and values (NaN equal to NaN).
@@ -279,6 +283,45 @@ Triage triage_local(const Node& node, std::int64_t opset, const Tensors& in, con
   const MetaOp* op = OpRegistry::instance().find(node.op_type);
   if (!op) return {FindingClass::Untriaged, node.op_type + " has no meta operator"};
   return triage(*op, KernelContext{node, opset}, in, lc.reference, lc.tol, got);
+}
+
+Triage triage_update(const OptimizerConfig& c, long t, const std::string& weight, const Tensors& in,
+                     const LocalCheck& lc, const Tensors& got) {
+  if (any_float64(in))
+    return {FindingClass::Untriaged, "float64 weights: a float32 evaluation does not apply"};
+  // The kernel's outputs in the reference's shapes (its state may come flat) and, as the
+  // evaluation's, in float64: check_update scores them so, its tolerances counting the final
+  // rounding.
+  auto as_reference = [&in](const Tensors& ts) {
+    Tensors r;
+    for (const auto& g : ts)
+      r.push_back((g.numel() == in[0].numel() ? g.reshaped(in[0].shape()) : g).to(DType::Float64));
+    return r;
+  };
+  // A kernel that keeps other state than the rule (none, or of another size) is wrong whatever
+  // its precision: check_update scored it before comparing a value.
+  if (!lc.score.mismatch.empty())
+    return {FindingClass::Defect,
+            "the kernel's state differs in form from the optimizer's: " + lc.score.mismatch};
+  Tensors outs = as_reference(got);
+  std::vector<std::vector<bool>> bad = bad_elements(outs, lc.reference, lc.tol);
+  auto worst = worst_bad(bad, outs, lc.reference, lc.tol);
+  if (worst.first < 0)
+    return {FindingClass::Untriaged, "no element of the kernel's step is outside the error model"};
+  Node node;
+  node.name = weight;
+  node.op_type = c.kind;
+  node.outputs = {weight};
+  for (const auto& s : optimizer_slots(c)) node.outputs.push_back(s);
+  Float32Definition def;
+  def.how = Float32Definition::How::twin;
+  def.evaluate = [&c, t, &as_reference](const KernelContext&, const Tensors& x, SumOrder) {
+    return as_reference(faithful_update(c, t, x[0], x[1], Tensors(x.begin() + 2, x.end())));
+  };
+  def.formula = fmt::format("{}'s step as PyTorch's documentation writes it", c.kind);
+  def.better = "the step computed in float64 arithmetic (state and intermediates) avoids it";
+  return triage_by_twin(def, KernelContext{node, 0}, in, lc.reference, lc.tol, outs, bad, worst,
+                        dtype_name(in[0].dtype()), false);
 }
 
 void triage_non_numerical(FindingCore& f) {

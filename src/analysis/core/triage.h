@@ -44,6 +44,15 @@ struct LocalCheck;
 Triage triage_local(const Node& node, std::int64_t opset, const Tensors& in, const LocalCheck& lc,
                     const Tensors& got);
 
+// The same for a framework optimizer's step of `weight`, scored by check_update
+// (analysis/core/train_check.h): `in` the weight, gradient and state before the step, `got` the
+// new weight and state; the faithful evaluation is the optimizer's algorithm as PyTorch's
+// documentation writes it, in the weight's dtype (ops/optimizer.h, faithful_update). Float64
+// weights stay untriaged.
+struct OptimizerConfig;
+Triage triage_update(const OptimizerConfig& c, long t, const std::string& weight, const Tensors& in,
+                     const LocalCheck& lc, const Tensors& got);
+
 // Crashes and hangs are defects; unsupported ops and hazards get no class. Sets f.cls and
 // f.class_basis for those kinds (numerical findings are triaged with triage()).
 void triage_non_numerical(FindingCore& f);

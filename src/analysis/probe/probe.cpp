@@ -454,8 +454,7 @@ void probe_update_case(const ProbeOptions& o, Tally& tally, const std::string& b
   f.optimizer = c;
   f.step = t;
   if (f.numerical()) {
-    f.cls = FindingClass::Untriaged;
-    f.class_basis = "the update rules declare no float32 evaluation";
+    triage_update(c, t, "weight", in, lc, got).apply_to(f);
   } else {
     triage_non_numerical(f);
   }
