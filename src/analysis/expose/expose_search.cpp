@@ -357,13 +357,7 @@ std::vector<Point> Searcher::step_candidates(std::size_t t, const Evaluation& at
 void Searcher::find_comparisons() {
   static const std::set<std::string> kComparisons = {"Less", "Greater", "LessOrEqual",
                                                      "GreaterOrEqual"};
-  std::set<std::string> live;
-  for (const auto& v : varied_) live.insert(v.name);
-  auto order = topological_order(g_);
-  for (auto k : order)
-    for (const auto& in : g_.nodes[k].inputs)
-      if (!in.empty() && live.count(in))
-        for (const auto& o : g_.nodes[k].outputs) live.insert(o);
+  std::set<std::string> live = live_values();
   std::map<std::string, std::size_t> producer;
   for (std::size_t k = 0; k < g_.nodes.size(); ++k)
     for (const auto& o : g_.nodes[k].outputs) producer[o] = k;
@@ -501,32 +495,22 @@ void Searcher::margin_moves(std::size_t t, const Evaluation& at, const Node& n,
   } catch (const Error&) {
     return;  // an op on the path without a VJP
   }
-  // delta = -reach w^2 g / sum(w^2 g^2), each element scaled by its box: under the linear model
-  // it removes the residuals weighted by the seed.
+  // The Newton move along the residuals' gradient: under the linear model it removes the
+  // residuals weighted by the seed.
   std::vector<std::vector<double>> g;
-  double norm = 0;
   for (const auto& v : varied_) {
     auto it = br.grads.find(v.name);
     std::vector<double> gv =
         it == br.grads.end() ? std::vector<double>(v.lo.size(), 0.0) : it->second.to_f64();
-    for (std::size_t i = 0; i < gv.size(); ++i) {
-      gv[i] *= scale;
-      norm += (v.hi[i] - v.lo[i]) * (v.hi[i] - v.lo[i]) * gv[i] * gv[i];
-    }
+    for (auto& x : gv) x *= scale;
     g.push_back(std::move(gv));
   }
-  if (!(norm > 0) || !std::isfinite(norm)) return;
   // The linear model undershoots through saturating ops: a step three times as far too.
-  for (double factor : {1.0, 3.0}) {
-    Point p = state_[t].point;
-    for (std::size_t v = 0; v < g.size(); ++v)
-      for (std::size_t i = 0; i < g[v].size(); ++i) {
-        double w = varied_[v].hi[i] - varied_[v].lo[i];
-        p[v][i] -= factor * reach * w * w * g[v][i] / norm;
-      }
-    candidates.push_back(clip(p));
-    phases.push_back(factor == 1.0 ? phase : phase + ", 3x step");
-  }
+  for (double factor : {1.0, 3.0})
+    if (auto p = newton_move(state_[t].point, g, factor * reach)) {
+      candidates.push_back(std::move(*p));
+      phases.push_back(factor == 1.0 ? phase : phase + ", 3x step");
+    }
 }
 
 // GRIST's step: each coordinate moved against its gradient's sign by a fixed step.
@@ -545,25 +529,38 @@ Point Searcher::grist_step(Point p, const std::vector<std::vector<double>>& grad
 void Searcher::gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
                               std::vector<Point>& candidates) const {
   const auto& s = state_[t];
-  Point sign = s.point, newton = s.point;
+  Point sign = s.point;
+  for (std::size_t v = 0; v < grad.size(); ++v)
+    for (std::size_t i = 0; i < grad[v].size(); ++i) {
+      double w = varied_[v].hi[i] - varied_[v].lo[i], gi = grad[v][i];
+      sign[v][i] -= s.sigma * w * (gi > 0 ? 1 : (gi < 0 ? -1 : 0));
+    }
+  candidates.push_back(clip(sign));
+  // Zones at a point (a divisor at 0, a constant group) need the exact step; beyond a
+  // threshold, overshooting is fine.
+  const std::string& kind = targets_[t].kind;
+  double over = kind == "zero_divisor" || kind == "zero_variance" ? 1.0 : 1.5;
+  if (std::isfinite(s.current))
+    if (auto newton = newton_move(s.point, grad, over * s.current)) candidates.push_back(*newton);
+}
+
+std::optional<Point> Searcher::newton_move(const Point& from,
+                                           const std::vector<std::vector<double>>& grad,
+                                           double reach) const {
   double norm = 0;
   for (std::size_t v = 0; v < grad.size(); ++v)
     for (std::size_t i = 0; i < grad[v].size(); ++i) {
       double w = varied_[v].hi[i] - varied_[v].lo[i];
       norm += w * w * grad[v][i] * grad[v][i];
     }
-  // Zones at a point (a divisor at 0, a constant group) need the exact step; beyond a
-  // threshold, overshooting is fine.
-  const std::string& kind = targets_[t].kind;
-  double over = kind == "zero_divisor" || kind == "zero_variance" ? 1.0 : 1.5;
+  if (!(norm > 0) || !std::isfinite(norm)) return std::nullopt;
+  Point p = from;
   for (std::size_t v = 0; v < grad.size(); ++v)
     for (std::size_t i = 0; i < grad[v].size(); ++i) {
-      double w = varied_[v].hi[i] - varied_[v].lo[i], gi = grad[v][i];
-      sign[v][i] -= s.sigma * w * (gi > 0 ? 1 : (gi < 0 ? -1 : 0));
-      if (norm > 0) newton[v][i] -= over * s.current * w * w * gi / norm;
+      double w = varied_[v].hi[i] - varied_[v].lo[i];
+      p[v][i] -= reach * w * w * grad[v][i] / norm;
     }
-  candidates.push_back(clip(sign));
-  if (norm > 0 && std::isfinite(s.current)) candidates.push_back(clip(newton));
+  return clip(p);
 }
 
 void Searcher::run_slice(std::size_t t, int steps, bool grist) {
@@ -640,13 +637,18 @@ void Searcher::run_random() {
 }
 
 // Targets whose node does not depend on any varied tensor keep their start distance.
-void Searcher::mark_independent() {
+std::set<std::string> Searcher::live_values() const {
   std::set<std::string> live;
   for (const auto& v : varied_) live.insert(v.name);
   for (auto k : topological_order(g_))
     for (const auto& in : g_.nodes[k].inputs)
       if (!in.empty() && live.count(in))
         for (const auto& o : g_.nodes[k].outputs) live.insert(o);
+  return live;
+}
+
+void Searcher::mark_independent() {
+  std::set<std::string> live = live_values();
   for (std::size_t t = 0; t < targets_.size(); ++t) {
     bool depends = false;
     for (const auto& in : g_.nodes[targets_[t].node].inputs)

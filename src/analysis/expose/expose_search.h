@@ -147,6 +147,13 @@ class Searcher {
   Point grist_step(Point p, const std::vector<std::vector<double>>& grad) const;
   void gradient_steps(std::size_t t, const std::vector<std::vector<double>>& grad,
                       std::vector<Point>& candidates) const;
+  // From `from`, x - reach * w^2 g / sum(w^2 g^2), each element scaled by its box width w:
+  // the step that removes `reach` of a distance whose gradient is g under the linear model
+  // (clipped); nothing when g is zero or not finite.
+  std::optional<Point> newton_move(const Point& from, const std::vector<std::vector<double>>& grad,
+                                   double reach) const;
+  // The values that depend on a varied tensor (the varied ones included).
+  std::set<std::string> live_values() const;
   void mark_independent();
   // The comparisons (Less, Greater, LessOrEqual, GreaterOrEqual) upstream of each target that
   // depend on a varied tensor, closest first: a mask, a count or a threshold built from them has
