@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 # (forward ops, backward ops) per binding.
-CLAIMS = {"reference": (172, 122), "torch": (125, 97), "torch-1.13": (125, 97),
+CLAIMS = {"reference": (172, 122), "torch": (130, 97), "torch-1.13": (130, 97),
           "onednn": (50, 20), "onednn-2.6": (50, 20), "opencv": (154, 0), "opencv-4.6": (86, 0),
           "ort": (169, 0), "ort-1.30": (169, 0), "ort-wasm": (169, 0), "openvino": (163, 0), "tvm": (143, 0)}
 

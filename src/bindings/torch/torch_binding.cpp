@@ -89,7 +89,9 @@ Support TorchBinding::supports(const std::string& op_type) const {
   }
   s.forward = true;
   s.backward = it->second.differentiable;
-  s.dtypes = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+  s.dtypes = it->second.dtypes;
+  if (s.dtypes.empty())
+    s.dtypes = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
   return s;
 }
 

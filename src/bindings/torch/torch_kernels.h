@@ -39,6 +39,7 @@ struct TorchOp {
   bool differentiable = true;
   std::vector<std::size_t> no_grad_inputs = {};  // inputs ATen refuses to differentiate
   std::source_location where = {};
+  std::vector<DType> dtypes = {};  // what the kernel takes; empty: the four floating types
 };
 
 class TorchTable {

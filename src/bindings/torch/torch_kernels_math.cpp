@@ -17,6 +17,12 @@
 #include <ATen/ops/avg_pool2d.h>
 #include <ATen/ops/avg_pool3d.h>
 #include <ATen/ops/batch_norm.h>
+#include <ATen/ops/bitwise_and.h>
+#include <ATen/ops/bitwise_left_shift.h>
+#include <ATen/ops/bitwise_not.h>
+#include <ATen/ops/bitwise_or.h>
+#include <ATen/ops/bitwise_right_shift.h>
+#include <ATen/ops/bitwise_xor.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/ceil.h>
 #include <ATen/ops/celu.h>
@@ -264,6 +270,33 @@ void add_elementwise(TorchTable& t) {
       "Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); }, false);
   B(
       "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
+  // The bitwise ops take integers only, so they claim the integer types ATen has kernels for
+  // (BitShift: the unsigned ones, of which LibTorch 1.13 has uint8 alone).
+  const std::vector<DType> integers{DType::Int8, DType::Int16, DType::Int32, DType::Int64,
+                                    DType::UInt8};
+  auto I = [&](const char* name, Fn f, std::vector<DType> dtypes,
+               std::source_location loc = std::source_location::current()) {
+    TorchOp op{std::move(f), false};
+    op.dtypes = std::move(dtypes);
+    t.add(name, std::move(op), loc);
+  };
+  I(
+      "BitwiseAnd", [](const Ctx& c) { return ATs{at::bitwise_and(c.in(0), c.in(1))}; }, integers);
+  I(
+      "BitwiseOr", [](const Ctx& c) { return ATs{at::bitwise_or(c.in(0), c.in(1))}; }, integers);
+  I(
+      "BitwiseXor", [](const Ctx& c) { return ATs{at::bitwise_xor(c.in(0), c.in(1))}; }, integers);
+  I(
+      "BitwiseNot", [](const Ctx& c) { return ATs{at::bitwise_not(c.in(0))}; }, integers);
+  I("BitShift",
+    [](const Ctx& c) {
+      const std::string dir = attr_s(c.k, "direction");
+      if (dir != "LEFT" && dir != "RIGHT")
+        c.unsupported(fmt::format("direction '{}': LEFT or RIGHT", dir));
+      return ATs{dir == "LEFT" ? at::bitwise_left_shift(c.in(0), c.in(1))
+                               : at::bitwise_right_shift(c.in(0), c.in(1))};
+    },
+    {DType::UInt8});
   t.add("Mod",
         TorchOp{[](const Ctx& c) {
                   bool fmod = attr_i(c.k, "fmod") != 0;
