@@ -235,15 +235,25 @@ void add_elementwise(TorchTable& t) {
                          },
                          false});
 
+  // The arithmetic and comparisons take the integer types too (Equal bool as well); ATen has
+  // kernels for all of them.
+  const std::vector<DType> integers{DType::Int8, DType::Int16, DType::Int32, DType::Int64,
+                                    DType::UInt8};
+  const std::vector<DType> numbers{DType::Float32,  DType::Float64, DType::Float16,
+                                   DType::BFloat16, DType::Int8,    DType::Int16,
+                                   DType::Int32,    DType::Int64,   DType::UInt8};
+  const std::vector<DType> numbers_and_bool{
+      DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
+      DType::Int16,   DType::Int32,   DType::Int64,   DType::UInt8,    DType::Bool};
   auto B = [&](const char* name, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f,
                bool diff = true, std::source_location loc = std::source_location::current()) {
-    t.add(name,
-          TorchOp{[f](const Ctx& c) {
-                    check_modern(c);
-                    return ATs{f(c.in(0), c.in(1))};
-                  },
-                  diff},
-          loc);
+    TorchOp op{[f](const Ctx& c) {
+                 check_modern(c);
+                 return ATs{f(c.in(0), c.in(1))};
+               },
+               diff};
+    op.dtypes = std::string(name) == "Equal" ? numbers_and_bool : numbers;
+    t.add(name, std::move(op), loc);
   };
   B("Add", [](const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); });
   B("Sub", [](const at::Tensor& a, const at::Tensor& b) { return at::sub(a, b); });
@@ -264,22 +274,33 @@ void add_elementwise(TorchTable& t) {
   B(
       "GreaterOrEqual", [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); },
       false);
-  B(
-      "And", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_and(a, b); }, false);
-  B(
-      "Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); }, false);
-  B(
-      "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); }, false);
   // The bitwise ops take integers only, so they claim the integer types ATen has kernels for
   // (BitShift: the unsigned ones, of which LibTorch 1.13 has uint8 alone).
-  const std::vector<DType> integers{DType::Int8, DType::Int16, DType::Int32, DType::Int64,
-                                    DType::UInt8};
   auto I = [&](const char* name, Fn f, std::vector<DType> dtypes,
                std::source_location loc = std::source_location::current()) {
     TorchOp op{std::move(f), false};
     op.dtypes = std::move(dtypes);
     t.add(name, std::move(op), loc);
   };
+  // The logical ops take bool alone (opset 7 on: before it, broadcasting was explicit).
+  I("And",
+    [](const Ctx& c) {
+      check_modern(c);
+      return ATs{at::logical_and(c.in(0), c.in(1))};
+    },
+    {DType::Bool});
+  I("Or",
+    [](const Ctx& c) {
+      check_modern(c);
+      return ATs{at::logical_or(c.in(0), c.in(1))};
+    },
+    {DType::Bool});
+  I("Xor",
+    [](const Ctx& c) {
+      check_modern(c);
+      return ATs{at::logical_xor(c.in(0), c.in(1))};
+    },
+    {DType::Bool});
   I(
       "BitwiseAnd", [](const Ctx& c) { return ATs{at::bitwise_and(c.in(0), c.in(1))}; }, integers);
   I(
@@ -297,12 +318,15 @@ void add_elementwise(TorchTable& t) {
                                : at::bitwise_right_shift(c.in(0), c.in(1))};
     },
     {DType::UInt8});
-  t.add("Mod",
-        TorchOp{[](const Ctx& c) {
-                  bool fmod = attr_i(c.k, "fmod") != 0;
-                  return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
-                },
-                false});
+  // Mod: ATen's remainder (the divisor's sign, fmod=0) and fmod (the dividend's), on the floating
+  // and the integer types.
+  I(
+      "Mod",
+      [](const Ctx& c) {
+        bool fmod = attr_i(c.k, "fmod") != 0;
+        return ATs{fmod ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
+      },
+      numbers);
   t.add("PRelu", TorchOp{[](const Ctx& c) {
           check_modern(c);
           const at::Tensor& x = c.in(0);

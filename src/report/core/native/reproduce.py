@@ -93,7 +93,8 @@ def torch_ops():
     def reduction(f):
         def run(a, x, opset):
             t = x[0]
-            from_input = a.get("_op") == "ReduceSum" and opset >= 13
+            # The axes are an input from opset 18 on (ReduceSum: 13), an attribute before.
+            from_input = opset >= (13 if a.get("_op") == "ReduceSum" else 18)
             axes = (x[1].tolist() if len(x) > 1 and x[1] is not None else []) if from_input \
                 else list(a.get("axes", []))
             keep = bool(a.get("keepdims", 1))
@@ -214,6 +215,15 @@ def torch_ops():
         "Max": variadic(torch.maximum), "Min": variadic(torch.minimum),
         "Sum": variadic(torch.add), "Mean": variadic(torch.add, mean=True),
         "Where": lambda a, x, o: [torch.where(x[0], x[1], x[2])],
+        "And": binary(torch.logical_and), "Or": binary(torch.logical_or),
+        "Xor": binary(torch.logical_xor),
+        "BitwiseAnd": binary(torch.bitwise_and), "BitwiseOr": binary(torch.bitwise_or),
+        "BitwiseXor": binary(torch.bitwise_xor), "BitwiseNot": unary(torch.bitwise_not),
+        "BitShift": lambda a, x, o: [torch.bitwise_left_shift(x[0], x[1])
+                                     if a["direction"] == "LEFT"
+                                     else torch.bitwise_right_shift(x[0], x[1])],
+        "Mod": lambda a, x, o: [torch.fmod(x[0], x[1]) if a.get("fmod", 0)
+                                else torch.remainder(x[0], x[1])],
         "Clip": clip, "MatMul": binary(torch.matmul), "Gemm": gemm,
         "ReduceSum": reduction(lambda t, d, k: torch.sum(t, d, k)),
         "ReduceMean": reduction(lambda t, d, k: torch.mean(t, d, k)),
