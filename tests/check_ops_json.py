@@ -1,17 +1,21 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """`metaop ops --json` is a list of {op, binding, forward, backward, dtypes, error_model, reason};
 every "no" carries a reason, every op has an error model, and each binding's coverage is exactly
 what the project claims: CLAIMS below and the README's binding table, both checked against
-`metaop ops` (a claim that grows or shrinks is a change to make on purpose, in all three); the
-fault benchmark's op lists name registered ops.
+`metaop ops` (a claim that grows or shrinks is a change to make on purpose, in all three); an op
+the ONNX text defines for integers or bool alone is claimed for no other dtype; the fault
+benchmark's op lists name registered ops.
 
-Usage: /usr/bin/python3 check_ops_json.py METAOP README.md
+Usage: check_ops_json.py METAOP README.md   (the project's Python environment: the current onnx
+package's schemas)
 """
 import json
 import pathlib
 import re
 import subprocess
 import sys
+
+import onnx
 
 # (forward ops, backward ops) per binding.
 CLAIMS = {"reference": (172, 122), "torch": (130, 97), "torch-1.13": (130, 97),
@@ -70,6 +74,41 @@ for line in open(sys.argv[2]):
 for b in sorted(counts):
     check(readme.get(b) == counts[b],
           f"README's binding table: {b} {readme.get(b)} = metaop ops {counts[b]}")
+
+# The dtypes each op's schema (the newest opset MetaOp reads) allows its inputs and outputs; an op
+# with no floating type among them (And, BitShift, MatMulInteger ...) is claimed for none of the
+# dtypes it does not allow. The others may be claimed for more than the text lists: MetaOp's
+# reference computes every op in float64, and the frameworks' kernels go past the text (bfloat16).
+DTYPE = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+         "tensor(bfloat16)": "bfloat16", "tensor(bool)": "bool"}
+DTYPE.update({f"tensor({t})": t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                                          "uint32", "uint64")})
+FLOATING = {"float32", "float64", "float16", "bfloat16"}
+
+
+def schema_dtypes(op):
+    """The dtypes (MetaOp's names; other types by ONNX's) op's default-domain schema allows its
+    inputs and outputs, or None without such a schema."""
+    if not onnx.defs.has(op):
+        return None
+    s = onnx.defs.get_schema(op, 23)
+    allowed = {c.type_param_str: c.allowed_type_strs for c in s.type_constraints}
+    return {DTYPE.get(t, t) for p in list(s.inputs) + list(s.outputs)
+            for t in allowed.get(p.type_str, [p.type_str])}
+
+
+integer_only = 0
+for op in sorted({r["op"] for r in rows}):
+    allowed = schema_dtypes(op)
+    if allowed is None or allowed & FLOATING:
+        continue
+    integer_only += 1
+    for r in rows:
+        if r["op"] == op and r["forward"]:
+            check(set(r["dtypes"]) <= allowed,
+                  f"{r['binding']} {op}: claims {r['dtypes']}, which the ONNX text allows")
+check(integer_only >= 11, f"the ops defined for integers or bool alone are checked "
+      f"({integer_only}: And, Or, Xor, Not, the bitwise ops, BitShift, ...)")
 
 # The fault benchmark's own op list (bench/faults.py's SKIP_GENERIC) names registered ops: a
 # misspelled one would silently be injected. Its op-specific lists come from `metaop ops

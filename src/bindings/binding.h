@@ -19,8 +19,10 @@ struct OptimizerConfig;  // ops/optimizer.h
 struct Support {
   bool forward = false;
   bool backward = false;
-  std::vector<DType> dtypes;  // dtypes it accepts for the op's floating inputs
-  std::string reason;         // why not, when it has neither
+  // Dtypes it accepts for the op's data: floating ones, or those of an op ONNX defines for
+  // integers or bool alone (MetaOp::dtypes).
+  std::vector<DType> dtypes;
+  std::string reason;  // why not, when it has neither
 };
 
 class Binding {

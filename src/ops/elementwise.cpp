@@ -564,6 +564,7 @@ void register_elementwise_ops(OpRegistry& r) {
   register_tests(r);
   register_quantize(r);
   r.op("BitwiseNot", Family::elementwise, bitwise_not)
+      .dtypes(integer_dtypes())
       .error(error_models::exact())
       .float32_rounded()
       .cases({{18, {CaseInput{{2, 3}, DType::Int32, {-1, 0, 5, 12, -128, 2147483647}}}},

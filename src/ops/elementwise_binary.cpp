@@ -35,6 +35,7 @@ struct BinaryRow {
   std::vector<CaseSpec> cases = {};  // sample cases the node tests lack (ops/manifest.h)
   Undefined undefined = {};          // inputs where ONNX leaves it undefined
   ExplainWords explain = {};         // expose's words for its outputs
+  std::vector<DType> dtypes = {};    // ONNX's dtypes of the data, where none is floating
 };
 
 // Before opset 7, binary ops broadcast only with broadcast=1, aligning B with A's dims
@@ -377,19 +378,23 @@ std::vector<BinaryRow> logic_rows() {
       {.where = here(), .name = "LessOrEqual", .make = plain<le>, .bool_output = true},
       {.where = here(), .name = "Greater", .make = plain<gt>, .bool_output = true},
       {.where = here(), .name = "GreaterOrEqual", .make = plain<ge>, .bool_output = true},
-      {.where = here(), .name = "And", .make = plain<land>, .bool_output = true, .critical = {}},
-      {.where = here(), .name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}},
-      {.where = here(), .name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}},
+      {.where = here(), .name = "And", .make = plain<land>, .bool_output = true, .critical = {}, .dtypes = {DType::Bool}},
+      {.where = here(), .name = "Or", .make = plain<lor>, .bool_output = true, .critical = {}, .dtypes = {DType::Bool}},
+      {.where = here(), .name = "Xor", .make = plain<lxor>, .bool_output = true, .critical = {}, .dtypes = {DType::Bool}},
       {.where = here(), .name = "BitwiseAnd", .make = bitwise, .critical = {},
-        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}},
+        .dtypes = integer_dtypes()},
       {.where = here(), .name = "BitwiseOr", .make = bitwise, .critical = {},
-        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}},
+        .dtypes = integer_dtypes()},
       {.where = here(), .name = "BitwiseXor", .make = bitwise, .critical = {},
-        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}}},
+        .cases = {{18, {int32s({2, 3}, {-1, 0, 5, 12, -128, 2147483647}), int32s({2, 3}, {7, -1, 3, 10, 255, -2})}}},
+        .dtypes = integer_dtypes()},
       // Shifts of 0 to 9: bits shifted out, and a shift past the width.
       {.where = here(), .name = "BitShift", .make = bitshift, .critical = {},
         .cases = {{11, {CaseInput{{2, 3}, DType::UInt8, {255, 1, 128, 37, 200, 3}}, CaseInput{{2, 3}, DType::UInt8, {0, 7, 1, 3, 9, 8}}}, {{"direction", Attribute::of_string("LEFT")}}},
-                  {11, {CaseInput{{2, 3}, DType::UInt8, {255, 1, 128, 37, 200, 3}}, CaseInput{{2, 3}, DType::UInt8, {0, 7, 1, 3, 9, 8}}}, {{"direction", Attribute::of_string("RIGHT")}}}}},
+                  {11, {CaseInput{{2, 3}, DType::UInt8, {255, 1, 128, 37, 200, 3}}, CaseInput{{2, 3}, DType::UInt8, {0, 7, 1, 3, 9, 8}}}, {{"direction", Attribute::of_string("RIGHT")}}}},
+        .dtypes = {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64}},
   };
 }
 
@@ -450,6 +455,7 @@ void add_row(OpRegistry& r, const BinaryRow& row) {
   if (row.undefined.refuse || row.undefined.crashes) b.undefined(row.undefined, row.where);
   if (row.explain.form != ExplainForm::value || row.explain.telling)
     b.explain(row.explain, row.where);
+  if (!row.dtypes.empty()) b.dtypes(row.dtypes, row.where);
   if (row.deriv)
     b.vjp([d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) { return binary_vjp(d, c, in, out, grads); },

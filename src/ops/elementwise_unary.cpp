@@ -715,6 +715,7 @@ void add_row(OpRegistry& r, const UnaryRow& row) {
 
 void register_unary_ops(OpRegistry& r) {
   for (const auto& row : unary_rows()) add_row(r, row);
+  r.amend("Not").dtypes({DType::Bool});  // the one row ONNX defines for bool alone
 }
 
 }  // namespace metaop

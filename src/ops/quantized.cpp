@@ -301,11 +301,15 @@ Undefined dynamic_quantize_undefined() {
 
 void register_quantized_ops(OpRegistry& r) {
   const char* integer_doc = "exact: integers, the int32 accumulator exact";
+  // Their data are int8 or uint8 (the ONNX text's T1 and T2), their outputs int32.
+  const std::vector<DType> bytes{DType::Int8, DType::UInt8};
   r.op("MatMulInteger", Family::linear, matmul_integer)
+      .dtypes(bytes)
       .error(error_models::exact(integer_doc))
       .inputs(InputRoles{{0, 1}})
       .float32_rounded();
   r.op("ConvInteger", Family::conv, conv_integer)
+      .dtypes(bytes)
       .error(error_models::exact(integer_doc))
       .inputs(InputRoles{{0, 1}})
       .float32_rounded();

@@ -115,6 +115,13 @@ OpBuilder& OpBuilder::explain(ExplainWords words, Where where) {
   return *this;
 }
 
+OpBuilder& OpBuilder::dtypes(std::vector<DType> types, Where where) {
+  MetaOp& op = r_.at(type_, "dtypes");
+  op.dtypes = std::move(types);
+  op.where.emplace_back("dtypes", where);
+  return *this;
+}
+
 OpBuilder& OpBuilder::float32(Float32Evaluate twin, std::string formula, std::string better,
                               Where where) {
   MetaOp& op = r_.at(type_, "float32 definition");

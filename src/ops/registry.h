@@ -105,6 +105,10 @@ struct MetaOp {
   TrainingMode training;
   std::vector<std::string> faults;  // op-specific planted faults that apply (fault_catalog())
   ExplainWords explain;
+  // The dtypes ONNX defines the op's data for, where it defines it for no floating type (And:
+  // bool; BitShift: the unsigned integers); empty: the floating types (and maybe others). A
+  // binding that runs the node as it comes claims these.
+  std::vector<DType> dtypes;
   // Triage: the op's definition evaluated in float32, and the choices ONNX leaves open.
   Float32Definition float32;
   std::vector<Convention> conventions;
@@ -140,6 +144,7 @@ class OpBuilder {
   OpBuilder& training(TrainingMode t, Where where = Where::current());
   OpBuilder& faults(std::vector<std::string> names, Where where = Where::current());
   OpBuilder& explain(ExplainWords words, Where where = Where::current());
+  OpBuilder& dtypes(std::vector<DType> types, Where where = Where::current());
   // Triage (Float32Definition): a float32 twin of the definition, or "rounded once".
   OpBuilder& float32(Float32Evaluate twin, std::string formula, std::string better,
                      Where where = Where::current());

@@ -73,6 +73,12 @@ bool is_unsigned(DType t) {
   return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
 }
 
+const std::vector<DType>& integer_dtypes() {
+  static const std::vector<DType> all{DType::Int8,  DType::Int16,  DType::Int32,  DType::Int64,
+                                      DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64};
+  return all;
+}
+
 double integer_lowest(DType t) {
   switch (t) {
     case DType::Int8:

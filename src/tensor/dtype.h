@@ -28,6 +28,8 @@ std::size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);
 bool is_floating(DType t);
 bool is_unsigned(DType t);  // uint8 to uint64 (bool is neither)
+// The integer dtypes, int8 to int64 and uint8 to uint64.
+const std::vector<DType>& integer_dtypes();
 // The least and greatest value of an integer or bool dtype, as doubles (int64's and uint64's
 // greatest: the largest double below 2^63 and 2^64, which they can hold).
 double integer_lowest(DType t);

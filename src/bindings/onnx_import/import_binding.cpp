@@ -189,7 +189,9 @@ Support ImportBinding::supports(const std::string& op_type) const {
     return s;
   }
   s.forward = true;
-  s.dtypes = spec_.dtypes;
+  // The node goes to the framework as it comes: an op ONNX defines for integers or bool alone
+  // has those, the others the floating types the framework computes in.
+  s.dtypes = op->dtypes.empty() ? spec_.dtypes : op->dtypes;
   return s;
 }
 

@@ -11,7 +11,9 @@ Support ReferenceBinding::supports(const std::string& op_type) const {
   if (const MetaOp* op = OpRegistry::instance().find(op_type)) {
     s.forward = true;
     s.backward = static_cast<bool>(op->vjp);
-    s.dtypes = {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16};
+    s.dtypes = op->dtypes.empty() ? std::vector<DType>{DType::Float64, DType::Float32,
+                                                       DType::Float16, DType::BFloat16}
+                                  : op->dtypes;
   } else {
     s.reason = "no meta operator " + op_type;
   }

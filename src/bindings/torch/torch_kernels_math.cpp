@@ -204,7 +204,11 @@ void add_elementwise(TorchTable& t) {
   U("Sigmoid", at::sigmoid);
   U("Tanh", at::tanh);
   U("HardSwish", at::hardswish);
-  U("Not", at::logical_not, false);
+  {
+    TorchOp op{[](const Ctx& c) { return unary(c, at::logical_not); }, false};
+    op.dtypes = {DType::Bool};
+    t.add("Not", std::move(op));
+  }
   U("IsNaN", at::isnan, false);
   t.add("Softplus", TorchOp{[](const Ctx& c) { return ATs{at::softplus(c.in(0), 1, 20)}; }});
   t.add("Softsign", TorchOp{[](const Ctx& c) { return ATs{c.in(0) / (at::abs(c.in(0)) + 1)}; }});
