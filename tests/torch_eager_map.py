@@ -5,7 +5,8 @@ ONNX node tests of that op (float32 data, or the integer or bool data the bindin
 op; opset 7 and later for ops of several inputs) run once through `metaop run --bind torch` (one
 model per opset, every test's node side by side; a node the binding refuses is not a test) and
 once through the eager calls, with the attributes as repro.json gives them (the schema's defaults
-filled in); the outputs must be the same bits. A reproducer whose script computed something else would not show the finding.
+filled in); the outputs must be the same bits. A reproducer whose script computed something else
+would not show the finding.
 
 Usage: torch_eager_map.py METAOP WORK_DIR NODE_TESTS...   (the project's Python environment:
 torch and onnx; NODE_TESTS: folders of backend-test folders, Debian's ONNX 1.12 data and the
