@@ -43,14 +43,14 @@ spec.loader.exec_module(reproduce)
 OPS = reproduce.torch_ops()
 torch.set_num_threads(1)  # as the script does: the binding's one intra-op thread (--threads 1)
 T = onnx.TensorProto
-DATA = {T.FLOAT, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.BOOL}
-# The dtypes the torch binding claims for each op (metaop ops --json): an op that claims integer
-# or bool data is tested on its integer and bool node tests too, and must run them on torch.
+DATA = {T.FLOAT, T.DOUBLE, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.BOOL}
+# The dtypes the torch binding claims for each op (metaop ops --json): an op that claims float64,
+# integer or bool data is tested on those node tests too, and must run them on torch.
 r = subprocess.run([METAOP, "ops", "--json"], capture_output=True, text=True, check=True)
 CLAIMS = {o["op"]: set(o["dtypes"]) for o in json.loads(r.stdout)
           if o["binding"] == "torch" and o["forward"]}
-ONNX_NAME = {T.INT8: "int8", T.INT16: "int16", T.INT32: "int32", T.INT64: "int64",
-             T.UINT8: "uint8", T.BOOL: "bool"}
+ONNX_NAME = {T.DOUBLE: "float64", T.INT8: "int8", T.INT16: "int16", T.INT32: "int32",
+             T.INT64: "int64", T.UINT8: "uint8", T.BOOL: "bool"}
 
 
 def attributes(node, opset):
@@ -86,7 +86,7 @@ for model_path in sorted(p for d in TESTDATA for p in glob.glob(os.path.join(d, 
         continue
     values = [numpy_helper.to_array(onnx.load_tensor(p)) for p in pbs]
     types = [i.type.tensor_type.elem_type for i in graph.input]
-    # float32 data, or the integer or bool data the op claims (its first input's dtype).
+    # float32 data, or the float64, integer or bool data the op claims (its first input's dtype).
     claimed = ONNX_NAME.get(types[0]) in CLAIMS.get(graph.node[0].op_type, set())
     if any(t not in DATA for t in types) or not (claimed or any(
             v.dtype == np.float32 for v in values)):
