@@ -28,7 +28,7 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libopencv-dev
   libeigen3-dev libopenblas-dev libxxhash-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-torch python3-torchvision python3-onnx
   graphviz chromium

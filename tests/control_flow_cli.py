@@ -1,7 +1,9 @@
 """If, Loop and Scan run inlined (src/engine/control_flow.h): `metaop run` agrees with ONNX
 Runtime on models whose bodies read outer values, nest, stop on their condition, scan in reverse
-and run no iteration; `metaop check` runs the bodies' nodes under a binding and
-judges each; bad control flow is exit 2 with one line naming the node.
+and run no iteration, and on models of sequences and optionals (lowered to their tensors);
+`metaop check` runs the bodies' nodes and the lowered nodes under a binding and judges each;
+`conform` reads sequence and optional values from test data; bad control flow is exit 2 with one
+line naming the node.
 
 Usage: control_flow_cli.py METAOP WORK_DIR   (the project's Python environment: onnx and
 onnxruntime. ONNX's ReferenceEvaluator is no yardstick here: its Loop concatenates scan outputs
@@ -231,6 +233,169 @@ if r.returncode == 0:
 r = metaop("check", loop_path, "--bind", "ort", "--whole-graph", "--samples", "1")
 check(r.returncode == 2 and "--whole-graph does not run models with If, Loop or Scan" in r.stderr,
       "check --whole-graph: refused in one line", r.stderr)
+
+# --- sequences and optionals: lowered to the tensors they hold ----------------------------------
+# SplitToSequence by lengths, SequenceInsert at the front, SequenceErase of the last, a Loop that
+# carries a sequence and appends to it, SequenceAt, SequenceLength, ConcatFromSequence (along an
+# axis and along a new one), SequenceMap, and an optional that holds a tensor.
+S_F = helper.make_tensor_sequence_value_info
+seq_body = helper.make_graph(
+    [helper.make_node("Cast", ["i"], ["fi"], name="cast", to=F),
+     helper.make_node("Mul", ["row", "fi"], ["scaled"], name="scale"),
+     helper.make_node("SequenceInsert", ["acc_in", "scaled"], ["acc_out"], name="append"),
+     helper.make_node("Identity", ["c_in"], ["c_out"], name="keep")],
+    "append_body", [vi("i", I64, []), vi("c_in", B, []), S_F("acc_in", F, None)],
+    [vi("c_out", B, []), S_F("acc_out", F, None)])
+map_body = helper.make_graph([helper.make_node("Sigmoid", ["e"], ["m"], name="sigmoid")],
+                             "map_body", [vi("e", F, [2])], [vi("m", F, [2])])
+seq_nodes = [
+    const("lengths", np.array([1, 2, 3], np.int64)),
+    const("one_i", np.array(1, np.int64)), const("zero_i", np.array(0, np.int64)),
+    helper.make_node("SplitToSequence", ["x", "lengths"], ["parts"], name="split", axis=0),
+    helper.make_node("SequenceInsert", ["parts", "y", "zero_i"], ["with_y"], name="insert"),
+    helper.make_node("SequenceErase", ["with_y"], ["erased"], name="erase"),
+    helper.make_node("SequenceAt", ["erased", "one_i"], ["at1"], name="at"),
+    helper.make_node("SequenceLength", ["erased"], ["count"], name="length"),
+    helper.make_node("ConcatFromSequence", ["erased"], ["joined"], name="concat", axis=0),
+    helper.make_node("SequenceEmpty", [], ["empty"], name="empty", dtype=F),
+    const("trips", np.array(3, np.int64)), const("go", np.array(True)),
+    helper.make_node("Loop", ["trips", "go", "empty"], ["grown"], name="grow", body=seq_body),
+    helper.make_node("ConcatFromSequence", ["grown"], ["stacked"], name="stack", axis=0,
+                     new_axis=1),
+    helper.make_node("SequenceMap", ["grown"], ["mapped"], name="map", body=map_body),
+    helper.make_node("ConcatFromSequence", ["mapped"], ["mapped_cat"], name="map_concat",
+                     axis=0),
+    helper.make_node("Optional", ["at1"], ["opt"], name="wrap"),
+    helper.make_node("OptionalHasElement", ["opt"], ["has"], name="has"),
+    helper.make_node("OptionalGetElement", ["opt"], ["unwrapped"], name="unwrap"),
+]
+seq_path, seq_model = save(
+    "sequences", seq_nodes, [vi("x", F, [6, 2]), vi("y", F, [1, 2]), vi("row", F, [2])],
+    [vi("at1", F, [1, 2]), vi("count", I64, []), vi("joined", F, [4, 2]),
+     vi("stacked", F, [3, 2]), vi("mapped_cat", F, [6]), vi("has", B, []),
+     vi("unwrapped", F, [1, 2])], opset=18)
+seq_feeds = {"x": np.arange(12, dtype=np.float32).reshape(6, 2) / 4,
+             "y": np.array([[-1, 1]], np.float32), "row": np.array([0.5, -2], np.float32)}
+r = run_and_compare("sequences", seq_path, seq_model, seq_feeds)
+check("node 'grow' (Loop): 3 iterations" in r.stderr and "node 'map' (SequenceMap): 3 elements"
+      in r.stderr, "sequences: the loop's and the map's paths are printed", r.stderr)
+r = metaop("check", seq_path, "--bind", "ort", "--no-verify", "--json",
+           os.path.join(WORK, "seq_check.json"))
+check(r.returncode == 0, "check --bind ort of the sequence model: clean", r.stdout + r.stderr)
+if r.returncode == 0:
+    runs = json.load(open(os.path.join(WORK, "seq_check.json")))["runs"]
+    ran = {n["node"]: n["ran_on"] for run in runs if run["binding"] == "ort" for n in run["nodes"]}
+    check(ran.get("split") == "ort" and ran.get("concat") == "ort" and
+          ran.get("map/1/sigmoid") == "ort",
+          "check: ONNX Runtime ran the Split, the Concat and the map's body", str(ran)[:600])
+
+# A sequence input and a sequence and an optional output, from ONNX test data (conform).
+test_dir = os.path.join(WORK, "test_sequence_io")
+io_nodes = [helper.make_node("SequenceAt", ["xs", "last"], ["tail"], name="tail"),
+            helper.make_node("Abs", ["tail"], ["abs"], name="abs"),
+            helper.make_node("SequenceInsert", ["xs", "abs"], ["out_seq"], name="append"),
+            helper.make_node("Optional", ["abs"], ["out_opt"], name="wrap")]
+io_model = helper.make_model(
+    helper.make_graph(io_nodes, "sequence_io", [S_F("xs", F, None)],
+                      [S_F("out_seq", F, None),
+                       helper.make_value_info("out_opt", helper.make_optional_type_proto(
+                           helper.make_tensor_type_proto(F, None)))],
+                      [numpy_helper.from_array(np.array(-1, np.int64), "last")]),
+    opset_imports=[helper.make_opsetid("", 18)])
+io_model.ir_version = 10
+onnx.checker.check_model(io_model)
+os.makedirs(os.path.join(test_dir, "test_data_set_0"), exist_ok=True)
+onnx.save(io_model, os.path.join(test_dir, "model.onnx"))
+xs = [np.array([1.5, -2], np.float32), np.array([[-3.25]], np.float32)]
+
+
+def write_pb(name, proto):
+    with open(os.path.join(test_dir, "test_data_set_0", name), "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+write_pb("input_0.pb", numpy_helper.from_list(xs, "xs"))
+expected_seq, expected_opt = onnxruntime.InferenceSession(io_model.SerializeToString()).run(
+    None, {"xs": xs})
+write_pb("output_0.pb", numpy_helper.from_list(list(expected_seq), "out_seq"))
+write_pb("output_1.pb", numpy_helper.from_optional(expected_opt, "out_opt"))
+r = metaop("conform", test_dir)
+check(r.returncode == 0 and "1 passed" in r.stdout,
+      "conform: a sequence input and sequence and optional outputs from test data", r.stdout + r.stderr)
+# A wrong expected sequence (one tensor fewer) fails, naming the output.
+write_pb("output_0.pb", numpy_helper.from_list(list(expected_seq)[:-1], "out_seq"))
+r = metaop("conform", test_dir)
+check(r.returncode != 0 and "output 'out_seq': 3 tensors, expected 2" in r.stdout + r.stderr,
+      "conform: a sequence of the wrong length fails, naming the output", r.stdout + r.stderr)
+# run takes tensors: a sequence input is refused in one line naming it.
+r = metaop("run", os.path.join(test_dir, "model.onnx"), "--random-inputs")
+check(r.returncode == 2 and "input 'xs' is a sequence of tensors" in r.stderr and
+      r.stderr.count("\n") == 1, "run of a model with a sequence input: exit 2, one line",
+      r.stderr)
+# Identity passes a sequence on.
+identity_path, _ = save("seq_identity", [
+    helper.make_node("SplitToSequence", ["x"], ["parts"], name="split", axis=0),
+    helper.make_node("Identity", ["parts"], ["same"], name="same"),
+    helper.make_node("SequenceLength", ["same"], ["n"], name="n")], [vi("x", F, [3, 2])],
+    [vi("n", I64, [])], opset=18)
+r = metaop("run", identity_path, "--random-inputs")
+check(r.returncode == 0, "Identity passes a sequence on", r.stdout + r.stderr)
+# A tensor operator given a sequence: exit 2 naming the node.
+relu_path, _ = save("seq_to_relu", [
+    helper.make_node("SplitToSequence", ["x"], ["parts"], name="split", axis=0),
+    helper.make_node("Relu", ["parts"], ["r"], name="relu")], [vi("x", F, [3, 2])],
+    [vi("r", F, [1, 2])], opset=18)
+r = metaop("run", relu_path, "--random-inputs")
+check(r.returncode == 2 and "node 'relu' (Relu): input 'parts' is a sequence, which only the "
+      "sequence and optional operators take" in r.stderr and r.stderr.count("\n") == 1,
+      "a Relu given a sequence: exit 2, one line naming the node", r.stderr)
+out_of_range = helper.make_graph(
+    [helper.make_node("SplitToSequence", ["x"], ["parts"], name="split", axis=0),
+     const("nine", np.array(9, np.int64)),
+     helper.make_node("SequenceAt", ["parts", "nine"], ["p"], name="pick")],
+    "out_of_range", [vi("x", F, [3, 2])], [vi("p", F, [1, 2])])
+oor_model = helper.make_model(out_of_range, opset_imports=[helper.make_opsetid("", 18)])
+oor_model.ir_version = 10
+oor_path = os.path.join(WORK, "seq_out_of_range.onnx")
+onnx.save(oor_model, oor_path)
+r = metaop("run", oor_path, "--random-inputs")
+check(r.returncode == 2 and "node 'pick' (SequenceAt): position 9 is out of range for a sequence "
+      "of 3 tensors" in r.stderr and r.stderr.count("\n") == 1,
+      "SequenceAt past the end: exit 2, one line naming the node", r.stderr)
+
+# --- strings: evaluated as the model is lowered (src/engine/strings.h) --------------------------
+# float -> string -> StringConcat with a suffix, StringSplit at it, Equal, RegexFullMatch, and back
+# to float: run agrees with ONNX Runtime, the numeric results standing as constants.
+STR = TensorProto.STRING
+str_nodes = [
+    helper.make_node("Cast", ["x"], ["text"], name="to_text", to=STR),
+    helper.make_node("Constant", [], ["suffix"], name="suffix_const",
+                     value=helper.make_tensor("suffix", STR, [], [b"|end"])),
+    helper.make_node("StringConcat", ["text", "suffix"], ["joined"], name="concat"),
+    helper.make_node("StringSplit", ["joined"], ["parts", "counts"], name="split", delimiter="|"),
+    helper.make_node("RegexFullMatch", ["text"], ["negative"], name="match", pattern="-.*"),
+    helper.make_node("Equal", ["text", "text"], ["same"], name="equal"),
+    helper.make_node("Cast", ["text"], ["back"], name="to_float", to=F),
+    helper.make_node("Add", ["back", "x"], ["twice"], name="add"),
+]
+str_path, str_model = save(
+    "strings", str_nodes, [vi("x", F, [4])],
+    [vi("counts", I64, [4]), vi("negative", B, [4]), vi("same", B, [4]), vi("twice", F, [4])],
+    opset=20)
+r = run_and_compare("strings", str_path, str_model,
+                    {"x": np.array([0.1, -2.5, 3e-5, 1e20], np.float32)})
+r = metaop("run", str_path, "--random-inputs")
+# Left to run: the Add, and an Identity from each constant to its graph output.
+check(r.returncode == 0 and "4 nodes, opset 20" in r.stdout,
+      "strings: only the Add and the outputs' Identity nodes are left to run", r.stdout + r.stderr)
+relu_str_path, _ = save("string_to_relu", [
+    helper.make_node("Cast", ["x"], ["text"], name="to_text", to=STR),
+    helper.make_node("Relu", ["text"], ["r"], name="relu")], [vi("x", F, [2])],
+    [vi("r", F, [2])], opset=20)
+r = metaop("run", relu_str_path, "--random-inputs")
+check(r.returncode == 2 and "node 'relu' (Relu): input 'text' is a string tensor" in r.stderr and
+      r.stderr.count("\n") == 1, "a Relu given strings: exit 2, one line naming the node",
+      r.stderr)
 
 # --- bad control flow: exit 2, one line naming the node -----------------------------------------
 bad_path, _ = save("endless", [helper.make_node("Loop", ["", "", "h0"], ["h_final", "hs_all"],

@@ -174,8 +174,8 @@ std::size_t inline_for_samples(const CheckArgs& a, Graph& g, const Inputs& first
                                const std::function<Inputs(std::size_t)>& make_sample) {
   if (a.whole_graph)
     throw Unsupported(fmt::format(
-        "{}: --whole-graph does not run models with If, Loop or Scan yet; check them node by "
-        "node (without --whole-graph)",
+        "{}: --whole-graph does not run models with If, Loop or Scan or with sequences yet; check "
+        "them node by node (without --whole-graph)",
         a.model));
   InlinedGraph in = inline_control_flow(g, first);
   for (const auto& p : in.path) fmt::print(stderr, "control flow: {}\n", p);
@@ -223,7 +223,7 @@ int run(const CheckArgs& a) {
   Inputs first = make_sample(0);
   if (!a.inputs.empty() && a.samples > 1)
     fmt::print(stderr, "note: --input given, so --samples {} is ignored (one sample)\n", a.samples);
-  if (has_control_flow(g)) count = inline_for_samples(a, g, first, count, make_sample);
+  if (needs_inlining(g)) count = inline_for_samples(a, g, first, count, make_sample);
   // Whole-graph mode takes every sample at once: their size is checked first.
   std::vector<Inputs> samples;
   if (a.whole_graph) {

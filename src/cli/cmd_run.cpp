@@ -134,7 +134,7 @@ int run(const RunArgs& a) {
   InputSpec spec{a.inputs, a.random_inputs, a.seed, parse_range(a.range)};
   auto [inputs, sources] = gather_inputs(g, spec);
   validate_inputs(g, inputs, sources);
-  if (has_control_flow(g)) g = inline_for_inputs(g, inputs);
+  if (needs_inlining(g)) g = inline_for_inputs(g, inputs);
 
   RunOptions opts;
   opts.keep_all = !a.dump_dir.empty();

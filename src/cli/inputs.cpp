@@ -90,6 +90,19 @@ Tensor random_tensor(const ValueInfo& vi, std::mt19937_64& rng, std::pair<double
 
 std::pair<std::map<std::string, Tensor>, std::map<std::string, std::string>> gather_inputs(
     const Graph& g, const InputSpec& spec) {
+  for (const auto& vi : g.inputs)
+    if (vi.sequence || vi.optional)
+      throw Unsupported(fmt::format(
+          "{}: input '{}' is {}: --input and --random-inputs give tensors (conform reads such "
+          "inputs from ONNX test data)",
+          g.path, printable(vi.name),
+          vi.optional ? (vi.sequence ? "an optional sequence" : "an optional tensor")
+                      : "a sequence of tensors"));
+    else if (is_string_value(vi))
+      throw Unsupported(fmt::format(
+          "{}: input '{}' is a string tensor: --input and --random-inputs give numeric tensors "
+          "(conform reads string inputs from ONNX test data)",
+          g.path, printable(vi.name)));
   std::map<std::string, Tensor> inputs;
   std::map<std::string, std::string> sources;
   std::size_t next_positional = 0;

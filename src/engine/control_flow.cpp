@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "engine/executor.h"
+#include "engine/strings.h"
 #include "tensor/text.h"
 
 namespace metaop {
@@ -42,14 +44,19 @@ class Inlining {
 
 class Inliner {
  public:
-  Inliner(const Graph& g, const std::map<std::string, Tensor>& inputs) : g_(g) {
+  Inliner(const Graph& g, const std::map<std::string, Tensor>& inputs,
+          const std::map<std::string, CompositeValue>& composite_inputs,
+          const std::map<std::string, StringTensor>& string_inputs)
+      : g_(g) {
     flat_.path = g.path;
     flat_.name = g.name;
     flat_.opset = g.opset;
-    flat_.inputs = g.inputs;
     flat_.outputs = g.outputs;
     flat_.initializers = g.initializers;
-    flat_.value_info = g.value_info;
+    // Sequences and optionals leave the graph (their tensors' names stand for them), and so do
+    // string tensors (evaluated here).
+    for (const auto& [n, v] : g.value_info)
+      if (!v.sequence && !v.optional && !is_string_value(v)) flat_.value_info[n] = v;
     flat_.meta = g.meta;
     for (const auto& v : g.outputs) graph_outputs_.insert(v.name);
     // Every name of the top graph is taken: the names the inliner makes never collide with one.
@@ -62,12 +69,64 @@ class Inliner {
     }
     for (const auto& [n, t] : g.initializers) env_[n] = t;
     for (const auto& [n, t] : inputs) env_[n] = t;
+    for (const auto& v : g.inputs) {
+      if (v.sequence || v.optional)
+        add_composite_input(v, composite_inputs);
+      else if (is_string_value(v))
+        add_string_input(v, string_inputs);
+      else
+        flat_.inputs.push_back(v);
+    }
   }
 
   InlinedGraph run() {
     Scope top;
     for (std::size_t i : topological_order(g_)) emit(g_, g_.nodes[i], top, "", true);
-    return {std::move(flat_), std::move(path_)};
+    std::vector<ValueInfo> outputs;
+    for (const auto& v : g_.outputs) {
+      if (auto s = strings_.find(v.name); s != strings_.end()) {
+        string_outputs_[v.name] = s->second;
+        continue;
+      }
+      if (is_string_value(v))
+        fail("{}: graph output '{}' is declared a string tensor, but its value is not one", g_.path,
+             printable(v.name));
+      auto it = composites_.find(v.name);
+      if (it == composites_.end()) {
+        if (v.sequence)
+          fail("{}: graph output '{}' is declared a sequence, but its value is a tensor", g_.path,
+               printable(v.name));
+        ValueInfo t = v;
+        if (v.optional) {
+          // An optional output that holds the tensor made.
+          composite_outputs_[v.name] = {true, true, false, {v.name}};
+          t.optional = false;
+          t.is_tensor = true;
+        }
+        outputs.push_back(std::move(t));
+        continue;
+      }
+      const Composite c = it->second;
+      if (c.sequence != v.sequence && (v.sequence || v.onnx_elem_type != 0))
+        fail("{}: graph output '{}' is declared {}, but its value is {}", g_.path,
+             printable(v.name), kind_name(v.optional, v.sequence),
+             kind_name(c.optional, c.sequence));
+      CompositeOutput out{v.optional || c.optional, c.has, c.sequence, {}};
+      for (std::size_t i = 0; i < c.items.size(); ++i) {
+        Node id;
+        id.op_type = "Identity";
+        id.name = unique_node_name(fmt::format("{}/{}", v.name, i));
+        id.inputs = {c.items[i]};
+        id.outputs = {fresh(fmt::format("{}/{}", v.name, i))};
+        outputs.push_back(tensor_info(id.outputs[0], value(id, c.items[i])));
+        out.outputs.push_back(id.outputs[0]);
+        evaluate(std::move(id));
+      }
+      composite_outputs_[v.name] = std::move(out);
+    }
+    flat_.outputs = std::move(outputs);
+    return {std::move(flat_), std::move(path_), std::move(element_inputs_),
+            std::move(composite_outputs_), std::move(string_outputs_)};
   }
 
  private:
@@ -78,18 +137,504 @@ class Inliner {
     if (node.op_type == "If" && is_control_flow(node)) return emit_if(node, scope, prefix, top);
     if (node.op_type == "Loop" && is_control_flow(node)) return emit_loop(node, scope, prefix, top);
     if (node.op_type == "Scan" && is_control_flow(node)) return emit_scan(node, scope, prefix, top);
+    if (is_sequence_op(node)) return emit_sequence_op(body, node, scope, prefix, top);
+    if (is_string_op(node) || takes_or_makes_strings(node, scope))
+      return emit_string_op(node, scope, prefix, top);
+    if (node.op_type == "Identity" && node.inputs.size() == 1)
+      if (const Composite* c = composite(scope.resolve(node.inputs[0])))
+        return set_composite(node, 0, *c, scope, prefix, top);
     Node n = node;
-    if (!top) n.name = unique_node_name(prefix + node.name);
+    n.name = node_name(node, prefix, top);
     for (auto& in : n.inputs) in = scope.resolve(in);
-    if (!top)
-      for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-        if (n.outputs[k].empty()) continue;
-        std::string flat = fresh(prefix + node.outputs[k]);
-        scope.names[node.outputs[k]] = flat;
-        copy_value_info(body, node.outputs[k], flat);
-        n.outputs[k] = flat;
-      }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k)
+      n.outputs[k] = output_name(body, node, k, scope, prefix, top);
     evaluate(std::move(n));
+  }
+
+  std::string node_name(const Node& node, const std::string& prefix, bool top) {
+    return top ? node.name : unique_node_name(prefix + node.name);
+  }
+
+  // The name output k of a node of `body` takes in the inlined graph (a top graph's node keeps
+  // its names).
+  std::string output_name(const Graph& body, const Node& node, std::size_t k, Scope& scope,
+                          const std::string& prefix, bool top) {
+    const std::string& out = node.outputs[k];
+    if (top || out.empty()) return out;
+    std::string flat = fresh(prefix + out);
+    scope.names[out] = flat;
+    copy_value_info(body, out, flat);
+    return flat;
+  }
+
+  // ---- Strings ----
+
+  // Cast, CastLike, Equal and Identity of string tensors, and Cast to STRING.
+  bool takes_or_makes_strings(const Node& node, const Scope& scope) const {
+    const std::string& op = node.op_type;
+    if (op == "Constant") {
+      auto it = node.attrs.find("value");
+      return it != node.attrs.end() && it->second.string_tensor;
+    }
+    if (op != "Cast" && op != "CastLike" && op != "Equal" && op != "Identity") return false;
+    if (op == "Cast" && node.has_attr("to") && node.attrs.at("to").kind == Attribute::Kind::Int &&
+        node.attrs.at("to").i == 8)
+      return true;
+    return std::any_of(node.inputs.begin(), node.inputs.end(),
+                       [&](const std::string& in) { return strings_.count(scope.resolve(in)); });
+  }
+
+  void add_string_input(const ValueInfo& v, const std::map<std::string, StringTensor>& given) {
+    auto it = given.find(v.name);
+    if (it == given.end())
+      throw Unsupported(fmt::format(
+          "{}: graph input '{}' is a string tensor: only conform, which reads such values from "
+          "ONNX test data, runs models that take one",
+          g_.path, printable(v.name)));
+    strings_[v.name] = it->second;
+  }
+
+  void set_string(const Node& node, std::size_t k, StringTensor t, Scope& scope,
+                  const std::string& prefix, bool top) {
+    if (k >= node.outputs.size() || node.outputs[k].empty()) return;
+    const std::string& out = node.outputs[k];
+    std::string flat = top ? out : fresh(prefix + out);
+    if (!top) scope.names[out] = flat;
+    strings_[flat] = std::move(t);
+  }
+
+  // The string operators and string Cast, CastLike, Equal and Identity, evaluated here
+  // (engine/strings): their string results are kept by name, their numeric ones are constants.
+  void emit_string_op(const Node& node, Scope& scope, const std::string& prefix, bool top) {
+    auto name = [&](std::size_t i) {
+      return i < node.inputs.size() ? scope.resolve(node.inputs[i]) : std::string();
+    };
+    auto str = [&](std::size_t i) -> const StringTensor& {
+      auto it = strings_.find(name(i));
+      if (it == strings_.end())
+        fail("{}: input #{} '{}' is not a string tensor", where_(node), i, printable(name(i)));
+      return it->second;
+    };
+    const std::string& op = node.op_type;
+    if (op == "StringNormalizer")
+      return set_string(node, 0, string_normalizer(node, str(0)), scope, prefix, top);
+    if (op == "StringConcat")
+      return set_string(node, 0, string_concat(node, str(0), str(1)), scope, prefix, top);
+    if (op == "StringSplit") {
+      auto [parts, counts] = string_split(node, str(0));
+      set_string(node, 0, std::move(parts), scope, prefix, top);
+      return tensor_output(node, 1, counts, scope, prefix, top);
+    }
+    if (op == "RegexFullMatch")
+      return tensor_output(node, 0, regex_full_match(node, str(0)), scope, prefix, top);
+    if (op == "Equal")
+      return tensor_output(node, 0, equal_strings(node, str(0), str(1)), scope, prefix, top);
+    if (op == "Identity") return set_string(node, 0, str(0), scope, prefix, top);
+    if (op == "Constant")
+      return set_string(node, 0, *node.attrs.at("value").string_tensor, scope, prefix, top);
+    // Cast and CastLike.
+    const bool from_string = strings_.count(name(0)) != 0;
+    bool to_string = false;
+    DType to = DType::Float32;
+    if (op == "Cast") {
+      const auto type = static_cast<int>(node.attr_i("to"));
+      to_string = type == 8;
+      if (!to_string) {
+        auto d = dtype_from_onnx(type);
+        if (!d)
+          throw Unsupported(
+              fmt::format("{}: Cast of strings to {}", where_(node), onnx_type_name(type)));
+        to = *d;
+      }
+    } else {
+      to_string = strings_.count(name(1)) != 0;
+      if (!to_string) to = value(node, name(1)).dtype();
+    }
+    if (from_string && to_string) return set_string(node, 0, str(0), scope, prefix, top);
+    if (from_string)
+      return tensor_output(node, 0, cast_from_strings(node, str(0), to), scope, prefix, top);
+    set_string(node, 0, cast_to_strings(node, value(node, name(0))), scope, prefix, top);
+  }
+
+  // ---- Sequences and optionals ----
+
+  // A sequence or optional value: the names of its tensors in the inlined graph.
+  struct Composite {
+    bool optional = false, has = true, sequence = false;
+    std::vector<std::string> items;  // a sequence's tensors, or an optional tensor's one
+    std::optional<DType> dtype;      // the tensors' (an empty sequence has one too)
+  };
+
+  static std::string kind_name(bool optional, bool sequence) {
+    if (optional) return sequence ? "an optional sequence" : "an optional tensor";
+    return sequence ? "a sequence" : "a tensor";
+  }
+
+  const Composite* composite(const std::string& name) const {
+    auto it = composites_.find(name);
+    return it == composites_.end() ? nullptr : &it->second;
+  }
+
+  static ValueInfo tensor_info(const std::string& name, const Tensor& t) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = t.dtype();
+    v.onnx_elem_type = dtype_to_onnx(t.dtype());
+    v.dims = std::vector<std::int64_t>(t.shape().begin(), t.shape().end());
+    return v;
+  }
+
+  // A graph input of sequence or optional type: its tensors become inputs of the inlined graph.
+  void add_composite_input(const ValueInfo& v, const std::map<std::string, CompositeValue>& given) {
+    auto it = given.find(v.name);
+    if (it == given.end())
+      throw Unsupported(fmt::format(
+          "{}: graph input '{}' is {} of tensors: only conform, which reads such values from ONNX "
+          "test data, runs models that take one",
+          g_.path, printable(v.name), kind_name(v.optional, v.sequence)));
+    const CompositeValue& c = it->second;
+    if (c.sequence != v.sequence || (c.optional && !v.optional))
+      fail("{}: graph input '{}' is declared {} but given {}", g_.path, printable(v.name),
+           kind_name(v.optional, v.sequence), kind_name(c.optional, c.sequence));
+    Composite comp{v.optional, c.has || !c.optional, v.sequence, {}, v.dtype};
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+      const Tensor& t = c.tensors[i];
+      if (v.dtype && t.dtype() != *v.dtype)
+        fail("{}: graph input '{}' holds {} tensors, but tensor #{} given is {}", g_.path,
+             printable(v.name), dtype_name(*v.dtype), i, dtype_name(t.dtype()));
+      std::string name = fresh(fmt::format("{}/{}", v.name, i));
+      flat_.inputs.push_back(tensor_info(name, t));
+      element_inputs_[name] = t;
+      env_[name] = t;
+      comp.items.push_back(name);
+    }
+    if (!v.sequence && comp.has && comp.items.size() != 1)
+      fail("{}: graph input '{}' is an optional tensor given {} tensors", g_.path,
+           printable(v.name), comp.items.size());
+    composites_[v.name] = std::move(comp);
+  }
+
+  // Output k of a sequence or optional operator is `c`.
+  void set_composite(const Node& node, std::size_t k, Composite c, Scope& scope,
+                     const std::string& prefix, bool top) {
+    if (k >= node.outputs.size() || node.outputs[k].empty()) return;
+    const std::string& out = node.outputs[k];
+    std::string flat = top ? out : fresh(prefix + out);
+    if (!top) scope.names[out] = flat;
+    composites_[flat] = std::move(c);
+  }
+
+  // Output k of a node is the tensor `t`, known on the inputs.
+  void tensor_output(const Node& node, std::size_t k, const Tensor& t, Scope& scope,
+                     const std::string& prefix, bool top) {
+    if (k >= node.outputs.size() || node.outputs[k].empty()) return;
+    const std::string& out = node.outputs[k];
+    if (top && !graph_outputs_.count(out)) {
+      flat_.initializers[out] = t;
+      env_[out] = t;
+      return;
+    }
+    bind_output(node, k, constant(prefix + out, t), scope, prefix, top);
+  }
+
+  // The sequence input `name` of a node (a sequence, or an optional one that holds one).
+  const Composite& sequence(const Node& node, const std::string& name, const std::string& what) {
+    const Composite* c = composite(name);
+    if (!c || !c->sequence)
+      fail("{}: its {} '{}' is {}, not a sequence", where_(node), what, printable(name),
+           c ? kind_name(c->optional, c->sequence) : "a tensor");
+    if (!c->has) fail("{}: its {} '{}' is an empty optional", where_(node), what, printable(name));
+    return *c;
+  }
+
+  // A position in a sequence of n tensors: -n to n-1, or to n where `insert`.
+  std::int64_t position(const Node& node, const Scope& scope, std::size_t input, std::int64_t n,
+                        bool insert) {
+    std::int64_t p = integer(node, scope, node.inputs[input], "position");
+    if (p < -n || p > (insert ? n : n - 1))
+      fail("{}: position {} is out of range for a sequence of {} tensor{}", where_(node), p, n,
+           n == 1 ? "" : "s");
+    return p < 0 ? p + n : p;
+  }
+
+  std::string input_name(const Node& node, const Scope& scope, std::size_t i) const {
+    return i < node.inputs.size() ? scope.resolve(node.inputs[i]) : std::string();
+  }
+  static bool given(const Node& node, std::size_t i) {
+    return i < node.inputs.size() && !node.inputs[i].empty();
+  }
+
+  void emit_sequence_op(const Graph& body, const Node& node, Scope& scope,
+                        const std::string& prefix, bool top) {
+    const std::string& op = node.op_type;
+    if (op == "SequenceMap") return emit_sequence_map(node, scope, prefix, top);
+    if (op == "SplitToSequence") return emit_split_to_sequence(node, scope, prefix, top);
+    if (op.rfind("Optional", 0) == 0) return emit_optional_op(body, node, scope, prefix, top);
+    if (op == "SequenceEmpty" || op == "SequenceConstruct")
+      return set_composite(node, 0, new_sequence(node, scope), scope, prefix, top);
+    // The rest take a sequence first.
+    const Composite seq = sequence(node, input_name(node, scope, 0), "input sequence");
+    const auto n = static_cast<std::int64_t>(seq.items.size());
+    if (op == "SequenceLength")
+      return tensor_output(node, 0, Tensor::scalar(static_cast<double>(n), DType::Int64), scope,
+                           prefix, top);
+    if (op == "SequenceAt")
+      return bind_output(node, 0, seq.items[position(node, scope, 1, n, false)], scope, prefix,
+                         top);
+    if (op == "SequenceInsert" || op == "SequenceErase")
+      return set_composite(node, 0, edited(node, scope, seq), scope, prefix, top);
+    if (op == "ConcatFromSequence")
+      return emit_concat_from_sequence(body, node, seq, scope, prefix, top);
+    fail("{}: no lowering for {}", where_(node), op);
+  }
+
+  // SequenceEmpty (of its dtype, float by default) or SequenceConstruct (of its inputs).
+  Composite new_sequence(const Node& node, const Scope& scope) {
+    Composite c;
+    c.sequence = true;
+    if (node.op_type == "SequenceEmpty") {
+      c.dtype = DType::Float32;
+      if (node.has_attr("dtype")) {
+        const auto type = static_cast<int>(node.attr_i("dtype"));
+        c.dtype = dtype_from_onnx(type);
+        if (!c.dtype)
+          throw Unsupported(
+              fmt::format("{}: a sequence of {} tensors", where_(node), onnx_type_name(type)));
+      }
+      return c;
+    }
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      const Tensor& t = value(node, input_name(node, scope, i));
+      if (c.dtype && t.dtype() != *c.dtype)
+        fail("{}: input #{} is {}, the first {}", where_(node), i, dtype_name(t.dtype()),
+             dtype_name(*c.dtype));
+      c.dtype = t.dtype();
+      c.items.push_back(input_name(node, scope, i));
+    }
+    return c;
+  }
+
+  // SequenceInsert (at the end by default) or SequenceErase (of the last by default) on `seq`.
+  Composite edited(const Node& node, const Scope& scope, const Composite& seq) {
+    const auto n = static_cast<std::int64_t>(seq.items.size());
+    Composite c = seq;
+    c.optional = false;
+    if (node.op_type == "SequenceInsert") {
+      const std::string item = input_name(node, scope, 1);
+      const Tensor& t = value(node, item);
+      if (c.dtype && t.dtype() != *c.dtype)
+        fail("{}: inserts a {} tensor into a sequence of {}", where_(node), dtype_name(t.dtype()),
+             dtype_name(*c.dtype));
+      c.dtype = t.dtype();
+      std::int64_t p = given(node, 2) ? position(node, scope, 2, n, true) : n;
+      c.items.insert(c.items.begin() + p, item);
+      return c;
+    }
+    if (n == 0) fail("{}: erases from an empty sequence", where_(node));
+    std::int64_t p = given(node, 1) ? position(node, scope, 1, n, false) : n - 1;
+    c.items.erase(c.items.begin() + p);
+    return c;
+  }
+
+  // Optional, OptionalHasElement and OptionalGetElement.
+  void emit_optional_op(const Graph& body, const Node& node, Scope& scope,
+                        const std::string& prefix, bool top) {
+    const std::string& op = node.op_type;
+    const std::string x = input_name(node, scope, 0);
+    const Composite* c = given(node, 0) ? composite(x) : nullptr;
+    if (op == "Optional") {
+      Composite o;
+      o.optional = true;
+      if (!given(node, 0)) {
+        // Empty: the output's declared type says whether it would hold a sequence.
+        const ValueInfo* vi = body.find_value_info(node.outputs.at(0));
+        o.has = false;
+        o.sequence = vi && vi->sequence;
+        if (vi) o.dtype = vi->dtype;
+      } else if (c) {
+        if (c->optional)
+          fail("{}: its input '{}' is already {}", where_(node), printable(node.inputs[0]),
+               kind_name(c->optional, c->sequence));
+        o.sequence = true;
+        o.items = c->items;
+        o.dtype = c->dtype;
+      } else {
+        o.dtype = value(node, x).dtype();
+        o.items = {x};
+      }
+      return set_composite(node, 0, std::move(o), scope, prefix, top);
+    }
+    if (op == "OptionalHasElement") {
+      if (given(node, 0) && !c) value(node, x);  // a tensor: it has one
+      const bool has = given(node, 0) && (!c || c->has);
+      return tensor_output(node, 0, Tensor::scalar(has ? 1 : 0, DType::Bool), scope, prefix, top);
+    }
+    if (op != "OptionalGetElement") fail("{}: no lowering for {}", where_(node), op);
+    if (!c) {
+      value(node, x);  // a tensor is its own element
+      return bind_output(node, 0, x, scope, prefix, top);
+    }
+    if (!c->has)
+      fail("{}: its input '{}' is an empty optional", where_(node), printable(node.inputs[0]));
+    if (c->sequence) {
+      Composite s = *c;
+      s.optional = false;
+      return set_composite(node, 0, std::move(s), scope, prefix, top);
+    }
+    bind_output(node, 0, c->items.at(0), scope, prefix, top);
+  }
+
+  // An axis of rank `rank`, from -rank to rank-1.
+  std::int64_t axis_of(const Node& node, std::int64_t axis, std::int64_t rank) {
+    if (axis < -rank || axis >= rank)
+      fail("{}: axis {} is out of range for rank {}", where_(node), axis, rank);
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  // SplitToSequence: a Split along the axis (chunks of `split` where it is a scalar, of its
+  // lengths where a list, else of one), or, where neither split is given nor the axis kept, one
+  // Gather per element.
+  void emit_split_to_sequence(const Node& node, Scope& scope, const std::string& prefix, bool top) {
+    const std::string x = scope.resolve(node.inputs.at(0));
+    const Tensor& t = value(node, x);
+    const std::int64_t axis =
+        axis_of(node, node.has_attr("axis") ? node.attr_i("axis") : 0, t.rank());
+    const bool keepdims = !node.has_attr("keepdims") || node.attr_i("keepdims") != 0;
+    const std::int64_t dim = t.shape()[axis];
+    const bool split_given = node.inputs.size() > 1 && !node.inputs[1].empty();
+    std::vector<std::int64_t> lengths;
+    if (split_given) {
+      const Tensor& s = value(node, scope.resolve(node.inputs[1]));
+      std::vector<std::int64_t> v = s.to_i64();
+      if (s.rank() == 0) {
+        if (v[0] <= 0) fail("{}: split {} is not positive", where_(node), v[0]);
+        for (std::int64_t at = 0; at < dim; at += v[0]) lengths.push_back(std::min(v[0], dim - at));
+      } else {
+        std::int64_t sum = 0;
+        for (auto l : v) {
+          if (l < 0) fail("{}: split {} is negative", where_(node), l);
+          sum += l;
+        }
+        if (sum != dim)
+          fail("{}: split lengths sum to {}, but axis {} has {}", where_(node), sum, axis, dim);
+        lengths = v;
+      }
+    } else {
+      lengths.assign(static_cast<std::size_t>(dim), 1);
+    }
+    Composite c;
+    c.sequence = true;
+    c.dtype = t.dtype();
+    const std::string name = node_name(node, prefix, top);
+    const std::string where = prefix + node.outputs.at(0) + "/";
+    if (!split_given && !keepdims) {
+      for (std::int64_t i = 0; i < dim; ++i) {
+        Node g;
+        g.op_type = "Gather";
+        g.name = unique_node_name(fmt::format("{}/{}", name, i));
+        g.inputs = {x, constant(fmt::format("{}index_{}", where, i),
+                                Tensor::scalar(static_cast<double>(i), DType::Int64))};
+        g.outputs = {fresh(fmt::format("{}{}", where, i))};
+        g.attrs["axis"] = Attribute::of_int(axis);
+        c.items.push_back(g.outputs[0]);
+        evaluate(std::move(g));
+      }
+    } else if (!lengths.empty()) {
+      Node sp;
+      sp.op_type = "Split";
+      sp.name = top ? name : unique_node_name(name);
+      sp.inputs = {x};
+      if (g_.opset >= 13)
+        sp.inputs.push_back(
+            constant(where + "split",
+                     Tensor::from_i64(lengths, {static_cast<std::int64_t>(lengths.size())})));
+      else
+        sp.attrs["split"] = Attribute::of_ints(lengths);
+      sp.attrs["axis"] = Attribute::of_int(axis);
+      for (std::size_t i = 0; i < lengths.size(); ++i)
+        sp.outputs.push_back(fresh(fmt::format("{}{}", where, i)));
+      c.items = sp.outputs;
+      evaluate(std::move(sp));
+    }
+    set_composite(node, 0, std::move(c), scope, prefix, top);
+  }
+
+  // ConcatFromSequence: a Concat of the tensors (each Unsqueezed at the axis with new_axis).
+  void emit_concat_from_sequence(const Graph& body, const Node& node, const Composite& seq,
+                                 Scope& scope, const std::string& prefix, bool top) {
+    if (seq.items.empty())
+      fail("{}: the sequence '{}' is empty: there is nothing to concatenate", where_(node),
+           printable(node.inputs[0]));
+    const bool new_axis = node.has_attr("new_axis") && node.attr_i("new_axis") != 0;
+    const std::int64_t rank = value(node, seq.items[0]).rank() + (new_axis ? 1 : 0);
+    const std::int64_t axis = axis_of(node, node.attr_i("axis"), rank);
+    const std::string name = node_name(node, prefix, top);
+    std::vector<std::string> parts = seq.items;
+    if (new_axis)
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        Node u;
+        u.op_type = "Unsqueeze";
+        u.name = unique_node_name(fmt::format("{}/unsqueeze_{}", name, i));
+        u.inputs = {parts[i]};
+        if (g_.opset >= 13)
+          u.inputs.push_back(constant(fmt::format("{}/axes", name), Tensor::from_i64({axis}, {1})));
+        else
+          u.attrs["axes"] = Attribute::of_ints({axis});
+        u.outputs = {fresh(fmt::format("{}/{}", name, i))};
+        parts[i] = u.outputs[0];
+        evaluate(std::move(u));
+      }
+    Node cat;
+    cat.op_type = "Concat";
+    cat.name = top ? name : unique_node_name(name);
+    cat.inputs = parts;
+    cat.attrs["axis"] = Attribute::of_int(axis);
+    cat.outputs = {output_name(body, node, 0, scope, prefix, top)};
+    evaluate(std::move(cat));
+  }
+
+  // SequenceMap: its body once per element of the input sequence, the additional inputs'
+  // elements at the same position (a tensor is passed whole to every run).
+  void emit_sequence_map(const Node& node, Scope& scope, const std::string& prefix, bool top) {
+    Inlining inlining(current_, label(node, prefix));
+    const Graph& fn = subgraph(node, "body");
+    if (fn.inputs.size() != node.inputs.size() || fn.outputs.size() < node.outputs.size())
+      fail("{}: its body has {} inputs and {} outputs for the node's {} and {}", where_(node),
+           fn.inputs.size(), fn.outputs.size(), node.inputs.size(), node.outputs.size());
+    std::vector<std::string> ins;
+    ins.reserve(node.inputs.size());
+    for (const auto& i : node.inputs) ins.push_back(scope.resolve(i));
+    const auto n = sequence(node, ins.at(0), "input sequence").items.size();
+    for (std::size_t j = 1; j < ins.size(); ++j)
+      if (const Composite* c = composite(ins[j]))
+        if (sequence(node, ins[j], "additional input").items.size() != n)
+          fail("{}: its additional input '{}' has {} tensors, the input sequence {}", where_(node),
+               printable(node.inputs[j]), c->items.size(), n);
+    std::vector<Composite> outs(fn.outputs.size());
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      outs[k].sequence = true;
+      outs[k].dtype = fn.outputs[k].dtype;
+    }
+    const std::size_t before = flat_.nodes.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string where = fmt::format("{}{}/{}/", prefix, node.name, i);
+      Scope inner{&scope, {}};
+      for (std::size_t j = 0; j < ins.size(); ++j) {
+        const Composite* c = composite(ins[j]);
+        inner.names[fn.inputs[j].name] = c ? c->items[i] : ins[j];
+      }
+      emit_body(fn, inner, where, false);
+      for (std::size_t k = 0; k < outs.size(); ++k) {
+        std::string o = inner.resolve(fn.outputs[k].name);
+        const Tensor& t = value(node, o);
+        if (!outs[k].dtype) outs[k].dtype = t.dtype();
+        outs[k].items.push_back(o);
+      }
+    }
+    for (std::size_t k = 0; k < node.outputs.size(); ++k)
+      set_composite(node, k, std::move(outs[k]), scope, prefix, top);
+    path_.push_back(fmt::format("{}: {} element{}, {}", label(node, prefix), n, n == 1 ? "" : "s",
+                                nodes(flat_.nodes.size() - before)));
   }
 
   // `shapes`: whether the body's declared shapes hold where it runs (an If's branch runs once; a
@@ -365,6 +910,15 @@ class Inliner {
       scope.names[out] = made;
       return;
     }
+    if (const Composite* c = composite(made)) {
+      // A sequence or optional graph output: run() gives it its tensors.
+      composites_[out] = *c;
+      return;
+    }
+    if (auto s = strings_.find(made); s != strings_.end()) {
+      strings_[out] = s->second;
+      return;
+    }
     Node id;
     id.op_type = "Identity";
     id.name = unique_node_name(fmt::format("{}{}/{}", prefix, node.name, out));
@@ -431,6 +985,14 @@ class Inliner {
   }
 
   const Tensor& value(const Node& node, const std::string& name) const {
+    if (const Composite* c = composite(name))
+      fail("{}: input '{}' is {}, which only the sequence and optional operators take",
+           node.label(), printable(name), kind_name(c->optional, c->sequence));
+    if (strings_.count(name))
+      fail(
+          "{}: input '{}' is a string tensor, which only the string operators and Cast, "
+          "CastLike, Equal and Identity take",
+          node.label(), printable(name));
     auto it = env_.find(name);
     if (it == env_.end()) fail("{}: input '{}' has no value", node.label(), printable(name));
     return it->second;
@@ -494,7 +1056,7 @@ class Inliner {
   // A body value's type (and shape, where it holds) under its name in the inlined graph.
   void copy_value_info(const Graph& body, const std::string& name, const std::string& flat) {
     const ValueInfo* vi = body.find_value_info(name);
-    if (!vi) return;
+    if (!vi || vi->sequence || vi->optional || is_string_value(*vi)) return;
     ValueInfo info = *vi;
     info.name = flat;
     if (!keep_shapes_) info.dims.reset();
@@ -509,12 +1071,20 @@ class Inliner {
   std::set<std::string> taken_, node_names_, graph_outputs_;
   std::map<std::pair<const Graph*, std::string>, std::string> body_initializers_;
   bool keep_shapes_ = true;
+  // The sequences and optionals, by their names in the inlined graph.
+  std::map<std::string, Composite> composites_;
+  std::map<std::string, Tensor> element_inputs_;
+  std::map<std::string, CompositeOutput> composite_outputs_;
+  // The string tensors, by name.
+  std::map<std::string, StringTensor> strings_, string_outputs_;
 };
 
 }  // namespace
 
-InlinedGraph inline_control_flow(const Graph& g, const std::map<std::string, Tensor>& inputs) {
-  return Inliner(g, inputs).run();
+InlinedGraph inline_control_flow(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                 const std::map<std::string, CompositeValue>& composite_inputs,
+                                 const std::map<std::string, StringTensor>& string_inputs) {
+  return Inliner(g, inputs, composite_inputs, string_inputs).run();
 }
 
 }  // namespace metaop

@@ -127,10 +127,11 @@ Tensors reference_forward(const Node& node, std::int64_t opset, Plan& plan, cons
 namespace {
 
 // The op types no binding of the plan runs, in g and in its subgraphs (If, Loop and Scan run
-// inlined: their bodies' nodes are what the bindings run).
+// inlined, the sequence and optional operators lowered: their bodies' nodes and the tensor
+// operators they become are what the bindings run).
 void count_missing(const Graph& g, Plan& plan, std::map<std::string, int>& missing) {
   for (const auto& n : g.nodes) {
-    if (is_control_flow(n)) {
+    if (is_control_flow(n) || is_sequence_op(n) || is_string_op(n)) {
       for (const auto& [name, a] : n.attrs)
         if (a.graph) count_missing(*a.graph, plan, missing);
       continue;
@@ -298,10 +299,11 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   RunResult result;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const Node& node = g.nodes[order[pos]];
-    if (is_control_flow(node))
+    if (is_control_flow(node) || is_sequence_op(node) || is_string_op(node))
       throw Unsupported(fmt::format(
-          "{}: control flow runs inlined on given inputs (run, check, conform); this command takes "
-          "models without If, Loop and Scan",
+          "{}: control flow, sequences and strings run inlined on given inputs (run, check, "
+          "conform); this command takes models without If, Loop, Scan and sequence, optional or "
+          "string operators",
           node.label()));
     Tensors ins = node_inputs(node, env);
     NodeRecord rec;

@@ -110,6 +110,43 @@ bool has_control_flow(const Graph& g) {
   return std::any_of(g.nodes.begin(), g.nodes.end(), is_control_flow);
 }
 
+bool is_sequence_op(const Node& n) {
+  static const std::set<std::string> ops = {
+      "ConcatFromSequence", "SequenceAt",     "SequenceConstruct",  "SequenceEmpty",
+      "SequenceErase",      "SequenceInsert", "SequenceLength",     "SequenceMap",
+      "SplitToSequence",    "Optional",       "OptionalGetElement", "OptionalHasElement"};
+  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type) != 0;
+}
+
+bool is_string_op(const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx") &&
+         (n.op_type == "StringNormalizer" || n.op_type == "StringConcat" ||
+          n.op_type == "StringSplit" || n.op_type == "RegexFullMatch");
+}
+
+bool is_string_value(const ValueInfo& v) {
+  return v.onnx_elem_type == 8 && !v.sequence && !v.optional;  // TensorProto::STRING
+}
+
+bool needs_inlining(const Graph& g) {
+  auto lowered = [](const ValueInfo& v) { return v.sequence || v.optional || is_string_value(v); };
+  auto to_string = [](const Node& n) {
+    auto it = n.attrs.find("to");
+    if (n.op_type == "Cast" && it != n.attrs.end() && it->second.kind == Attribute::Kind::Int &&
+        it->second.i == 8)
+      return true;
+    return std::any_of(n.attrs.begin(), n.attrs.end(),
+                       [](const auto& a) { return a.second.string_tensor != nullptr; });
+  };
+  return std::any_of(g.nodes.begin(), g.nodes.end(),
+                     [&](const Node& n) {
+                       return is_control_flow(n) || is_sequence_op(n) || is_string_op(n) ||
+                              to_string(n);
+                     }) ||
+         std::any_of(g.inputs.begin(), g.inputs.end(), lowered) ||
+         std::any_of(g.outputs.begin(), g.outputs.end(), lowered);
+}
+
 namespace {
 
 // `outer`: names no node produces come from the scopes around (a subgraph's outer references).

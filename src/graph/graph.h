@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/composite.h"
 #include "tensor/tensor.h"
 
 namespace metaop {
@@ -28,6 +29,9 @@ struct Attribute {
   // A GRAPH attribute's subgraph (the bodies of If, Loop and Scan; kind Unsupported, type GRAPH):
   // engine/control_flow inlines it, so kernels never see one.
   std::shared_ptr<const Graph> graph;
+  // A TENSOR attribute of strings (kind Unsupported, type "TENSOR of STRING"; a Constant's value):
+  // engine/control_flow evaluates the string values, so kernels never see one.
+  std::shared_ptr<const StringTensor> string_tensor;
 
   static Attribute of_int(std::int64_t v) {
     Attribute a;
@@ -86,6 +90,9 @@ struct ValueInfo {
   int onnx_elem_type = 0;
   bool is_tensor = true;  // false for sequence, map, optional values
   int type_case = 0;
+  // A sequence of tensors, an optional tensor, or an optional sequence of tensors (both set):
+  // dtype and dims are the tensors'. engine/control_flow lowers such values to their tensors.
+  bool sequence = false, optional = false;
   std::optional<std::vector<std::int64_t>> dims;  // -1 for a symbolic or unknown dimension
 };
 
@@ -122,6 +129,20 @@ std::vector<std::string> node_reads(const Node& n);
 // If, Loop and Scan: nodes whose bodies engine/control_flow inlines.
 bool is_control_flow(const Node& n);
 bool has_control_flow(const Graph& g);
+// The sequence and optional operators (SequenceConstruct ... SequenceMap, Optional,
+// OptionalHasElement, OptionalGetElement): engine/control_flow lowers them, a sequence becoming
+// the tensors it holds, so no binding sees one.
+bool is_sequence_op(const Node& n);
+// The string operators (StringNormalizer, StringConcat, StringSplit, RegexFullMatch), which
+// engine/control_flow evaluates as it lowers a model (engine/strings), as it does Equal, Cast and
+// Identity of strings and Cast to STRING: no binding sees a string tensor.
+bool is_string_op(const Node& n);
+// A value of ONNX's STRING element type (not a sequence or optional of them).
+bool is_string_value(const ValueInfo& v);
+// What engine/control_flow must inline or lower before a run: control flow, sequence, optional
+// and string operators, Cast to STRING, Constant of strings (a string-tensor attribute), and
+// graph inputs or outputs of sequence, optional or string type.
+bool needs_inlining(const Graph& g);
 
 // Node indices in topological order (a node after the producers of everything it reads, its
 // subgraphs' outer references included); fails naming the first value no node produces.

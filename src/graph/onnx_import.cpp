@@ -56,6 +56,14 @@ Attribute convert_attr(const onnx::AttributeProto& a, const std::string& base_di
       r.s = a.s();
       break;
     case A::TENSOR:
+      if (a.t().data_type() == onnx::TensorProto::STRING) {
+        // A string tensor (a Constant's value): engine/control_flow evaluates its consumers.
+        r.kind = Attribute::Kind::Unsupported;
+        r.unsupported_type = "TENSOR of STRING";
+        r.string_tensor =
+            std::make_shared<const StringTensor>(string_tensor_from_proto(a.t(), what));
+        break;
+      }
       r.kind = Attribute::Kind::Tensor;
       r.t = tensor_from_proto(a.t(), base_dir, what);
       break;
@@ -90,8 +98,21 @@ ValueInfo convert_value_info(const onnx::ValueInfoProto& v) {
   r.is_tensor =
       v.type().has_tensor_type() || v.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
   if (!r.is_tensor) r.type_case = static_cast<int>(v.type().value_case());
-  if (v.type().has_tensor_type()) {
-    const auto& tt = v.type().tensor_type();
+  // A sequence of tensors, an optional tensor or an optional sequence of tensors: the tensors'
+  // type (maps, sparse tensors and nested sequences stay unsupported).
+  const onnx::TypeProto* type = &v.type();
+  if (type->has_optional_type()) {
+    r.optional = true;
+    type = &type->optional_type().elem_type();
+  }
+  if (type->has_sequence_type()) {
+    r.sequence = true;
+    type = &type->sequence_type().elem_type();
+  }
+  if (!type->has_tensor_type() && type->value_case() != onnx::TypeProto::VALUE_NOT_SET)
+    r.sequence = r.optional = false;
+  if (type->has_tensor_type()) {
+    const auto& tt = type->tensor_type();
     r.onnx_elem_type = tt.elem_type();
     r.dtype = dtype_from_onnx(tt.elem_type());
     if (tt.has_shape()) {
@@ -526,10 +547,11 @@ void convert_values(const onnx::GraphProto& gp, const std::string& base_dir,
   for (const auto& v : gp.value_info()) g.value_info[v.name()] = convert_value_info(v);
   for (const auto* list : {&g.inputs, &g.outputs})
     for (const auto& v : *list)
-      if (!v.is_tensor)
+      if (!v.is_tensor && !v.sequence && !v.optional)
         throw Unsupported(
-            fmt::format("{}: graph input or output '{}' is not a tensor (sequence, map "
-                        "or optional types are not supported)",
+            fmt::format("{}: graph input or output '{}' is neither a tensor nor a sequence or "
+                        "optional of tensors (maps, sparse tensors and nested sequences are not "
+                        "supported)",
                         label, v.name));
   if (gp.sparse_initializer_size() > 0) fail("{}: sparse initializers are not supported", label);
 }

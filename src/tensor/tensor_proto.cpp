@@ -1,6 +1,7 @@
 #include "tensor/tensor_proto.h"
 
-#include <onnx/onnx_pb.h>
+#include <fmt/format.h>
+#include <onnx/onnx-data_pb.h>
 
 #include <cstring>
 #include <filesystem>
@@ -170,6 +171,71 @@ Tensor read_tensor_pb(const std::string& path, std::string* name) {
     fail("{}: not a valid ONNX TensorProto (corrupt or truncated)", path);
   if (name) *name = p.name();
   return tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);
+}
+
+StringTensor string_tensor_from_proto(const onnx::TensorProto& p, const std::string& what) {
+  if (p.data_type() != onnx::TensorProto::STRING)
+    fail("{}: a tensor of {}, not of strings", what, onnx_type_name(p.data_type()));
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    throw Unsupported(fmt::format("{}: string tensors in external data are not read", what));
+  StringTensor t;
+  t.shape.assign(p.dims().begin(), p.dims().end());
+  if (t.shape.size() > kMaxRank) fail("{}: rank {} passes {}", what, t.shape.size(), kMaxRank);
+  const std::int64_t n = shape_numel(t.shape);
+  if (n != p.string_data_size())
+    fail("{}: shape {} holds {} strings, the tensor has {}", what, shape_str(t.shape), n,
+         p.string_data_size());
+  t.values.assign(p.string_data().begin(), p.string_data().end());
+  return t;
+}
+
+StringTensor read_string_tensor_pb(const std::string& path) {
+  onnx::TensorProto p;
+  if (!p.ParseFromString(InputFile(path).read_all()))
+    fail("{}: not a valid ONNX TensorProto (corrupt or truncated)", path);
+  return string_tensor_from_proto(p, path);
+}
+
+CompositeValue read_composite_pb(const std::string& path, bool optional, bool sequence) {
+  const std::string bytes = InputFile(path).read_all();
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  CompositeValue v;
+  v.optional = optional;
+  v.sequence = sequence;
+  auto read_sequence = [&](const onnx::SequenceProto& s) {
+    if (s.elem_type() != onnx::SequenceProto::TENSOR &&
+        s.elem_type() != onnx::SequenceProto::UNDEFINED)
+      throw Unsupported(fmt::format(
+          "{}: '{}' is a sequence of {} (MetaOp reads sequences of "
+          "tensors)",
+          path, printable(s.name()), onnx::SequenceProto::DataType_Name(s.elem_type())));
+    for (const auto& t : s.tensor_values()) v.tensors.push_back(tensor_from_proto(t, dir, path));
+  };
+  if (optional) {
+    onnx::OptionalProto p;
+    if (!p.ParseFromString(bytes))
+      fail("{}: not a valid ONNX OptionalProto (corrupt or truncated)", path);
+    if (p.has_sequence_value()) {
+      v.sequence = true;
+      read_sequence(p.sequence_value());
+    } else if (p.has_tensor_value()) {
+      v.sequence = false;
+      v.tensors.push_back(tensor_from_proto(p.tensor_value(), dir, path));
+    } else if (p.has_sparse_tensor_value() || p.has_map_value() || p.has_optional_value()) {
+      throw Unsupported(fmt::format(
+          "{}: '{}' holds {} (MetaOp reads optional tensors and "
+          "sequences of tensors)",
+          path, printable(p.name()), onnx::OptionalProto::DataType_Name(p.elem_type())));
+    } else {
+      v.has = false;
+    }
+    return v;
+  }
+  onnx::SequenceProto s;
+  if (!s.ParseFromString(bytes))
+    fail("{}: not a valid ONNX SequenceProto (corrupt or truncated)", path);
+  read_sequence(s);
+  return v;
 }
 
 void write_tensor_pb(const std::string& path, const Tensor& t, const std::string& name) {

@@ -1,10 +1,13 @@
 #include "analysis/core/onnx_tests.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "graph/graph.h"
 #include "tensor/tensor_proto.h"
+#include "tensor/text.h"
 
 namespace fs = std::filesystem;
 
@@ -43,12 +46,34 @@ std::vector<fs::path> sorted_pbs(const fs::path& dir, const std::string& prefix)
   return out;
 }
 
-Tensor read_test_tensor(const std::string& path, const ValueInfo& declared) {
-  Tensor t = read_tensor_pb(path);
+namespace {
+
+// bfloat16 tensors are stored as UINT16 (NumPy has no bfloat16): their bits, as declared.
+Tensor as_declared(Tensor t, const ValueInfo& declared) {
   if (t.dtype() != DType::UInt16 || declared.dtype != DType::BFloat16) return t;
   Tensor b = Tensor::empty(DType::BFloat16, t.shape());
   if (t.nbytes()) std::memcpy(b.raw(), t.raw(), t.nbytes());
   return b;
+}
+
+std::string kind(const ValueInfo& v) {
+  if (v.optional) return v.sequence ? "an optional sequence" : "an optional tensor";
+  return "a sequence";
+}
+
+}  // namespace
+
+Tensor read_test_tensor(const std::string& path, const ValueInfo& declared) {
+  if (declared.sequence || declared.optional)
+    throw Unsupported(fmt::format("{}: '{}' is {} of tensors, not a tensor", path,
+                                  printable(declared.name), kind(declared)));
+  return as_declared(read_tensor_pb(path), declared);
+}
+
+CompositeValue read_test_composite(const std::string& path, const ValueInfo& declared) {
+  CompositeValue v = read_composite_pb(path, declared.optional, declared.sequence);
+  for (auto& t : v.tensors) t = as_declared(std::move(t), declared);
+  return v;
 }
 
 std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir) {

@@ -18,7 +18,12 @@ class Tensor;
 // A data set's tensor file for the graph input or output `declared`: ONNX's test data stores
 // bfloat16 tensors as UINT16 (NumPy has no bfloat16), so those bits are read as the bfloat16
 // the model declares.
+// A sequence or optional value `declared` is Unsupported here: read_test_composite reads it.
 Tensor read_test_tensor(const std::string& path, const ValueInfo& declared);
+struct CompositeValue;
+// A data set's file for a graph input or output of sequence or optional type (a SequenceProto or
+// an OptionalProto, as `declared` says): its tensors, read as read_test_tensor reads one.
+CompositeValue read_test_composite(const std::string& path, const ValueInfo& declared);
 // The inputs of a test's first data set (test_data_set_0), bound by position to the graph inputs.
 std::map<std::string, Tensor> load_test_inputs(const Graph& g, const std::string& dir);
 
