@@ -50,6 +50,10 @@ bool InputRoles::is_data(std::size_t k, DType dtype) const {
   return floating_are_data && is_floating(dtype);
 }
 
+bool InputRoles::is_kept(std::size_t k) const {
+  return std::find(kept.begin(), kept.end(), static_cast<int>(k)) != kept.end();
+}
+
 InputRoles InputRoles::all(int n) {
   InputRoles r;
   r.data.clear();

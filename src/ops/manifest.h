@@ -79,10 +79,17 @@ struct InputRoles {
   std::vector<int> data{0};
   // Ops that combine activations (Add, Concat, MatMul ...): every floating input is data too.
   bool floating_are_data = false;
+  // Floating inputs whose values a randomized case keeps (binding tests): they hold coordinates
+  // or indices that must stay as the case gives them (Resize's roi and scales, MaxRoiPool's
+  // regions, whose first column is a batch index).
+  std::vector<int> kept = {};
   bool is_data(std::size_t k, DType dtype) const;
+  bool is_kept(std::size_t k) const;
   // Input 0 and every floating input: ops that combine activations.
   static InputRoles combine() { return {{0}, true}; }
   static InputRoles all(int n);
+  // Input 0 is data; `k` keep their values when a case is randomized.
+  static InputRoles keeping(std::vector<int> k) { return {{0}, false, std::move(k)}; }
 };
 
 // Where ONNX leaves the op undefined on given inputs: a message naming the node and the

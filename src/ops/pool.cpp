@@ -1,10 +1,26 @@
-// Pooling meta operators: MaxPool (with indices), AveragePool, LpPool and the global pools.
-// Every pool is the same walk over windows (for_each_window, or the whole spatial extent for the
-// global pools) with a reducer per kind; its VJP sends each output's gradient back along the
-// same taps.
+// Pooling meta operators: MaxPool (with indices), AveragePool, LpPool, the global pools and
+// MaxRoiPool. Every pool is the same walk over windows (for_each_window, or the whole spatial
+// extent for the global pools, or a region's bins) with a reducer per kind; its VJP sends each
+// output's gradient back along the same taps.
+//
+// MaxRoiPool (opsets 1, 22) is Fast R-CNN's region-of-interest pooling, and the ONNX text says no
+// more than its output's shape. The reference follows that layer as Caffe wrote it and ONNX
+// Runtime, OpenVINO and torchvision run it: a region [batch_id, x1, y1, x2, y2] of rois is scaled
+// by spatial_scale and rounded to pixels half away from zero; it spans (end - start + 1) pixels
+// per axis, at least 1; bin ph of pooled_shape[0] covers the rows [start + floor(ph * height /
+// pooled), start + ceil((ph + 1) * height / pooled)) clipped to the image, and likewise for
+// columns; a bin's output is the largest element it covers (the first NaN, as MaxPool's), 0 for a
+// bin that covers none. The bin edges are computed exactly in integers; the float32 evaluation
+// computes them as the layer writes them (bin_size = height / pooled, then floor(ph * bin_size),
+// ceil((ph + 1) * bin_size) in float32), whose roundings can move an edge by a pixel.
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "ops/conventions.h"
 #include "ops/danger.h"
 #include "ops/vjp_util.h"
 #include "ops/window.h"
@@ -281,6 +297,192 @@ void register_max_pools(OpRegistry& r) {
       .cases({{13, {case_input::whole({2, 3, 4, 5})}}});
 }
 
+// MaxRoiPool's bin [lo, hi) of `p` among `bins` over `size` pixels from `start`, clipped to
+// [0, limit): exact in integers (T = double), or as Caffe's layer computes it in float32.
+template <typename T>
+std::pair<std::int64_t, std::int64_t> roi_bin_edges(std::int64_t p, std::int64_t bins,
+                                                    std::int64_t size, std::int64_t start,
+                                                    std::int64_t limit) {
+  std::int64_t lo = 0, hi = 0;
+  if constexpr (std::is_same_v<T, double>) {
+    lo = p * size / bins;
+    hi = ((p + 1) * size + bins - 1) / bins;
+  } else {
+    const T bin = static_cast<T>(size) / static_cast<T>(bins);
+    lo = static_cast<std::int64_t>(std::floor(static_cast<T>(p) * bin));
+    hi = static_cast<std::int64_t>(std::ceil(static_cast<T>(p + 1) * bin));
+  }
+  return {std::clamp<std::int64_t>(lo + start, 0, limit),
+          std::clamp<std::int64_t>(hi + start, 0, limit)};
+}
+
+// MaxRoiPool's forward in number type T (double: the reference, the bin edges in integers;
+// float: the float32 evaluation, the coordinates' products and the bin edges in float32); with
+// `gout`, its VJP into `gin`; with `ties`, each bin's maximal elements. `half_even` rounds the
+// scaled coordinates half to even instead of away from zero (roi_rounding's other reading).
+template <typename T>
+Tensors max_roi_pool(const KernelContext& c, const Tensors& in, bool half_even = false,
+                     const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr,
+                     TieCollector* ties = nullptr) {
+  const Tensor &x = input(c, in, 0), &r = input(c, in, 1);
+  require_float(c, x, "X");
+  require_float(c, r, "rois");
+  const std::string& at = c.node.label();
+  if (x.rank() != 4) fail("{}: X of shape {}: [N, C, H, W]", at, shape_str(x.shape()));
+  if (r.rank() != 2 || r.dim(1) != 5)
+    fail("{}: rois of shape {}: [num_rois, 5]", at, shape_str(r.shape()));
+  const auto pooled = attr_ints(c, "pooled_shape");
+  if (pooled.size() != 2 || pooled[0] < 1 || pooled[1] < 1)
+    fail("{}: pooled_shape [{}]: two positive sizes", at, fmt::join(pooled, ", "));
+  const std::int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), R = r.dim(0);
+  const std::int64_t PH = pooled[0], PW = pooled[1], plane = H * W;
+  const T scale = static_cast<T>(attr_f(c, "spatial_scale"));
+  const auto vx = x.to_f64(), vr = r.to_f64();
+  auto pixel = [&](double v) {
+    const T scaled = static_cast<T>(v) * scale;
+    return static_cast<std::int64_t>(half_even ? std::nearbyint(scaled) : std::round(scaled));
+  };
+  std::vector<double> out(static_cast<std::size_t>(R * C * PH * PW), 0.0);
+  std::vector<std::int64_t> taps;
+  for (std::int64_t n = 0; n < R; ++n) {
+    const double* roi = vr.data() + n * 5;
+    const double b = roi[0];
+    if (!(b >= 0 && b < static_cast<double>(N) && b == std::floor(b)))
+      fail("{}: rois[{}] names batch {}, not an image of X's batch of {}", at, n, b, N);
+    const std::int64_t x1 = pixel(roi[1]), y1 = pixel(roi[2]), x2 = pixel(roi[3]),
+                       y2 = pixel(roi[4]);
+    const std::int64_t rh = std::max<std::int64_t>(y2 - y1 + 1, 1),
+                       rw = std::max<std::int64_t>(x2 - x1 + 1, 1);
+    for (std::int64_t ph = 0; ph < PH; ++ph) {
+      const auto [h0, h1] = roi_bin_edges<T>(ph, PH, rh, y1, H);
+      for (std::int64_t pw = 0; pw < PW; ++pw) {
+        const auto [w0, w1] = roi_bin_edges<T>(pw, PW, rw, x1, W);
+        taps.clear();
+        for (std::int64_t h = h0; h < h1; ++h)
+          for (std::int64_t w = w0; w < w1; ++w) taps.push_back(h * W + w);
+        if (taps.empty()) continue;  // covers no pixel: 0
+        for (std::int64_t ch = 0; ch < C; ++ch) {
+          const std::int64_t base = (static_cast<std::int64_t>(b) * C + ch) * plane;
+          const std::int64_t o = ((n * C + ch) * PH + ph) * PW + pw;
+          MaxReducer m;
+          m.run(vx.data() + base, taps);
+          out[static_cast<std::size_t>(o)] = m.value;
+          const double g = gout ? (*gout)[static_cast<std::size_t>(o)] : 0;
+          if (gin) (*gin)[static_cast<std::size_t>(base + m.arg)] += g;
+          if (ties && !m.nan) add_max_ties(*ties, vx.data() + base, taps, m.value, base, g);
+        }
+      }
+    }
+  }
+  return {Tensor::from_f64(out, {R, C, PH, PW}, x.dtype())};
+}
+
+// Regions the text gives no pixels for: a corner that is NaN or infinite, a batch_id that is not
+// an image of X's batch (ONNX Runtime truncates a fraction). Coordinates whose scaled value is
+// past 2^31 are defined (the region is clipped to the image) but C kernels convert them to int
+// (undefined behaviour): framework bindings decline them.
+Undefined max_roi_pool_undefined() {
+  Undefined u;
+  u.refuse = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.size() < 2 || !in[0].defined() || !in[1].defined() || in[0].rank() != 4) return "";
+    const auto r = in[1].to_f64();
+    const double n = static_cast<double>(in[0].dim(0));
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (!std::isfinite(r[i]))
+        return fmt::format("{}: rois holds {} at {} (region {}): no region is defined by it",
+                           node.label(), r[i], i, i / 5);
+      if (i % 5 == 0 && !(r[i] >= 0 && r[i] < n && r[i] == std::floor(r[i])))
+        return fmt::format("{}: region {} names batch {}, not an image of X's batch of {}",
+                           node.label(), i / 5, r[i], n);
+    }
+    return "";
+  };
+  u.crashes = [](const Node& node, const Tensors& in) -> std::string {
+    if (in.size() < 2 || !in[1].defined()) return "";
+    auto scale = node.attrs.find("spatial_scale");
+    const double k = scale != node.attrs.end() ? scale->second.f : 1.0;
+    const auto r = in[1].to_f64();
+    for (std::size_t i = 0; i < r.size(); ++i)
+      if (i % 5 != 0 && std::fabs(r[i] * k) >= 0x1p31)
+        return fmt::format("{}: rois[{}] is {}, past 2^31 pixels once scaled by {}", node.label(),
+                           i, r[i], k);
+    return "";
+  };
+  return u;
+}
+
+// The rounding of a region's scaled corners to pixels: the text says nothing. Caffe's layer, ONNX
+// Runtime and OpenVINO round half away from zero (C's round); a kernel may round half to even.
+// Explains a finding when every element outside the model is that other reading's value.
+Convention roi_rounding() {
+  return {"roi-rounding",
+          "the text does not say how a region's scaled corners become pixels: Fast R-CNN's layer "
+          "(and ONNX Runtime) rounds half away from zero, others half to even",
+          [](const KernelContext& c, const Tensors& in, const Tensors&, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (got.empty() || !got[0].defined() || bad.empty()) return false;
+            const Tensor other = max_roi_pool<double>(c, in, true)[0];
+            if (other.shape() != got[0].shape()) return false;
+            const auto a = other.to_f64(), g = got[0].to_f64();
+            bool any = false;
+            for (std::size_t i = 0; i < bad[0].size() && i < g.size(); ++i) {
+              if (!bad[0][i]) continue;
+              any = true;
+              if (!(a[i] == g[i] || (std::isnan(a[i]) && std::isnan(g[i])))) return false;
+            }
+            return any;
+          }};
+}
+
+void register_roi_pool(OpRegistry& r) {
+  using case_input::floats;
+  auto attrs = [](std::int64_t h, std::int64_t w, double scale) {
+    return std::map<std::string, Attribute>{{"pooled_shape", Attribute::of_ints({h, w})},
+                                            {"spatial_scale", Attribute::of_float(scale)}};
+  };
+  // Regions [batch_id, x1, y1, x2, y2]: inside, across the edges, past the image (every bin
+  // empty), one pixel, and reversed corners (forced to 1 x 1).
+  const CaseInput regions{{5, 5}, DType::Float32, {0, 0, 0, 6,  5,  1,  2,  1, 9, 8, 0, -3, -2,
+                                                   3, 2, 1, 12, 12, 15, 14, 0, 4, 4, 4, 4}};
+  const CaseInput scaled{
+      {3, 5}, DType::Float32, {1, 3, 5, 21, 19, 0, 0, 0, 31, 31, 1, 9, 2, 14, 30}};
+  r.op("MaxRoiPool", Family::pool,
+       [](const KernelContext& c, const Tensors& in) { return max_roi_pool<double>(c, in); })
+      .error(error_models::exact("exact: each output is one element of X"))
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        std::vector<double> gout = grad_of(grads, out, 0);
+        std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+        max_roi_pool<double>(c, in, false, &gout, &gin);
+        Tensors g(in.size());
+        g[0] = grad_like(gin, in[0]);
+        return g;
+      })
+      .subgradient(
+          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+            std::vector<GradientSet> sets(in.size());
+            std::vector<double> gout = grad_of(grads, out, 0);
+            std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+            TieCollector ties(gin.size());
+            max_roi_pool<double>(c, in, false, &gout, &gin, &ties);
+            sets[0] = ties.finish();
+            return sets;
+          })
+      .domain(Domain({0}))
+      .inputs(InputRoles::keeping({1}))
+      .undefined(max_roi_pool_undefined())
+      .conventions({nan_propagation(), roi_rounding()})
+      .float32([](const KernelContext& c, const Tensors& in,
+                  SumOrder) { return max_roi_pool<float>(c, in); },
+               "the scaled corners (x * spatial_scale) and the bin edges (floor(p * bin_size), "
+               "ceil((p + 1) * bin_size), bin_size = size / pooled) in float32",
+               "the bin edges in integers: floor(p * size / pooled), ceil((p + 1) * size / pooled)")
+      .cases({{16, {floats({2, 3, 8, 10}), regions}, attrs(3, 2, 1.0)},
+              {16, {case_input::whole({2, 2, 8, 8}), scaled}, attrs(2, 3, 0.25)},
+              {16,
+               {floats({1, 1, 7, 7}), CaseInput{{1, 5}, DType::Float32, {0, 0, 0, 6, 6}}},
+               attrs(3, 3, 1.0)}});
+}
+
 void register_average_pools(OpRegistry& r) {
   using error_models::accumulation;
   r.op("AveragePool", Family::pool, pool_forward(pool, PoolKind::Avg))
@@ -315,6 +517,7 @@ void register_pool_ops(OpRegistry& r) {
   register_max_pools(r);
   register_average_pools(r);
   register_lp_pools(r);
+  register_roi_pool(r);
 }
 
 }  // namespace metaop

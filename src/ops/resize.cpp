@@ -435,6 +435,7 @@ void register_resize_ops(OpRegistry& r) {
                   SumOrder) { return resize(c, in, nullptr, nullptr, nullptr, true); },
                "the coordinates, the taps' weights and their sum in float32",
                "none needed beyond the sum's order")
+      .inputs(InputRoles::keeping({1, 2}))
       .faults({"offbyone"})
       .cases({{18, downsample, antialias("linear")}, {18, downsample, antialias("cubic")}});
 
@@ -446,7 +447,8 @@ void register_resize_ops(OpRegistry& r) {
       .float32([](const KernelContext& c, const Tensors& in,
                   SumOrder) { return resize(c, in, nullptr, nullptr, nullptr, true); },
                "the coordinates, the taps' weights and their sum in float32",
-               "none needed beyond the sum's order");
+               "none needed beyond the sum's order")
+      .inputs(InputRoles::keeping({1}));
 }
 
 }  // namespace metaop

@@ -117,14 +117,15 @@ Tensors node_inputs(const Graph& g, const Tensors& graph_inputs) {
 
 // Same shapes, seeded random values for the floating data inputs, drawn within each input's
 // own range so that they stay in the op's domain. Integer inputs (indices, axes, shapes),
-// scalars, and Resize's roi and scales keep their values.
+// scalars, and the inputs the op's manifest keeps (InputRoles::kept) keep their values.
 Tensors randomized(const Node& node, const Tensors& in, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
   Tensors out = in;
   for (std::size_t i = 0; i < out.size(); ++i) {
     Tensor& t = out[i];
     if (!t.defined() || !is_floating(t.dtype()) || t.numel() <= 1) continue;
-    if (i > 0 && (node.op_type == "Resize" || node.op_type == "Upsample")) continue;
+    if (op && op->inputs.is_kept(i)) continue;
     auto v = t.to_f64();
     double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
     if (!std::isfinite(lo) || !std::isfinite(hi) || lo == hi) continue;

@@ -30,8 +30,8 @@ const std::map<std::string, std::vector<NodeCase>>& node_cases_by_op(
 // The node's inputs (graph inputs and initializers) in the node's order.
 Tensors node_inputs(const Graph& g, const Tensors& graph_inputs);
 // Same shapes, seeded random values for the floating data inputs, drawn within each input's own
-// range so that they stay in the op's domain; integer inputs, scalars, and Resize's roi and
-// scales keep their values.
+// range so that they stay in the op's domain; integer inputs, scalars, and the inputs the op's
+// manifest keeps (InputRoles::kept) keep their values.
 Tensors randomized(const Node& node, const Tensors& in, std::uint64_t seed);
 
 }  // namespace metaop

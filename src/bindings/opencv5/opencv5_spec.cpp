@@ -15,9 +15,10 @@ std::vector<ImportBindingSpec> opencv5_specs() {
   s.default_level = "fusion";
   s.first_fusing_level = 0;
   // Refused on every case: the importer has no layer for them.
-  for (const char* op : {"LpPool", "GlobalLpPool", "MeanVarianceNormalization", "STFT", "Compress",
-                         "ReverseSequence", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear",
-                         "Col2Im", "TfIdfVectorizer", "MelWeightMatrix", "DeformConv"})
+  for (const char* op :
+       {"LpPool", "GlobalLpPool", "MeanVarianceNormalization", "STFT", "Compress",
+        "ReverseSequence", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "Col2Im",
+        "TfIdfVectorizer", "MelWeightMatrix", "DeformConv", "MaxRoiPool"})
     s.lacking[op] = std::string("OpenCV 5's new DNN engine has no layer for ") + op;
   // GroupNormalization: OpenCV 5.0's importer needs every graph output's shape, which ONNX's
   // shape inference does not give for this op (a context-dependent function: only the element
