@@ -339,7 +339,9 @@ Tensors max_roi_pool(const KernelContext& c, const Tensors& in, bool half_even =
   const T scale = static_cast<T>(attr_f(c, "spatial_scale"));
   const auto vx = x.to_f64(), vr = r.to_f64();
   auto pixel = [&](double v) {
-    const T scaled = static_cast<T>(v) * scale;
+    // Past 2^40 pixels a corner is off any image either way: clamped so that the conversion
+    // to an integer stays defined (and the region's size cannot overflow).
+    const T scaled = std::clamp<T>(static_cast<T>(v) * scale, T(-0x1p40), T(0x1p40));
     return static_cast<std::int64_t>(half_even ? std::nearbyint(scaled) : std::round(scaled));
   };
   std::vector<double> out(static_cast<std::size_t>(R * C * PH * PW), 0.0);
