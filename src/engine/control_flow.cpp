@@ -194,13 +194,21 @@ class Inliner {
     strings_[v.name] = it->second;
   }
 
-  void set_string(const Node& node, std::size_t k, StringTensor t, Scope& scope,
-                  const std::string& prefix, bool top) {
-    if (k >= node.outputs.size() || node.outputs[k].empty()) return;
+  // The flat name output k of a node gets for a value kept by name (a string tensor, a sequence
+  // or optional), recorded in the body's scope; empty when the node leaves that output out.
+  std::string kept_output(const Node& node, std::size_t k, Scope& scope, const std::string& prefix,
+                          bool top) {
+    if (k >= node.outputs.size() || node.outputs[k].empty()) return "";
     const std::string& out = node.outputs[k];
     std::string flat = top ? out : fresh(prefix + out);
     if (!top) scope.names[out] = flat;
-    strings_[flat] = std::move(t);
+    return flat;
+  }
+
+  void set_string(const Node& node, std::size_t k, StringTensor t, Scope& scope,
+                  const std::string& prefix, bool top) {
+    if (std::string flat = kept_output(node, k, scope, prefix, top); !flat.empty())
+      strings_[flat] = std::move(t);
   }
 
   // The string operators and string Cast, CastLike, Equal and Identity, evaluated here
@@ -317,11 +325,8 @@ class Inliner {
   // Output k of a sequence or optional operator is `c`.
   void set_composite(const Node& node, std::size_t k, Composite c, Scope& scope,
                      const std::string& prefix, bool top) {
-    if (k >= node.outputs.size() || node.outputs[k].empty()) return;
-    const std::string& out = node.outputs[k];
-    std::string flat = top ? out : fresh(prefix + out);
-    if (!top) scope.names[out] = flat;
-    composites_[flat] = std::move(c);
+    if (std::string flat = kept_output(node, k, scope, prefix, top); !flat.empty())
+      composites_[flat] = std::move(c);
   }
 
   // Output k of a node is the tensor `t`, known on the inputs.

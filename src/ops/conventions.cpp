@@ -86,6 +86,22 @@ Convention nan_propagation() {
           }};
 }
 
+bool other_reading_explains(const Tensor& other, const Tensors& got,
+                            const std::vector<std::vector<bool>>& bad, double tol,
+                            bool nan_matches) {
+  if (got.empty() || !got[0].defined() || bad.empty() || other.shape() != got[0].shape())
+    return false;
+  const auto a = other.to_f64(), g = got[0].to_f64();
+  bool any = false;
+  for (std::size_t i = 0; i < bad[0].size() && i < g.size(); ++i) {
+    if (!bad[0][i]) continue;
+    any = true;
+    if (!(std::fabs(a[i] - g[i]) <= tol || (nan_matches && std::isnan(a[i]) && std::isnan(g[i]))))
+      return false;
+  }
+  return any;
+}
+
 Convention nan_selection() {
   return {"nan-selection",
           "the ONNX text orders the values without saying where NaN goes, so which index is "

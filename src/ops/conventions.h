@@ -14,6 +14,12 @@ namespace metaop {
 bool nonfinite_explains(const Tensors& in, const Tensors& ref, const Tensors& got,
                         const std::vector<std::vector<bool>>& bad, bool (*held)(double),
                         const std::function<bool(std::size_t, double, double)>& explained);
+// Whether every element of output 0 outside the model (one at least) is `other`'s, the output of
+// another reading of the text, to `tol` (and NaN where `other` is NaN, with `nan_matches`): the
+// shape of the conventions that recompute the op as that reading.
+bool other_reading_explains(const Tensor& other, const Tensors& got,
+                            const std::vector<std::vector<bool>>& bad, double tol,
+                            bool nan_matches);
 
 // NaN through a comparison, max or min: the text defines the op by comparisons (x > alpha ? x :
 // 0, max(0, x) ...) that NaN fails, and does not say whether NaN takes that branch or

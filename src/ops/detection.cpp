@@ -18,6 +18,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ops/conventions.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {
@@ -458,19 +459,10 @@ Convention roi_max_pooling() {
              const std::vector<std::vector<bool>>& bad) {
             if (attr_s(c, "mode") != "max" || got.empty() || !got[0].defined() || bad.empty())
               return false;
-            const Tensor other = roi_align_run<double>(c, in, nullptr, nullptr, true)[0];
-            if (other.shape() != got[0].shape()) return false;
-            const auto a = other.to_f64(), g = got[0].to_f64(), x = in[0].to_f64();
             double scale = 0;
-            for (double v : x) scale = std::max(scale, std::fabs(v));
-            const double tol = 64 * std::ldexp(1.0, -23) * scale;
-            bool any = false;
-            for (std::size_t i = 0; i < bad[0].size() && i < g.size(); ++i) {
-              if (!bad[0][i]) continue;
-              any = true;
-              if (!(std::fabs(a[i] - g[i]) <= tol)) return false;
-            }
-            return any;
+            for (double v : in[0].to_f64()) scale = std::max(scale, std::fabs(v));
+            return other_reading_explains(roi_align_run<double>(c, in, nullptr, nullptr, true)[0],
+                                          got, bad, 64 * std::ldexp(1.0, -23) * scale, false);
           }};
 }
 
