@@ -77,7 +77,9 @@ def probe_findings(root):
             "onednn-2.6": sum(f[0] == "onednn-2.6" for f in lines),
             "ort-1.30": sum(f[0] in ("ort-1.30", "ort-wasm") for f in lines),
             "opencv": sum(f[0] == "opencv" for f in lines),
-            "ort": sum(f[0] == "ort" for f in lines)}
+            "ort": sum(f[0] == "ort" for f in lines),
+            "openvino": sum(f[0] == "openvino" for f in lines),
+            "tvm": sum(f[0] == "tvm" for f in lines)}
 
 
 def counts_table(rows, root):
@@ -99,6 +101,10 @@ def counts_table(rows, root):
          "probe findings of torch-1.13, Debian's LibTorch (known_probe_findings.txt)"),
         ("docs/findings.md", r"--bind ort-1.30,ort-wasm` \([\d,]+ cases, [\d.]+ s\) lists (\d+) findings",
          [probe["ort-1.30"]], "probe findings of ort-1.30 and ort-wasm (known_probe_findings.txt)"),
+        ("docs/findings.md", r"exits 1 with (\d+) findings: openvino (\d+) \(\d+ defect, \d+ "
+         r"float32-limit, \d+ convention\), tvm (\d+)",
+         [probe["openvino"] + probe["tvm"], probe["openvino"], probe["tvm"]],
+         "probe findings of openvino and tvm (known_probe_findings.txt)"),
         ("docs/findings.md", r"`metaop probe --bind ort` lists (\d+) findings", [probe["ort"]],
          "probe findings of ort, ONNX Runtime 1.31 (known_probe_findings.txt)"),
         ("docs/findings.md", r"`metaop probe --bind opencv` lists (\d+) findings",
