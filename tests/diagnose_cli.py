@@ -8,7 +8,7 @@ trivial predictor's level (labels apart from their inputs, weight decay, target 
 a flipped gradient or update) are named, and no repair is verified there; architecture faults
 (layers without a nonlinearity, logits an output activation squeezes) and inputs that do not
 determine the labels are named; a learning-rate schedule that decays too fast and frozen layers
-are named; bad usage exits 2.
+are named; batches of one sample and of the whole data set are named; bad usage exits 2.
 
 Usage: diagnose_cli.py METAOP WORK_DIR
 """
@@ -28,7 +28,8 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "data_target_scale", "hp_momentum_above_one", "framework_grad_sign_gemm",
          "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
-         "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers"]
+         "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers",
+         "hp_batch_size_one", "hp_full_batch"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -315,6 +316,23 @@ for name, place, needle in [("hp_lr_schedule_too_fast", "lr_schedule", "step:1:0
     rc, out, doc = diagnose(name, twin=True)
     check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
           out)
+
+# Batch sizes: batches of one sample behind a loss that swings and spikes, the whole data set as
+# one batch behind a run of ten updates that ends near chance level. Named, the batch size
+# changed by the verified repair; the twins (batches of 32 and 8) healthy.
+for name, needle, batch in [("hp_batch_size_one", "batches of 1 of the 192 samples", 32),
+                            ("hp_full_batch", "10 in the whole run of 10 epochs", 8)]:
+    rc, out, doc = diagnose(name)
+    got = top(doc)
+    check(rc == 1 and got.get("hyperparameter") == "batch_size" and
+          needle in got.get("evidence", "") and got.get("fix_verified") and not hollow(doc) and
+          any(r["verified"] and r["change"].endswith(f"-> {batch}")
+              for r in doc.get("repairs", [])),
+          f"{name}: hyperparameter batch_size, batches of {batch} verified below the trivial "
+          f"predictor's loss ({got.get('place')}: {got.get('fix_result')})", out)
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True and doc.get("batch_size") in (32, 8),
+          f"{name}'s twin: healthy ({sorted(kinds(doc))})", out)
 
 # No verified repair of any setup above ends at the trivial predictor's level.
 for f in sorted(os.listdir(WORK)):

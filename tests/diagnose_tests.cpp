@@ -11,6 +11,7 @@
 
 #include "analysis/core/accuracy.h"
 #include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
@@ -308,4 +309,53 @@ TEST(Diagnose, MomentumOfOneOrMoreRunsWithAWarning) {
   EXPECT_THROW(validate(o), Error);
   o.momentum = 0.9;
   EXPECT_TRUE(optimizer_warnings(o).empty());
+}
+
+// Batch sizes as causes: batches of one or two samples behind a loss that swings, and batches of
+// most of the data behind a run of few updates that stops near chance level; ordinary batches
+// are never blamed.
+TEST(Diagnose, BatchSizeTinyOrWholeDataSet) {
+  Graph g = activation_graph("Relu");
+  StaticChecks checks;
+  OptimizerConfig o;
+  o.kind = "sgd";
+  o.lr = 0.2;
+  auto causes = [&](std::int64_t batch, std::int64_t samples, int epochs, const char* symptom) {
+    MonitorRecord r;
+    r.batch_size = batch;
+    r.samples = samples;
+    r.epochs = epochs;
+    r.steps_per_epoch = static_cast<std::size_t>((samples + batch - 1) / batch);
+    r.total = r.steps_per_epoch * static_cast<std::size_t>(epochs);
+    Symptom s;
+    s.kind = symptom;
+    s.step = r.total;
+    r.symptoms = {s};
+    return diagnose_causes(g, checks, r, o, {});
+  };
+  auto find = [](const std::vector<Diagnosis>& ds) -> const Diagnosis* {
+    for (const auto& d : ds)
+      if (d.hyperparameter == "batch_size") return &d;
+    return nullptr;
+  };
+  auto tiny = causes(1, 192, 10, "oscillating_loss");
+  ASSERT_FALSE(tiny.empty());
+  EXPECT_EQ(tiny[0].hyperparameter, "batch_size");
+  EXPECT_EQ(tiny[0].fix.kind, "batch_size");
+  EXPECT_EQ(tiny[0].fix.factor, 32);
+  EXPECT_NE(tiny[0].evidence.find("batches of 1 of the 192 samples"), std::string::npos);
+  bool lr = false;  // the learning rate stays a cause beside it
+  for (const auto& d : tiny) lr |= d.hyperparameter == "learning_rate";
+  EXPECT_TRUE(lr);
+  auto whole = causes(192, 192, 10, "chance_level");
+  ASSERT_FALSE(whole.empty());
+  EXPECT_EQ(whole[0].hyperparameter, "batch_size");
+  EXPECT_NE(whole[0].evidence.find("1 update per epoch, 10 in the whole run"), std::string::npos);
+  EXPECT_EQ(whole[0].fix.factor, 8);  // 240 updates over the 10 epochs (at least 8 a batch)
+  EXPECT_EQ(find(causes(32, 192, 10, "oscillating_loss")), nullptr);  // an ordinary batch
+  EXPECT_EQ(find(causes(4, 192, 10, "oscillating_loss")), nullptr);   // small, not tiny
+  EXPECT_EQ(find(causes(1, 100, 10, "oscillating_loss")), nullptr);   // too few samples to say
+  EXPECT_EQ(find(causes(32, 192, 10, "chance_level")), nullptr);      // 60 updates, 6 an epoch
+  EXPECT_EQ(find(causes(192, 192, 80, "chance_level")), nullptr);     // 80 updates in all
+  EXPECT_EQ(find(causes(192, 192, 10, "oscillating_loss")), nullptr);
 }

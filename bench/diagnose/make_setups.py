@@ -191,7 +191,8 @@ def setup(name, model, example, x, y, loss, args, twin_args, expect, symptoms,
         for i in range(len(a) - 1):
             if a[i] == "--epochs" and epochs:
                 a[i + 1] = str(epochs)
-            elif a[i] == "--batch-size":
+            elif a[i] == "--batch-size" and 8 <= int(a[i + 1]) < len(x):
+                # (a batch below 8 or of the whole data set is a fault of its own: kept)
                 a[i + 1] = str(max(8, int(int(a[i + 1]) * batch)))
             elif a[i] == "--lr":
                 a[i + 1] = f"{float(a[i + 1]) * lr:g}"
@@ -457,6 +458,18 @@ setup("hp_frozen_hidden_layers", mlp([4, 32, 32, 3]), torch.zeros(2, 4), xg, yg,
       BASE + ["--optimizer", "adam", "--lr", "0.01", "--freeze", "0.weight,0.bias,2.weight,2.bias"],
       {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
       {"category": "hyperparameter", "hyperparameter": "freeze"}, ["chance_level"])
+# Batches of one sample at a learning rate that suits batches of 32: every step follows one
+# sample's gradient and the loss swings and spikes.
+setup("hp_batch_size_one", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.3", "--batch-size", "1"],
+      {"args": BASE + SGD + ["--lr", "0.3", "--batch-size", "32"]},
+      {"category": "hyperparameter", "hyperparameter": "batch_size"}, ["oscillating_loss"])
+# The whole data set as one batch: ten epochs make ten updates, and the loss is still near
+# chance level when the run ends.
+setup("hp_full_batch", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy",
+      BASE + SGD + ["--lr", "0.01", "--batch-size", str(len(x))],
+      {"args": BASE + SGD + ["--lr", "0.01", "--batch-size", "8"]},
+      {"category": "hyperparameter", "hyperparameter": "batch_size"}, ["chance_level"])
 
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)

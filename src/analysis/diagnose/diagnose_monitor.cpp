@@ -253,6 +253,8 @@ TrainMonitor::TrainMonitor(const Graph& g, const TrainConfig& c, std::int64_t sa
                            const DiagnoseThresholds& t)
     : t_(t) {
   rec_.thresholds = t;
+  rec_.batch_size = c.batch_size;
+  rec_.samples = samples;
   rec_.steps_per_epoch = static_cast<std::size_t>((samples + c.batch_size - 1) /
                                                   std::max<std::int64_t>(c.batch_size, 1));
   rec_.window = t.window ? t.window : std::max<std::size_t>(rec_.steps_per_epoch, 1);

@@ -76,6 +76,7 @@ struct ActivationSeries {
 struct MonitorRecord {
   DiagnoseThresholds thresholds;  // those the symptoms were judged with
   std::size_t steps_per_epoch = 0, window = 0, total = 0;
+  std::int64_t batch_size = 0, samples = 0;  // the run's batch size, the data's first dim
   std::vector<double> losses;
   // Classification losses (cross_entropy, nll: the largest output is the label; bce, on
   // probabilities above 0.5 or logits above 0): per step, the share of the batch's samples

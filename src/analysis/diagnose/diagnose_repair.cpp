@@ -319,6 +319,11 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
     a.description = fmt::format("momentum {:g} -> {:g}", o.momentum, f.factor);
     o.momentum = f.factor;
     a.hparams_changed = true;
+  } else if (f.kind == "batch_size") {
+    auto batch = static_cast<std::int64_t>(f.factor);
+    a.description = fmt::format("batch size {} -> {}", s.config.batch_size, batch);
+    a.setup.config.batch_size = batch;
+    a.hparams_changed = true;
   } else if (f.kind == "lr_schedule") {
     a.description = fmt::format("learning-rate schedule {} -> none", s.config.schedule.text());
     a.setup.config.schedule = LrSchedule{};

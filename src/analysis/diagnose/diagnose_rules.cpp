@@ -18,6 +18,14 @@ constexpr double kMomentumHigh = 0.95;
 // times off unit scale (either way) make MSE's gradients off scale.
 constexpr double kWeightDecayHigh = 0.1, kWeightDecayHighDecoupled = 1, kTargetScaleOff = 100;
 
+// Batch sizes: a usual one (what the repair of a tiny batch sets), one at or below which a step's
+// gradient is the noise of a sample or two, and a run of fewer updates than this in all (with one
+// or two per epoch: batches of most of the data) that cannot have reached a minimum.
+constexpr std::int64_t kUsualBatch = 32, kTinyBatch = 2;
+constexpr std::size_t kFewUpdates = 64;
+// What a repair of too few updates aims at over the run's epochs.
+constexpr std::int64_t kEnoughUpdates = 256;
+
 std::string symptom_label(const Symptom& s) {
   return s.node.empty() ? s.kind : s.kind + "@" + s.node;
 }
@@ -455,6 +463,7 @@ class Rules {
     bool at_init = s.step == 1 || (s.kind == "exploding_gradient" && !r_.grad_ratio.empty() &&
                                    r_.grad_ratio[0] > t_.explode_ratio);
     if (static_loss(s) && (where.empty() || is_loss_node(where))) return;
+    if (!at_init) tiny_batch(s);
     if (is_loss_node(where)) sigmoid_rounding(s, where);
     if (!c_.off_scale.empty())
       add(data(at_init ? 0.8 : 0.7,
@@ -486,6 +495,7 @@ class Rules {
   // momentum (which multiplies the step by 1 / (1 - momentum)) or a high learning rate.
   void oscillation(const Symptom& s) {
     if (static_loss(s)) return;
+    tiny_batch(s);
     bool momentum = o_.kind == "sgd" && o_.momentum >= kMomentumHigh && o_.momentum < 1;
     if (momentum) {
       Diagnosis d = hyperparameter(
@@ -506,6 +516,54 @@ class Rules {
                                   "overshoot make it; median update-to-weight ratio of a step "
                                   "{:.3g} (high above {:g})",
                                   typical, t_.update_ratio_high)),
+        s);
+  }
+
+  Diagnosis batch_size(double score, std::int64_t to, std::string evidence) const {
+    Diagnosis d = hyperparameter("batch_size", score, std::move(evidence));
+    d.fix.kind = "batch_size";
+    d.fix.factor = static_cast<double>(to);
+    d.fix.description = fmt::format("batch size {} -> {}", r_.batch_size, to);
+    return d;
+  }
+  // The batch that gives the run's epochs enough updates (kEnoughUpdates), within [8, 32].
+  std::int64_t batch_for_updates() const {
+    std::int64_t b = r_.samples * std::max(r_.epochs, 1) / kEnoughUpdates;
+    return std::clamp<std::int64_t>(b, 8, kUsualBatch);
+  }
+  // Steps that diverge or swing after training started, in batches of one or two samples: each
+  // step follows one or two samples' gradients, noise about sqrt(32 / batch) times a batch of
+  // 32's, at a learning rate that suits larger batches. Ranked above the learning rate (whose
+  // own cause stays beside it): a batch this small is itself the unusual setting.
+  void tiny_batch(const Symptom& s) {
+    if (r_.batch_size <= 0 || r_.batch_size > kTinyBatch || r_.samples < 4 * kUsualBatch) return;
+    add(batch_size(
+            0.8, kUsualBatch,
+            fmt::format(
+                "batches of {} of the {} samples: every step follows the "
+                "gradient of {} sample{}, about {:.2g} times noisier than "
+                "a batch of {}'s, and the learning rate {:g} drives those "
+                "noisy steps past the minimum (usual batches: 16 to 256)",
+                r_.batch_size, r_.samples, r_.batch_size, r_.batch_size == 1 ? "" : "s",
+                std::sqrt(static_cast<double>(kUsualBatch) / static_cast<double>(r_.batch_size)),
+                kUsualBatch, o_.lr)),
+        s);
+  }
+  // A loss that stops short after few updates because each epoch is one or two batches of most
+  // of the data: the run made `total` steps in all, too few to reach a minimum, however long
+  // it ran in epochs.
+  void few_updates(const Symptom& s) {
+    if (r_.steps_per_epoch == 0 || r_.steps_per_epoch > 2 || r_.total >= kFewUpdates ||
+        r_.batch_size <= kUsualBatch || r_.samples < 4 * kUsualBatch)
+      return;
+    std::int64_t to = batch_for_updates();
+    add(batch_size(0.75, to,
+                   fmt::format("batches of {} of the {} samples make {} update{} per epoch, {} "
+                               "in the whole run of {} epochs: too few for the weights to reach "
+                               "a minimum (batches of {} make {})",
+                               r_.batch_size, r_.samples, r_.steps_per_epoch,
+                               r_.steps_per_epoch == 1 ? "" : "s", r_.total, r_.epochs, to,
+                               (r_.samples + to - 1) / to * std::max(r_.epochs, 1))),
         s);
   }
 
@@ -631,6 +689,7 @@ class Rules {
                                     "(high above {:g}): the steps overshoot",
                                     typical, t_.update_ratio_high)),
           s);
+    few_updates(s);
     architecture(s);
     if (!c_.off_scale.empty()) add(data(0.5, "input features far from unit scale"), s);
     if (const LayerInit* l = abnormal_layer(true)) add(initialization(*l, 0.5, gain_text(*l)), s);

@@ -21,7 +21,7 @@ struct Fix {
   // the output), replace_op (every hidden node of op type `from`, or `node` alone, becomes
   // `op_type`), swap_loss (to `loss`), rebind (`node`'s `phase` -- forward, backward, or the
   // update of weight `node` -- to the reference), insert_relu (a Relu after every layer but
-  // the last).
+  // the last), batch_size (set to `factor`).
   std::string kind;
   std::string description;  // in words
   double factor = 1;
@@ -34,7 +34,7 @@ struct Fix {
 struct Diagnosis {
   // hyperparameter, initialization, activation, architecture, data, loss, framework
   std::string category;
-  std::string hyperparameter;  // hyperparameter: learning_rate, weight_decay, momentum
+  std::string hyperparameter;  // learning_rate, weight_decay, momentum, batch_size, ...
   std::string node, op_type;   // the place: a layer, an activation, the loss's input, a kernel
   std::string weight;          // initialization: the weight; framework: an updated weight
   std::string binding;         // framework: the binding of the faulty kernel,

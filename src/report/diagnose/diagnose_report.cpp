@@ -19,11 +19,10 @@ void print_diagnosis(std::FILE* out, const TrainSetup& s, const DiagnoseResult& 
   std::string schedule = s.config.schedule.kind == "none"
                              ? ""
                              : fmt::format(", schedule {}", s.config.schedule.text());
-  fmt::print(out, "{}: {} of {} steps under --bind {} ({} lr {:g}{}, batch {}), loss {}\n",
-             s.model, rec.losses.size(), rec.total, s.bind, o.kind, o.lr, schedule,
-             s.config.batch_size, s.loss);
-  if (!rec.frozen.empty())
-    fmt::print(out, "frozen (--freeze): {}\n", fmt::join(rec.frozen, ", "));
+  fmt::print(out, "{}: {} of {} steps under --bind {} ({} lr {:g}{}, batch {}), loss {}\n", s.model,
+             rec.losses.size(), rec.total, s.bind, o.kind, o.lr, schedule, s.config.batch_size,
+             s.loss);
+  if (!rec.frozen.empty()) fmt::print(out, "frozen (--freeze): {}\n", fmt::join(rec.frozen, ", "));
   for (const auto& line : r.injected) fmt::print(out, "{}\n", line);
   if (!r.run.trained)
     fmt::print(out, "not trained: the static checks found labels the loss cannot take\n");
@@ -128,6 +127,8 @@ nlohmann::json diagnose_to_json(const TrainSetup& s, const DiagnoseResult& r) {
   j["optimizer"] = optimizer_to_json(s.config.optimizer);
   j["lr_schedule"] = s.config.schedule.text();
   j["frozen"] = rec.frozen;
+  j["batch_size"] = s.config.batch_size;
+  j["epochs"] = s.config.epochs;
   j["steps"] = rec.losses.size();
   j["total_steps"] = rec.total;
   j["window"] = rec.window;
