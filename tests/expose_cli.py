@@ -335,7 +335,8 @@ check(rc == 0 and re.search(r"^Log\s+log_domain\s+input 0", out, re.M), "ops --d
 # 9c. Dangers behind a comparison, which no gradient crosses: a softmax masked with -inf where a
 #     learned gate is negative (every gate of a row negative: 0/0), and a mean over the positive
 #     activations (none positive: 0/0). The boundary moves push the comparison's operands across;
-#     the explanation walks back through the Where and the Cast to the comparison. The twins
+#     the explanation walks back through the Where and the Cast to the comparison and the layer
+#     that made its operand (the gate's or the layer's Add). The twins
 #     (mask value -1e9, count at least 1) stay finite over the same step cap.
 rng = np.random.default_rng(7)
 gate_w = rng.uniform(-0.5, 0.5, (8, 4)).astype(np.float32)
@@ -375,11 +376,11 @@ def count_mean(name, least):
                        "one": np.ones((), np.float32)})
 
 
-for bug, twin, op, comparison in [
+for bug, twin, op, comparison, layer in [
         (masked_softmax("masked_softmax", float("-inf")),
-         masked_softmax("masked_softmax_fixed", -1e9), "Softmax", "Less /Less"),
+         masked_softmax("masked_softmax_fixed", -1e9), "Softmax", "Less /Less", "Add /gate/Add"),
         (count_mean("count_mean", False), count_mean("count_mean_fixed", True), "Div",
-         "Greater /Greater")]:
+         "Greater /Greater", "Add /fc/Add")]:
     cap = ["--iterations", "3000", "--time-limit", "60", "--stop-at-first"]
     p = subprocess.run([METAOP, "expose", bug, "--input", f"x={x_cmp}", "--clip=-5,5", *cap,
                         "--json", "cmp.json", "--out", "out_cmp"],
@@ -387,9 +388,11 @@ for bug, twin, op, comparison in [
     doc = json.load(open(os.path.join(WORK, "cmp.json")))
     hit = [t for t in doc["targets"] if t["exposed"] and t["op_type"] == op]
     check(p.returncode == 1 and hit and hit[0]["found_by"].startswith("boundary move") and
-          comparison in hit[0]["explanation"] and replay_nonfinite(hit[0])[1] > 0,
+          comparison in hit[0]["explanation"] and layer in hit[0]["explanation"] and
+          replay_nonfinite(hit[0])[1] > 0,
           f"{op} behind a comparison: exposed by a boundary move, explained back to the "
-          f"{comparison.split()[0]}", p.stdout + p.stderr)
+          f"{comparison.split()[0]} and the {layer} that made its operand",
+          (hit[0]["explanation"] if hit else "") + "\n" + p.stdout + p.stderr)
     steps = hit[0]["iterations"] if hit else None
     p = subprocess.run([METAOP, "expose", twin, "--input", f"x={x_cmp}", "--clip=-5,5", *cap,
                         "--json", "cmp_twin.json", "--out", "out_cmp_twin"],

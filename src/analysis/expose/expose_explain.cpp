@@ -1,5 +1,6 @@
 // The verdict's one line: which node first produced a non-finite value, which of its danger
-// zones it was in, and how the value that put it there came about (one or two producers up).
+// zones it was in, and how the value that put it there came about (one or two producers up,
+// through masks to the comparison that decided them and what made its operand).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -81,9 +82,13 @@ class Explainer {
       if (depth < 3) s += ", " + cause(p.inputs[0], element_of(p, 0, e), depth + 1);
       return s;
     }
-    if (auto sym = comparison_symbol(p.op_type))
-      return fmt::format("{}: {} {} {} is {}", who, num(operand(p, 0, e)), *sym,
-                         num(operand(p, 1, e)), v != 0 ? "true" : "false");
+    if (auto sym = comparison_symbol(p.op_type)) {
+      std::string s = fmt::format("{}: {} {} {} is {}", who, num(operand(p, 0, e)), *sym,
+                                  num(operand(p, 1, e)), v != 0 ? "true" : "false");
+      if (std::optional<std::size_t> k = computed_operand(p); k && depth < 3)
+        s += fmt::format(" ({})", cause(p.inputs[*k], element_of(p, *k, e), depth + 1));
+      return s;
+    }
     // The op's own words (ops/manifest.h, ExplainWords).
     switch (words(p).form) {
       case ExplainForm::softmax:
@@ -108,6 +113,22 @@ class Explainer {
     const Tensor* out = value(n.outputs[0]);
     if (!in || !out || in->shape() == out->shape()) return e;
     return broadcast_map(in->shape(), out->shape())[static_cast<std::size_t>(e)];
+  }
+
+  // The operand of a comparison that the model computed or was given (a layer's output, a graph
+  // input), not a constant it is compared against: the first such, if any.
+  std::optional<std::size_t> computed_operand(const Node& p) const {
+    for (std::size_t k = 0; k < p.inputs.size() && k < 2; ++k) {
+      const std::string& name = p.inputs[k];
+      if (name.empty() || g_.initializers.count(name)) continue;
+      auto it = producer_.find(name);
+      if (it != producer_.end()) {
+        const std::string& op = g_.nodes[it->second].op_type;
+        if (op == "Constant" || op == "ConstantOfShape") continue;
+      }
+      return k;
+    }
+    return std::nullopt;
   }
 
   static std::optional<std::string> comparison_symbol(const std::string& op) {
