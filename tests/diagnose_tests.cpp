@@ -359,3 +359,30 @@ TEST(Diagnose, BatchSizeTinyOrWholeDataSet) {
   EXPECT_EQ(find(causes(192, 192, 80, "chance_level")), nullptr);     // 80 updates in all
   EXPECT_EQ(find(causes(192, 192, 10, "oscillating_loss")), nullptr);
 }
+
+// few_updates: one or two updates an epoch, fewer than 64 in all, and the loss still falling in
+// the last epoch; not with more updates an epoch, nor when the last epoch stood still.
+TEST(Diagnose, FewUpdatesWhileTheLossStillFalls) {
+  Graph g = activation_graph("Relu");
+  auto run = [&](std::int64_t batch, std::int64_t samples, const std::vector<double>& losses) {
+    TrainConfig c;
+    c.batch_size = batch;
+    c.epochs = static_cast<int>(losses.size());
+    TrainMonitor m(g, c, samples, {});
+    FakeStep s(g, std::vector<double>(8, 1), std::vector<double>(8, 1));
+    for (std::size_t i = 0; i < losses.size(); ++i) m.observe(s.view(g, i + 1, losses[i]));
+    m.finish();
+    return m.record();
+  };
+  std::vector<double> falling = {1.0, 0.95, 0.9, 0.86, 0.82, 0.78, 0.75, 0.72, 0.69, 0.66};
+  auto few = run(192, 192, falling);  // one update an epoch: ten in all
+  ASSERT_TRUE(few.has("few_updates"));
+  EXPECT_EQ(few.first("few_updates")->value, 10);
+  EXPECT_NE(few.first("few_updates")->detail.find("10 updates in all (1 per epoch"),
+            std::string::npos);
+  std::vector<double> flat = falling;
+  flat.back() = flat[flat.size() - 2];  // the last epoch gained nothing
+  EXPECT_FALSE(run(192, 192, flat).has("few_updates"));
+  EXPECT_FALSE(run(192, 100, falling).has("few_updates"));  // too few samples to say
+  EXPECT_FALSE(run(32, 32, falling).has("few_updates"));    // a batch of 32 is usual
+}

@@ -16,8 +16,14 @@ const std::vector<std::string>& symptom_kinds() {
       "nonfinite_loss",     "exploding_loss",   "exploding_gradient",
       "vanishing_gradient", "dead_relu",        "saturation",
       "stagnant_loss",      "slow_convergence", "nonfinite_activation",
-      "chance_level",       "oscillating_loss"};
+      "chance_level",       "oscillating_loss", "few_updates"};
   return kinds;
+}
+
+bool few_updates_setting(std::size_t steps_per_epoch, std::size_t total, std::int64_t batch,
+                         std::int64_t samples) {
+  return steps_per_epoch > 0 && steps_per_epoch <= 2 && total < kFewUpdates &&
+         batch > kUsualBatch && samples >= 4 * kUsualBatch;
 }
 
 void validate(const DiagnoseThresholds& t) {
@@ -528,6 +534,7 @@ void TrainMonitor::judge_loss_windows() {
   judge_chance(means.back(), means.size() * spe);
   if (means.back() <= t_.converged * means.front()) return;
   judge_oscillation(means, spe);
+  judge_few_updates(means, spe);
   // The gain per epoch, on average from the first epoch to the last third (mean-loss noise of
   // single epochs averages out), relative to the first epoch's loss.
   std::size_t tail = std::max<std::size_t>(1, means.size() / 3);
@@ -577,6 +584,21 @@ void TrainMonitor::judge_oscillation(const std::vector<double>& means, std::size
              e + 1 > shown ? ", ..." : "")});
     return;
   }
+}
+
+// A run of few updates, one or two an epoch, whose loss was still falling in its last epoch (by
+// at least the slow-convergence gain of the first epoch's loss): it stopped while learning.
+void TrainMonitor::judge_few_updates(const std::vector<double>& means, std::size_t spe) {
+  if (!few_updates_setting(spe, rec_.total, rec_.batch_size, rec_.samples)) return;
+  double drop = (means[means.size() - 2] - means.back()) / means.front();
+  if (!(drop >= t_.slow_gain)) return;
+  add({"few_updates", means.size() * spe, "", "", static_cast<double>(rec_.total),
+       static_cast<double>(kFewUpdates),
+       fmt::format("the run made {} update{} in all ({} per epoch: batches of {} of the {} "
+                   "samples; threshold {}), and its mean loss still fell by {:.3g} of the first "
+                   "epoch's in the last epoch ({:.4g} -> {:.4g}): it stopped while learning",
+                   rec_.total, rec_.total == 1 ? "" : "s", spe, rec_.batch_size, rec_.samples,
+                   kFewUpdates, drop, means[means.size() - 2], means.back())});
 }
 
 void TrainMonitor::judge_chance(double last_epoch, std::size_t step) {

@@ -46,6 +46,14 @@ void validate(const DiagnoseThresholds& t);
 // The symptom kinds, in the order the documentation lists them.
 const std::vector<std::string>& symptom_kinds();
 
+// Batches: a usual size, and a run of fewer updates than kFewUpdates in all with one or two an
+// epoch (batches above kUsualBatch of at least 4 kUsualBatch samples: most of the data each)
+// that cannot have reached a minimum (symptom few_updates, cause batch_size).
+constexpr std::int64_t kUsualBatch = 32;
+constexpr std::size_t kFewUpdates = 64;
+bool few_updates_setting(std::size_t steps_per_epoch, std::size_t total, std::int64_t batch,
+                         std::int64_t samples);
+
 struct Symptom {
   std::string kind;           // one of symptom_kinds()
   std::size_t step = 0;       // 1-based: the first step (or the end of the first window) it shows
@@ -134,6 +142,7 @@ class TrainMonitor {
   void judge_loss_windows();
   void judge_chance(double last_epoch, std::size_t step);
   void judge_oscillation(const std::vector<double>& means, std::size_t steps_per_epoch);
+  void judge_few_updates(const std::vector<double>& means, std::size_t steps_per_epoch);
   void record_accuracy(const StepView& v);
 
   DiagnoseThresholds t_;

@@ -18,12 +18,9 @@ constexpr double kMomentumHigh = 0.95;
 // times off unit scale (either way) make MSE's gradients off scale.
 constexpr double kWeightDecayHigh = 0.1, kWeightDecayHighDecoupled = 1, kTargetScaleOff = 100;
 
-// Batch sizes: a usual one (what the repair of a tiny batch sets), one at or below which a step's
-// gradient is the noise of a sample or two, and a run of fewer updates than this in all (with one
-// or two per epoch: batches of most of the data) that cannot have reached a minimum.
-constexpr std::int64_t kUsualBatch = 32, kTinyBatch = 2;
-constexpr std::size_t kFewUpdates = 64;
-// What a repair of too few updates aims at over the run's epochs.
+// A batch at or below which a step's gradient is the noise of a sample or two, and what a repair
+// of too few updates aims at over the run's epochs (kUsualBatch, kFewUpdates: diagnose_monitor.h).
+constexpr std::int64_t kTinyBatch = 2;
 constexpr std::int64_t kEnoughUpdates = 256;
 
 std::string symptom_label(const Symptom& s) {
@@ -261,6 +258,7 @@ class Rules {
     if (s.kind == "stagnant_loss" || s.kind == "slow_convergence" || s.kind == "chance_level")
       return slow(s);
     if (s.kind == "oscillating_loss") return oscillation(s);
+    if (s.kind == "few_updates") return few_updates(s);
     return divergence(s);
   }
 
@@ -553,9 +551,7 @@ class Rules {
   // of the data: the run made `total` steps in all, too few to reach a minimum, however long
   // it ran in epochs.
   void few_updates(const Symptom& s) {
-    if (r_.steps_per_epoch == 0 || r_.steps_per_epoch > 2 || r_.total >= kFewUpdates ||
-        r_.batch_size <= kUsualBatch || r_.samples < 4 * kUsualBatch)
-      return;
+    if (!few_updates_setting(r_.steps_per_epoch, r_.total, r_.batch_size, r_.samples)) return;
     std::int64_t to = batch_for_updates();
     add(batch_size(0.75, to,
                    fmt::format("batches of {} of the {} samples make {} update{} per epoch, {} "
