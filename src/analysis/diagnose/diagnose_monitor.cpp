@@ -23,7 +23,7 @@ const std::vector<std::string>& symptom_kinds() {
 bool few_updates_setting(std::size_t steps_per_epoch, std::size_t total, std::int64_t batch,
                          std::int64_t samples) {
   return steps_per_epoch > 0 && steps_per_epoch <= 2 && total < kFewUpdates &&
-         batch > kUsualBatch && samples >= 4 * kUsualBatch;
+         batch > kUsualBatch && samples >= kBatchRuleSamples;
 }
 
 void validate(const DiagnoseThresholds& t) {

@@ -51,6 +51,8 @@ const std::vector<std::string>& symptom_kinds();
 // that cannot have reached a minimum (symptom few_updates, cause batch_size).
 constexpr std::int64_t kUsualBatch = 32;
 constexpr std::size_t kFewUpdates = 64;
+// The fewest samples for which the batch-size rules speak (a batch is then a small share).
+constexpr std::int64_t kBatchRuleSamples = 4 * kUsualBatch;
 bool few_updates_setting(std::size_t steps_per_epoch, std::size_t total, std::int64_t batch,
                          std::int64_t samples);
 

@@ -534,7 +534,7 @@ class Rules {
   // 32's, at a learning rate that suits larger batches. Ranked above the learning rate (whose
   // own cause stays beside it): a batch this small is itself the unusual setting.
   void tiny_batch(const Symptom& s) {
-    if (r_.batch_size <= 0 || r_.batch_size > kTinyBatch || r_.samples < 4 * kUsualBatch) return;
+    if (r_.batch_size <= 0 || r_.batch_size > kTinyBatch || r_.samples < kBatchRuleSamples) return;
     add(batch_size(
             0.8, kUsualBatch,
             fmt::format(
