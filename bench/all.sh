@@ -57,6 +57,9 @@ stamp "probe: every op, torch/onednn/opencv-4.6, and ort/ort-wasm"
 
 stamp "training step against PyTorch (resnet18)"
 $PY "$HERE/train_vs_torch.py" "$METAOP" "$OUT/train_vs_torch" 3 > "$OUT/train_vs_torch.log"
+stamp "recurrent training against PyTorch (LSTM and GRU, backpropagation through time)"
+"$HERE/../.venv/bin/python" "$HERE/rnn/train_vs_torch.py" "$METAOP" "$OUT/rnn_train" \
+  > "$OUT/rnn_train.log"
 
 stamp "fault campaign: check (12 torchvision models)"
 $PY "$HERE/faults.py" "$METAOP" "$MODELS" --json "$OUT/faults.json" > "$OUT/faults.log"
@@ -95,6 +98,7 @@ echo "== probe"; tail -2 "$OUT/probe.log"; cat "$OUT/probe.time"
 echo "== probe ort"; tail -2 "$OUT/probe_ort.log"; cat "$OUT/probe_ort.time"
 echo "== probe tvm against its list"; tail -2 "$OUT/probe_tvm.log"; cat "$OUT/probe_tvm.time"
 echo "== train_vs_torch"; tail -4 "$OUT/train_vs_torch.log"
+echo "== rnn train_vs_torch"; tail -3 "$OUT/rnn_train.log"
 echo "== faults"; grep -A6 "^injections" "$OUT/faults.log"
 echo "== grad_faults"; grep -A5 "faults$" "$OUT/grad_faults.log"
 for v in 0 8 9 10; do echo "== diagnose variant $v"; tail -4 "$OUT/diagnose_$v.log"; done

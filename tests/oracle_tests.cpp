@@ -1,10 +1,14 @@
 // The oracle's judgement where it is easiest to fool: gradients at smooth critical points and at
 // true kinks, the softmax family's backward bound, ties in selections. Each test plants a wrong
 // gradient the oracle must reject next to the right ones it must accept.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "analysis/check/binding_check.h"
 #include "analysis/core/accuracy.h"
@@ -261,5 +265,101 @@ TEST(Oracle, ReduceLogSumExpBackwardAllowsTheRoundingOfXMinusY) {
     Tensor g = f32(gs, {4, 1});
     EXPECT_LE(judge_backward(n, in, g, f32(honest, {4, 64})).score, 1) << "spread " << spread;
     EXPECT_GT(judge_backward(n, in, g, f32(off, {4, 64})).score, 1) << "spread " << spread;
+  }
+}
+
+// The recurrent cells' VJPs (backpropagation through time) against finite differences, on what
+// the op's own cases leave out: every optional input (sequence lengths, initial states,
+// peepholes), both layouts, input_forget, clip, linear_before_reset, the other activations. Each
+// configuration compares every coordinate of every input; a sign or a missing term in any
+// gate's derivative fails it.
+TEST(Oracle, RecurrentVjpsMatchFiniteDifferences) {
+  struct Config {
+    const char* op;
+    int gates;
+    std::int64_t dirs;
+    bool layout1;
+    std::vector<std::int32_t> lens;
+    std::map<std::string, Attribute> attrs;
+  };
+  const auto text = [](std::vector<std::string> v) {
+    Attribute a;
+    a.kind = Attribute::Kind::Strings;
+    a.strings = std::move(v);
+    return a;
+  };
+  const auto reals = [](std::vector<double> v) {
+    Attribute a;
+    a.kind = Attribute::Kind::Floats;
+    a.floats = std::move(v);
+    return a;
+  };
+  const std::vector<Config> configs = {
+      {"LSTM",
+       4,
+       1,
+       false,
+       {4, 2},
+       {{"input_forget", Attribute::of_int(1)}, {"clip", Attribute::of_float(1.2)}}},
+      {"LSTM", 4, 2, true, {3, 4}, {{"direction", Attribute::of_string("bidirectional")}}},
+      {"GRU", 3, 1, false, {3, 0}, {{"direction", Attribute::of_string("reverse")}}},
+      {"GRU",
+       3,
+       2,
+       true,
+       {4, 1},
+       {{"direction", Attribute::of_string("bidirectional")},
+        {"linear_before_reset", Attribute::of_int(1)},
+        {"activations", text({"Sigmoid", "Softsign", "HardSigmoid", "Tanh"})}}},
+      {"RNN",
+       1,
+       2,
+       false,
+       {2, 4},
+       {{"direction", Attribute::of_string("bidirectional")},
+        {"activations", text({"ScaledTanh", "Softplus"})},
+        {"activation_alpha", reals({0.8})},
+        {"activation_beta", reals({1.3})},
+        {"clip", Attribute::of_float(1.5)}}},
+  };
+  const std::int64_t seq = 4, batch = 2, in = 3, h = 3;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-0.8, 0.8);
+  auto random = [&](const Shape& s) {
+    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+    for (auto& e : v) e = u(rng);
+    return f32(v, s);
+  };
+  ReferenceBackward ref;
+  for (const Config& c : configs) {
+    Node n;
+    n.name = std::string(c.op) + "_vjp";
+    n.op_type = c.op;
+    n.attrs = c.attrs;
+    n.attrs["hidden_size"] = Attribute::of_int(h);
+    if (c.layout1) n.attrs["layout"] = Attribute::of_int(1);
+    const bool lstm = c.gates == 4;
+    const Shape state = c.layout1 ? Shape{batch, c.dirs, h} : Shape{c.dirs, batch, h};
+    Tensors x{random(c.layout1 ? Shape{batch, seq, in} : Shape{seq, batch, in}),
+              random({c.dirs, c.gates * h, in}),
+              random({c.dirs, c.gates * h, h}),
+              random({c.dirs, 2 * c.gates * h}),
+              Tensor::from_i64({c.lens.begin(), c.lens.end()}, {batch}, DType::Int32),
+              random(state)};
+    if (lstm) {
+      x.push_back(random(state));
+      x.push_back(random({c.dirs, 3 * h}));
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) n.inputs.push_back(fmt::format("x{}", i));
+    n.outputs =
+        lstm ? std::vector<std::string>{"y", "yh", "yc"} : std::vector<std::string>{"y", "yh"};
+    NodeVerdict v = check_backward(ref, n, 14, x, 3, 1000);
+    EXPECT_EQ(v.status, NodeStatus::Ok) << n.name << " " << v.detail;
+    std::int64_t coordinates = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (i != 4) coordinates += x[i].numel();
+    // Every coordinate compared but the few that sit on a clip boundary or an activation's kink.
+    EXPECT_GE(v.compared + v.skipped, coordinates) << n.name;
+    EXPECT_LE(v.skipped, coordinates / 20) << n.name;
   }
 }

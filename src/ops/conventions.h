@@ -48,12 +48,13 @@ Convention padded_infinities();
 // both the reference and the kernel.
 Convention transform_infinities();
 
-// The imaginary parts of bin 0 and bin N/2 of a real signal's DFT, 0 whatever the signal (their
-// twiddles are real): explains a finding when the signal holds an infinity or a NaN and every
-// element outside the model is non-finite on both sides (as transform-infinities) or such a
-// part, NaN in the reference (a product by the twiddle's 0) and 0 in the kernel. Defined in
-// signal.cpp, which knows the DFT's geometry.
-Convention real_signal_zero_parts();
+// Products by a twiddle's part that is exactly 0 (at the quarter turns; every imaginary part of
+// bin 0 and N/2 of a real signal): 0 x inf = NaN in the text's sum, nothing in a transform that
+// leaves them out. Explains a finding of DFT or STFT when the signal holds an infinity or a NaN
+// and every element outside the model is that transform's (recomputed without those products),
+// to its own bound, or non-finite in both. Defined in signal.cpp, which knows the transforms'
+// geometry.
+Convention zero_twiddle_parts();
 
 // Interpolation taps of weight 0 on infinite pixels (GridSample): the text defines the output as
 // the weighted sum of the taps, where such a tap is 0 x inf = NaN; it does not say whether a

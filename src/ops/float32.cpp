@@ -766,8 +766,8 @@ void register_float32_definitions(OpRegistry& r) {
     r.amend(op).float32_rounded().conventions({nan_selection()});
   for (const char* op : {"Resize", "Upsample"}) r.amend(op).conventions({align_corners_length()});
   r.amend("Conv").conventions({padded_infinities()});
-  r.amend("DFT").conventions({transform_infinities(), real_signal_zero_parts()});
-  r.amend("STFT").conventions({transform_infinities()});
+  r.amend("DFT").conventions({transform_infinities(), zero_twiddle_parts()});
+  r.amend("STFT").conventions({transform_infinities(), zero_twiddle_parts()});
   r.amend("GridSample").conventions({zero_weight_infinities()});
   // Scatters: data movement, except where a reduction combines repeated indices in an order the
   // text leaves open (no float32 evaluation declared for those).

@@ -6,7 +6,8 @@
 // that the argument stays small): the reference runs the loop in double, the float32 twin
 // (triage) in float with each twiddle rounded to float, and the error model bounds a sum of 2N
 // products plus a radix-2 FFT's normwise error (fft_allowance). The windows are their formulas in
-// double. No VJP (the transforms' gradients are not written yet).
+// double. The VJPs are the adjoint transforms (the conjugate twiddles), summed back over a
+// one-sided spectrum's mirrored half and over overlapping frames.
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -16,6 +17,7 @@
 
 #include "ops/conventions.h"
 #include "ops/kernel_util.h"
+#include "ops/vjp_util.h"
 
 namespace metaop {
 
@@ -40,11 +42,19 @@ std::int64_t scalar_input(const KernelContext& c, const Tensors& in, std::size_t
 
 // The N twiddles exp(sign 2 pi j m / N), m < N: a transform reads the one of k n mod N, so each
 // is computed once per node, not per line and product.
+// At the quarter turns (4 m a multiple of N) the twiddle is exactly 1, -j, -1 or j: written
+// exactly, since cos and sin of a rounded multiple of pi give 6e-17 where the part is 0, which
+// decides what an infinite sample times that part is.
 std::vector<std::complex<double>> twiddles(std::int64_t N, int sign) {
   std::vector<std::complex<double>> w(static_cast<std::size_t>(N));
   for (std::int64_t m = 0; m < N; ++m) {
     double t = 2 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(N);
-    w[static_cast<std::size_t>(m)] = {std::cos(t), sign * std::sin(t)};
+    std::complex<double> v{std::cos(t), sign * std::sin(t)};
+    if (4 * m % N == 0) {
+      const std::complex<double> quarter[] = {{1, 0}, {0, 1.0 * sign}, {-1, 0}, {0, -1.0 * sign}};
+      v = quarter[4 * m / N];
+    }
+    w[static_cast<std::size_t>(m)] = v;
   }
   return w;
 }
@@ -65,11 +75,16 @@ double fft_allowance(std::int64_t N) {
 // (inputs past len are zeros; past N ignored); `scale` multiplies each output. In float (the
 // triage twin) the 2N products of each output are added in `order`. With `err`, each output's
 // first-order bound (units of u): ((kappa(2N) + 3) sum|x| + fft_allowance(N) ||x||_2) |scale|.
+// `structural` (T = double) leaves out the products by a twiddle's part that is exactly 0, as
+// a transform that knows them does (an infinite sample adds nothing there, not NaN); `err` then
+// holds each output's real and imaginary part's own bound (2 out_len values): (kappa(2N) + 3 +
+// fft_allowance(N)) times the sum of |products| that part adds.
 template <typename T>
 void transform(const std::vector<std::complex<double>>& x,
                const std::vector<std::complex<double>>& twiddle, std::int64_t out_len, double scale,
                std::vector<std::complex<T>>& y, const AccumulationBound* bound,
-               std::vector<double>* err, SumOrder order = SumOrder::written) {
+               std::vector<double>* err, SumOrder order = SumOrder::written,
+               bool structural = false) {
   const auto N = static_cast<std::int64_t>(twiddle.size());
   const auto used = static_cast<std::int64_t>(std::min<std::size_t>(x.size(), twiddle.size()));
   y.assign(static_cast<std::size_t>(out_len), {});
@@ -79,6 +94,7 @@ void transform(const std::vector<std::complex<double>>& x,
     norm2 += std::norm(x[n]);
   }
   std::vector<float> re_terms, im_terms;
+  std::vector<double> terms(structural && err ? static_cast<std::size_t>(2 * out_len) : 0);
   for (std::int64_t k = 0; k < out_len; ++k) {
     T re = 0, im = 0;
     re_terms.clear();
@@ -90,6 +106,18 @@ void transform(const std::vector<std::complex<double>>& x,
       if constexpr (std::is_same_v<T, float>) {
         re_terms.insert(re_terms.end(), {xr * wr, -(xi * wi)});
         im_terms.insert(im_terms.end(), {xr * wi, xi * wr});
+      } else if (structural) {
+        const auto add = [&](T& to, double& abs_sum, T a, T b) {
+          if (b == 0) return;
+          to += a * b;
+          abs_sum += std::fabs(a * b);
+        };
+        double unused[2] = {0, 0};
+        double* abs_sum = err ? &terms[2 * k] : unused;
+        add(re, abs_sum[0], xr, wr);
+        add(re, abs_sum[0], -xi, wi);
+        add(im, abs_sum[1], xr, wi);
+        add(im, abs_sum[1], xi, wr);
       } else {
         re += xr * wr - xi * wi;
         im += xr * wi + xi * wr;
@@ -101,9 +129,14 @@ void transform(const std::vector<std::complex<double>>& x,
     }
     y[k] = {re * static_cast<T>(scale), im * static_cast<T>(scale)};
   }
-  if (err)
-    err->assign(static_cast<std::size_t>(out_len),
-                ((bound->kappa(2.0 * N) + 3) * abs + fft_allowance(N) * std::sqrt(norm2)) * scale);
+  if (!err) return;
+  if (structural) {
+    for (auto& t : terms) t *= (bound->kappa(2.0 * N) + 3 + fft_allowance(N)) * scale;
+    *err = std::move(terms);
+    return;
+  }
+  err->assign(static_cast<std::size_t>(out_len),
+              ((bound->kappa(2.0 * N) + 3) * abs + fft_allowance(N) * std::sqrt(norm2)) * scale);
 }
 
 // The input's lines along `axis` as complex numbers (the last dimension: 1 real, 2 complex), and
@@ -172,7 +205,8 @@ DftSpec dft_spec(const KernelContext& c, const Tensors& in) {
 template <typename T>
 void dft_line(const DftSpec& s, const std::vector<std::complex<double>>& twiddle,
               std::vector<std::complex<double>> x, std::vector<std::complex<T>>& y,
-              const AccumulationBound* bound, std::vector<double>* err, SumOrder order) {
+              const AccumulationBound* bound, std::vector<double>* err, SumOrder order,
+              bool structural) {
   if (s.inverse && s.onesided) {
     std::vector<std::complex<double>> full(static_cast<std::size_t>(s.N));
     for (std::int64_t k = 0; k <= s.N / 2 && k < static_cast<std::int64_t>(x.size()); ++k) {
@@ -182,12 +216,13 @@ void dft_line(const DftSpec& s, const std::vector<std::complex<double>>& twiddle
     x = std::move(full);
   }
   transform<T>(x, twiddle, s.out_len, s.inverse ? 1.0 / static_cast<double>(s.N) : 1.0, y, bound,
-               err, order);
+               err, order, structural);
 }
 
 template <typename T>
 Tensors dft_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
-                std::vector<double>* err, SumOrder order = SumOrder::written) {
+                std::vector<double>* err, SumOrder order = SumOrder::written,
+                bool structural = false) {
   DftSpec s = dft_spec(c, in);
   const Lines& l = s.l;
   const std::int64_t parts = s.inverse && s.onesided ? 1 : 2;
@@ -201,18 +236,91 @@ Tensors dft_run(const KernelContext& c, const Tensors& in, const AccumulationBou
   std::vector<double> e;
   for (std::int64_t o = 0; o < l.outer; ++o)
     for (std::int64_t i = 0; i < l.inner; ++i) {
-      dft_line<T>(s, twiddle, l.line(o, i), y, bound, err ? &e : nullptr, order);
+      dft_line<T>(s, twiddle, l.line(o, i), y, bound, err ? &e : nullptr, order, structural);
       for (std::int64_t k = 0; k < s.out_len; ++k) {
         auto at = static_cast<std::size_t>(((o * s.out_len + k) * l.inner + i) * parts);
         out[at] = static_cast<double>(y[k].real());
         if (parts == 2) out[at + 1] = static_cast<double>(y[k].imag());
         if (err) {
-          (*err)[at] = e[k];
-          if (parts == 2) (*err)[at + 1] = e[k];
+          (*err)[at] = structural ? e[2 * k] : e[k];
+          if (parts == 2) (*err)[at + 1] = structural ? e[2 * k + 1] : e[k];
         }
       }
     }
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
+}
+
+// The adjoint of one line's transform: for y_k = scale sum_n x_n w^(k n) it is x'_n = scale
+// sum_k g_k w^(-k n), the transform of the output's gradient with the conjugate twiddles, for
+// the len input positions (the ones past N, truncated away, get none). The inverse of a
+// one-sided spectrum read x_k twice (as itself and, conjugated, as x_(N-k)): x'_k = s_k +
+// conj(s_(N-k)). With `err`, each gradient's bound (units of u): the adjoint transform's, as the
+// forward's; a mirrored pair adds both and one rounding.
+std::vector<std::complex<double>> dft_line_adjoint(const DftSpec& s,
+                                                   const std::vector<std::complex<double>>& conj_tw,
+                                                   const std::vector<std::complex<double>>& g,
+                                                   const AccumulationBound* bound,
+                                                   std::vector<double>* err) {
+  std::vector<std::complex<double>> a;
+  std::vector<double> e;
+  const double scale = s.inverse ? 1.0 / static_cast<double>(s.N) : 1.0;
+  transform<double>(g, conj_tw, s.N, scale, a, bound, err ? &e : nullptr);
+  std::vector<std::complex<double>> gx(static_cast<std::size_t>(s.l.len));
+  if (err) err->assign(gx.size(), 0.0);
+  const bool mirrored = s.inverse && s.onesided;
+  for (std::int64_t n = 0; n < std::min(s.l.len, mirrored ? s.N / 2 + 1 : s.N); ++n) {
+    gx[n] = a[n];
+    if (err) (*err)[n] = e[n];
+    if (mirrored && n > 0 && s.N - n != n) {
+      gx[n] += std::conj(a[s.N - n]);
+      if (err) (*err)[n] += e[s.N - n] + std::abs(a[n]) + std::abs(a[s.N - n]);
+    }
+  }
+  return gx;
+}
+
+// The DFT's VJP (`bound` null), or the bound on its rounding per gradient element.
+Tensors dft_adjoint(const KernelContext& c, const Tensors& in, const Tensors& out,
+                    const Tensors& grads, const AccumulationBound* bound, Magnitudes* m) {
+  const DftSpec s = dft_spec(c, in);
+  const Lines& l = s.l;
+  const std::int64_t parts = s.inverse && s.onesided ? 1 : 2, cin = l.complex ? 2 : 1;
+  const auto go = grad_of(grads, out, 0);
+  const auto conj_tw = twiddles(s.N, s.inverse ? -1 : 1);
+  std::vector<double> gx(l.v.size(), 0.0), ex;
+  if (m) ex.assign(l.v.size(), 0.0);
+  std::vector<std::complex<double>> g(static_cast<std::size_t>(s.out_len));
+  std::vector<double> e;
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t i = 0; i < l.inner; ++i) {
+      for (std::int64_t k = 0; k < s.out_len; ++k) {
+        auto at = static_cast<std::size_t>(((o * s.out_len + k) * l.inner + i) * parts);
+        g[k] = {go[at], parts == 2 ? go[at + 1] : 0.0};
+      }
+      const auto a = dft_line_adjoint(s, conj_tw, g, bound, m ? &e : nullptr);
+      for (std::int64_t n = 0; n < l.len; ++n) {
+        auto at = static_cast<std::size_t>(((o * l.len + n) * l.inner + i) * cin);
+        gx[at] = a[n].real();
+        if (l.complex) gx[at + 1] = a[n].imag();
+        if (m) ex[at] = l.complex ? (ex[at + 1] = e[n]) : e[n];
+      }
+    }
+  if (m) *m = {ex};
+  Tensors res(in.size());
+  res[0] = grad_like(gx, in[0]);
+  return res;
+}
+
+Tensors dft_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                const Tensors& grads) {
+  return dft_adjoint(c, in, out, grads, nullptr, nullptr);
+}
+
+Magnitudes dft_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                             const Tensors& grads, const AccumulationBound& bound) {
+  Magnitudes m;
+  dft_adjoint(c, in, out, grads, &bound, &m);
+  return m;
 }
 
 // ---- STFT: frames of `frame_length` samples every `frame_step`, each times the window, each
@@ -263,7 +371,8 @@ StftSpec stft_spec(const KernelContext& c, const Tensors& in) {
 
 template <typename T>
 Tensors stft_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
-                 std::vector<double>* err, SumOrder order = SumOrder::written) {
+                 std::vector<double>* err, SumOrder order = SumOrder::written,
+                 bool structural = false) {
   StftSpec s = stft_spec(c, in);
   const Shape out_shape{s.B, s.frames, s.bins, 2};
   std::vector<double> out(static_cast<std::size_t>(shape_numel(out_shape)));
@@ -282,17 +391,95 @@ Tensors stft_run(const KernelContext& c, const Tensors& in, const AccumulationBo
         x[n] = {static_cast<double>(static_cast<T>(s.x[at]) * w),
                 s.complex ? static_cast<double>(static_cast<T>(s.x[at + 1]) * w) : 0.0};
       }
-      transform<T>(x, twiddle, s.bins, 1.0, y, bound, err ? &e : nullptr, order);
+      transform<T>(x, twiddle, s.bins, 1.0, y, bound, err ? &e : nullptr, order, structural);
       double windowed = 0;  // the window's products, one rounding each: sum|x w|
-      for (const auto& v : x) windowed += std::fabs(v.real()) + std::fabs(v.imag());
+      if (!structural)      // (structural: in each output's own bound)
+        for (const auto& v : x) windowed += std::fabs(v.real()) + std::fabs(v.imag());
       for (std::int64_t k = 0; k < s.bins; ++k) {
         auto at = static_cast<std::size_t>(((b * s.frames + f) * s.bins + k) * 2);
         out[at] = static_cast<double>(y[k].real());
         out[at + 1] = static_cast<double>(y[k].imag());
-        if (err) (*err)[at] = (*err)[at + 1] = e[k] + windowed;
+        if (err && structural) {
+          (*err)[at] = e[2 * k];
+          (*err)[at + 1] = e[2 * k + 1];
+        } else if (err) {
+          (*err)[at] = (*err)[at + 1] = e[k] + windowed;
+        }
       }
     }
   return {Tensor::from_f64(out, out_shape, in[0].dtype())};
+}
+
+// The adjoint of STFT: each frame's spectrum gradient transformed back (conjugate twiddles)
+// gives the windowed frame's s_n; the signal gets w_n s_n at each position the frame covers
+// (summed where frames overlap), the window Re(conj(s_n) x) summed over frames. With `bound`,
+// the bound on the rounding per gradient element instead (units of u): s_n's as DFT's adjoint,
+// then the window's product, the sums over frames and the window's 2 F products.
+Tensors stft_adjoint(const KernelContext& c, const Tensors& in, const Tensors& out,
+                     const Tensors& grads, const AccumulationBound* bound, Magnitudes* m) {
+  const StftSpec s = stft_spec(c, in);
+  const std::int64_t parts = s.complex ? 2 : 1;
+  const auto go = grad_of(grads, out, 0);
+  const auto conj_tw = twiddles(s.frame, 1);
+  std::vector<double> gx(s.x.size(), 0.0), gw(s.window.size(), 0.0), ex, absx, ew, absw, e;
+  if (m) {
+    ex.assign(gx.size(), 0.0);
+    absx.assign(gx.size(), 0.0);
+    ew.assign(gw.size(), 0.0);
+    absw.assign(gw.size(), 0.0);
+  }
+  std::vector<std::complex<double>> g(static_cast<std::size_t>(s.bins)), a;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t f = 0; f < s.frames; ++f) {
+      for (std::int64_t k = 0; k < s.bins; ++k) {
+        auto at = static_cast<std::size_t>(((b * s.frames + f) * s.bins + k) * 2);
+        g[k] = {go[at], go[at + 1]};
+      }
+      transform<double>(g, conj_tw, s.frame, 1.0, a, bound, m ? &e : nullptr);
+      for (std::int64_t n = 0; n < s.frame; ++n) {
+        auto at = static_cast<std::size_t>((b * s.L + f * s.step + n) * parts);
+        const double xr = s.x[at], xi = s.complex ? s.x[at + 1] : 0.0, w = s.window[n];
+        gx[at] += w * a[n].real();
+        if (s.complex) gx[at + 1] += w * a[n].imag();
+        gw[n] += a[n].real() * xr + a[n].imag() * xi;
+        if (m) {
+          const double t = std::fabs(w) * (e[n] + std::abs(a[n]));
+          ex[at] += t;
+          absx[at] += std::fabs(w * a[n].real());
+          if (s.complex) {
+            ex[at + 1] += t;
+            absx[at + 1] += std::fabs(w * a[n].imag());
+          }
+          ew[n] += (std::fabs(xr) + std::fabs(xi)) * e[n];
+          absw[n] += std::fabs(a[n].real() * xr) + std::fabs(a[n].imag() * xi);
+        }
+      }
+    }
+  if (m) {
+    // Overlapping frames add up to ceil(frame / step) terms per sample.
+    const std::int64_t per_sample = (s.frame + s.step - 1) / s.step;
+    const double overlap = bound->kappa(static_cast<double>(per_sample));
+    for (std::size_t i = 0; i < gx.size(); ++i) ex[i] += overlap * absx[i];
+    const double frames = bound->kappa(2.0 * static_cast<double>(s.B * s.frames));
+    for (std::size_t n = 0; n < gw.size(); ++n) ew[n] += frames * absw[n];
+    *m = {ex, {}, has_input(in, 2) ? ew : std::vector<double>{}};
+  }
+  Tensors res(in.size());
+  res[0] = grad_like(gx, in[0]);
+  if (has_input(in, 2)) res[2] = grad_like(gw, in[2]);
+  return res;
+}
+
+Tensors stft_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
+                 const Tensors& grads) {
+  return stft_adjoint(c, in, out, grads, nullptr, nullptr);
+}
+
+Magnitudes stft_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                              const Tensors& grads, const AccumulationBound& bound) {
+  Magnitudes m;
+  stft_adjoint(c, in, out, grads, &bound, &m);
+  return m;
 }
 
 // ---- The windows: w[n] for n < size, with N = size (periodic) or size - 1 (symmetric).
@@ -393,6 +580,7 @@ void register_transforms(OpRegistry& r) {
        [none](const KernelContext& c, const Tensors& in) {
          return dft_run<double>(c, in, none, nullptr);
        })
+      .vjp(dft_vjp)
       .error(condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
@@ -404,6 +592,10 @@ void register_transforms(OpRegistry& r) {
           "products by twiddles of modulus 1, and a radix-2 FFT's error (Higham, Theorem 24.2; "
           "M = N for a power of two, else three transforms of M >= 2N - 1, as Bluestein's); 4 "
           "ulp"))
+      .backward_error(
+          dft_vjp_magnitude,
+          "the adjoint transform (conjugate twiddles) of the output's gradient, bounded as the "
+          "forward; a one-sided spectrum's mirrored bins add both halves' bounds and one rounding")
       .float32(
           [none](const KernelContext& c, const Tensors& in, SumOrder order) {
             return dft_run<float>(c, in, none, nullptr, order);
@@ -427,6 +619,7 @@ void register_transforms(OpRegistry& r) {
        [none](const KernelContext& c, const Tensors& in) {
          return stft_run<double>(c, in, none, nullptr);
        })
+      .vjp(stft_vjp)
       .error(condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
@@ -435,6 +628,10 @@ void register_transforms(OpRegistry& r) {
             return Magnitudes{e};
           },
           "each frame's DFT as DFT's bound on x w, plus the window's product, sum|x w|; 4 ulp"))
+      .backward_error(
+          stft_vjp_magnitude,
+          "each frame's adjoint transform s bounded as DFT's; signal: |w| (e_s + |s|) plus the sum "
+          "over overlapping frames; window: |x| e_s plus kappa(2 frames) sum|s x|")
       .float32([none](const KernelContext& c, const Tensors& in,
                       SumOrder order) { return stft_run<float>(c, in, none, nullptr, order); },
                "each frame times the window, then its DFT, in float32", "an FFT")
@@ -563,32 +760,38 @@ void register_mel_weight_matrix(OpRegistry& r) {
 }
 }  // namespace
 
-Convention real_signal_zero_parts() {
-  return {
-      "real-signal-zero-parts",
-      "the ONNX text defines every output as the sum of products by complex twiddles; for a real "
-      "signal the twiddles of bin 0 (and of bin N/2 for an even N) are real, so those bins' "
-      "imaginary parts are 0 whatever the signal, but the defining sum of products by 0 gives "
-      "NaN where the signal holds an infinity or a NaN; it does not say whether a kernel may "
-      "write the 0 (as a transform of real signals does)",
-      [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
-         const std::vector<std::vector<bool>>& bad) {
-        if (in.empty() || !in[0].defined() || ref.empty() || !ref[0].defined() || got.empty() ||
-            !got[0].defined() || ref[0].shape() != got[0].shape())
-          return false;
-        const DftSpec s = dft_spec(c, in);
-        if (s.inverse || s.l.complex) return false;
-        return nonfinite_explains(
-            in, ref, got, bad, [](double v) { return !std::isfinite(v); },
-            [&s](std::size_t i, double r, double k) {
-              if (!std::isfinite(r) && !std::isfinite(k)) return true;  // transform-infinities
-              // Element i of [outer, out_len, inner, 2]: the imaginary part of bin 0 or N/2?
-              const auto j = static_cast<std::int64_t>(i);
-              const std::int64_t bin = j / 2 / s.l.inner % s.out_len;
-              const bool zero_part = j % 2 == 1 && (bin == 0 || (s.N % 2 == 0 && bin == s.N / 2));
-              return zero_part && std::isnan(r) && k == 0;
-            });
-      }};
+Convention zero_twiddle_parts() {
+  return {"zero-twiddle-parts",
+          "the ONNX text defines every output as the sum of products by complex twiddles; at the "
+          "quarter turns a twiddle's real or imaginary part is exactly 0 (for a real signal every "
+          "twiddle of bin 0, and of bin N/2 for an even N, is real), so the product of an infinite "
+          "sample by it is 0 x inf = NaN in the text's sum; it does not say whether a kernel may "
+          "leave those products out, as a transform that knows they vanish does",
+          [](const KernelContext& c, const Tensors& in, const Tensors& ref, const Tensors& got,
+             const std::vector<std::vector<bool>>& bad) {
+            if (in.empty() || !in[0].defined() || ref.empty() || !ref[0].defined() || got.empty() ||
+                !got[0].defined() || ref[0].shape() != got[0].shape() || bad.empty())
+              return false;
+            if (c.node.op_type == "DFT") {
+              const DftSpec s = dft_spec(c, in);
+              if (s.inverse && s.onesided) return false;  // a Hermitian extension: not this reading
+            }
+            // The transform without the products by exactly-0 parts, and each output's bound.
+            const AccumulationBound bound;
+            std::vector<double> tol;
+            const Tensors other =
+                c.node.op_type == "STFT"
+                    ? stft_run<double>(c, in, &bound, &tol, SumOrder::written, true)
+                    : dft_run<double>(c, in, &bound, &tol, SumOrder::written, true);
+            const auto o = other[0].to_f64();
+            const double u = unit_roundoff(got[0].dtype());
+            return nonfinite_explains(
+                in, ref, got, bad, [](double v) { return !std::isfinite(v); },
+                [&](std::size_t i, double, double k) {
+                  if (!std::isfinite(o[i])) return !std::isfinite(k);
+                  return std::isfinite(k) && std::fabs(k - o[i]) <= u * tol[i];
+                });
+          }};
 }
 
 void register_signal_ops(OpRegistry& r) {

@@ -42,6 +42,7 @@ const std::map<std::string, TorchOp>& ops() {
     torch_kernels::add_spatial(t);
     torch_kernels::add_signal(t);
     torch_kernels::add_selection(t);
+    torch_kernels::add_recurrent(t);
     return t.ops;
   }();
   return table;

@@ -64,5 +64,6 @@ void add_shape(TorchTable& t);
 void add_spatial(TorchTable& t);  // torch_kernels_spatial.cpp
 void add_signal(TorchTable& t);
 void add_selection(TorchTable& t);
+void add_recurrent(TorchTable& t);
 
 }  // namespace metaop::torch_kernels

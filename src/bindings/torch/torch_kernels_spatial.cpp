@@ -1,29 +1,41 @@
-// ATen kernels of the spatial (GridSample, AffineGrid, Col2Im, MaxUnpool), signal (DFT, the
-// windows) and selection (NonZero, Compress, ReverseSequence, CenterCropPad) meta operators.
+// ATen kernels of the spatial (GridSample, AffineGrid, Col2Im, MaxUnpool), signal (DFT, STFT,
+// the windows), selection (NonZero, Compress, ReverseSequence, CenterCropPad) and recurrent (LSTM,
+// GRU, RNN) meta operators.
 // Where ATen's operator covers only part of the ONNX one (2-D col2im, symmetric pads, 4-D and
 // 5-D grids), the rest is refused as unsupported, naming what.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/affine_grid_generator.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/blackman_window.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/col2im.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/fft_fft.h>
 #include <ATen/ops/fft_ifft.h>
 #include <ATen/ops/fft_irfft.h>
 #include <ATen/ops/fft_rfft.h>
+#include <ATen/ops/flip.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/grid_sampler.h>
+#include <ATen/ops/gru.h>
 #include <ATen/ops/hamming_window.h>
 #include <ATen/ops/hann_window.h>
 #include <ATen/ops/index_select.h>
+#include <ATen/ops/lstm.h>
 #include <ATen/ops/max_unpool2d.h>
 #include <ATen/ops/max_unpool3d.h>
 #include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rnn_relu.h>
+#include <ATen/ops/rnn_tanh.h>
+#include <ATen/ops/stft.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/ops/zeros.h>
 
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "bindings/torch/aten_convert.h"
 #include "bindings/torch/torch_kernels.h"
@@ -133,6 +145,118 @@ ATs dft(const Ctx& c) {
   return {at::view_as_real(y).contiguous()};
 }
 
+// STFT on at::stft (no centering, no normalization): ATen's [batch, bins, frames] complex
+// spectrum transposed to ONNX's [batch, frames, bins, 2]; no window is a window of ones.
+ATs stft(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  const bool complex = x.dim() == 3 && x.size(2) == 2;
+  if (x.dim() != 2 && !(x.dim() == 3 && (x.size(2) == 1 || complex)))
+    c.unsupported("a signal of other than [batch, length(, 1 or 2)]");
+  at::Tensor sig = complex        ? at::view_as_complex(x.contiguous())
+                   : x.dim() == 3 ? x.select(2, 0)
+                                  : x;
+  const std::int64_t step = scalar_of(c, 1);
+  const std::int64_t frame = c.has(3) ? scalar_of(c, 3) : c.has(2) ? c.in(2).size(0) : x.size(1);
+  if (step < 1 || frame < 1 || frame > x.size(1)) c.unsupported("frame_step or frame_length");
+  at::Tensor window = c.has(2) ? c.in(2) : at::ones({frame}, x.options());
+  if (window.dim() != 1 || window.size(0) != frame) c.unsupported("a window not of frame_length");
+  const bool onesided = attr_i(c.k, "onesided") != 0;
+  if (onesided && complex) c.unsupported("a one-sided transform of a complex signal");
+  at::Tensor y = at::stft(sig, frame, step, frame, window, false, onesided, true);
+  return {at::view_as_real(y.transpose(1, 2)).contiguous()};
+}
+
+// ---- The recurrent cells on ATen's at::lstm, at::gru and at::rnn_tanh / at::rnn_relu (one
+// layer, one direction or both). ONNX's gate blocks are reordered into ATen's (LSTM: ONNX i o f
+// c, ATen i f g o; GRU: ONNX z r h, ATen r z n) and B split into b_ih and b_hh; a reverse node
+// runs forward on the time-flipped sequence. What ATen's cells cannot express is refused:
+// peepholes other than zeros, clip, input_forget, other activations than the cell's defaults
+// (RNN: Tanh or Relu), a GRU without linear_before_reset (ATen resets after the recurrent
+// product), sequence lengths shorter than the sequence.
+at::Tensor gate_blocks(const at::Tensor& t, const std::vector<std::int64_t>& order,
+                       std::int64_t h) {
+  std::vector<at::Tensor> parts;
+  for (auto k : order) parts.push_back(t.narrow(0, k * h, h));
+  return at::cat(parts, 0);
+}
+
+void check_activations(const Ctx& c, bool lstm, bool gru, bool& relu) {
+  const std::vector<std::string> cell = lstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                        : gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                              : std::vector<std::string>{};
+  relu = false;
+  if (!c.node().has_attr("activations")) return;
+  const auto& acts = c.node().attrs.at("activations").strings;
+  for (std::size_t k = 0; k < acts.size(); ++k) {
+    const bool ok = cell.empty() ? (acts[k] == acts[0] && (acts[0] == "Tanh" || acts[0] == "Relu"))
+                                 : acts[k] == cell[k % cell.size()];
+    if (!ok) c.unsupported("activation " + acts[k] + " (ATen's cells have fixed activations)");
+  }
+  relu = cell.empty() && !acts.empty() && acts[0] == "Relu";
+}
+
+ATs recurrent(const Ctx& c) {
+  const std::string& op = c.node().op_type;
+  const bool lstm = op == "LSTM", gru = op == "GRU";
+  const std::int64_t G = lstm ? 4 : gru ? 3 : 1, H = attr_i(c.k, "hidden_size");
+  at::Tensor x = c.in(0);
+  if (!at::isFloatingType(x.scalar_type()) || x.dim() != 3) c.unsupported("X not 3-D float");
+  const bool layout1 = attr_i_or(c.k, "layout", 0) != 0;
+  const std::string direction = attr_s(c.k, "direction");
+  const bool both = direction == "bidirectional", reverse = direction == "reverse";
+  const std::int64_t dirs = both ? 2 : 1, time = layout1 ? 1 : 0;
+  if (attr_f_or(c.k, "clip", 0) > 0) c.unsupported("clip (ATen's cells do not clip)");
+  if (lstm && attr_i(c.k, "input_forget") != 0) c.unsupported("input_forget");
+  if (gru && attr_i(c.k, "linear_before_reset") == 0)
+    c.unsupported("linear_before_reset 0 (ATen's GRU resets after the recurrent product)");
+  bool relu = false;
+  check_activations(c, lstm, gru, relu);
+  if (c.has(4))
+    for (auto len : c.raw.at(4).to_i64())
+      if (len != x.size(time)) c.unsupported("sequence lengths shorter than the sequence");
+  if (lstm && c.has(7))
+    for (double p : c.raw.at(7).to_f64())
+      if (p != 0) c.unsupported("peepholes (ATen's LSTM has none)");
+  const std::vector<std::int64_t> order = lstm  ? std::vector<std::int64_t>{0, 2, 3, 1}
+                                          : gru ? std::vector<std::int64_t>{1, 0, 2}
+                                                : std::vector<std::int64_t>{0};
+  std::vector<at::Tensor> params;
+  for (std::int64_t d = 0; d < dirs; ++d) {
+    params.push_back(gate_blocks(c.in(1)[d], order, H));
+    params.push_back(gate_blocks(c.in(2)[d], order, H));
+    if (c.has(3)) {
+      params.push_back(gate_blocks(c.in(3)[d].narrow(0, 0, G * H), order, H));
+      params.push_back(gate_blocks(c.in(3)[d].narrow(0, G * H, G * H), order, H));
+    }
+  }
+  const std::int64_t batch = x.size(layout1 ? 0 : 1);
+  auto state = [&](std::size_t i) {
+    if (!c.has(i)) return at::zeros({dirs, batch, H}, x.options());
+    return layout1 ? c.in(i).permute({1, 0, 2}).contiguous() : c.in(i);
+  };
+  if (reverse) x = at::flip(x, {time});
+  at::Tensor y, hy, cy;
+  if (lstm)
+    std::tie(y, hy, cy) =
+        at::lstm(x, {state(5), state(6)}, params, c.has(3), 1, 0.0, false, both, layout1);
+  else if (gru)
+    std::tie(y, hy) = at::gru(x, state(5), params, c.has(3), 1, 0.0, false, both, layout1);
+  else if (relu)
+    std::tie(y, hy) = at::rnn_relu(x, state(5), params, c.has(3), 1, 0.0, false, both, layout1);
+  else
+    std::tie(y, hy) = at::rnn_tanh(x, state(5), params, c.has(3), 1, 0.0, false, both, layout1);
+  if (reverse) y = at::flip(y, {time});
+  // ATen's [seq, batch, dirs * H] (batch first: [batch, seq, dirs * H]) to ONNX's Y.
+  y = layout1 ? y.reshape({batch, y.size(1), dirs, H}).contiguous()
+              : y.reshape({y.size(0), batch, dirs, H}).permute({0, 2, 1, 3}).contiguous();
+  auto out_state = [&](const at::Tensor& s) {
+    return layout1 ? s.permute({1, 0, 2}).contiguous() : s.contiguous();
+  };
+  ATs out{y, out_state(hy)};
+  if (lstm) out.push_back(out_state(cy));
+  return out;
+}
+
 // The windows: N = size (periodic) or size - 1; ONNX's Hamming coefficients are 25/46 and
 // 21/46, not ATen's default 0.54 and 0.46.
 template <typename F>
@@ -232,6 +356,7 @@ void add_spatial(TorchTable& t) {
 
 void add_signal(TorchTable& t) {
   t.add("DFT", TorchOp{dft});
+  t.add("STFT", TorchOp{stft});
   t.add("HannWindow", window([](std::int64_t n, bool periodic, at::TensorOptions o) {
           return at::hann_window(n, periodic, o);
         }));
@@ -241,6 +366,10 @@ void add_signal(TorchTable& t) {
   t.add("BlackmanWindow", window([](std::int64_t n, bool periodic, at::TensorOptions o) {
           return at::blackman_window(n, periodic, o);
         }));
+}
+
+void add_recurrent(TorchTable& t) {
+  for (const char* op : {"LSTM", "GRU", "RNN"}) t.add(op, TorchOp{recurrent});
 }
 
 void add_selection(TorchTable& t) {
