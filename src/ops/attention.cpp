@@ -465,6 +465,139 @@ Tensors attention_vjp(const KernelContext& c, const Tensors& in, const Tensors& 
   return res;
 }
 
+// The backward bound (units of u), row by row as row_backward, each value's first-order
+// rounding bound carried: P's from the forward (probabilities), dP = gY V^T kappa(Dv) sum|gY V|,
+// sum(P dP) kappa(T) sum|p dP| plus the carried bounds, dX = P (dP - sum(P dP)) with the
+// subtraction's and the product's roundings, softcap's (1 - tanh^2) with its argument's and its
+// own roundings, then dQ, dK (scale applied once more) and dV as sums of products, kappa of the
+// terms they add (over the keys for dQ, over the query rows sharing a kv head for dK and dV).
+struct AttnGradBounds {
+  std::vector<double> dq, dk_abs, dk_err, dv_abs, dv_err, dbias;
+};
+
+void row_backward_bound(const Attn& a, std::int64_t b, std::int64_t h, std::int64_t i,
+                        Row<double>& r, const AttnGrads& g, const AttnBounds& fwd,
+                        AttnGradBounds& e) {
+  const std::size_t row = a.row(b, h, i), base = row * static_cast<std::size_t>(a.T);
+  const std::size_t qo = a.qi(b, h, i), T = static_cast<std::size_t>(a.T);
+  const std::int64_t kv = a.kv_head(h);
+  const AccumulationBound& bound = fwd.bound;
+  scores(a, b, h, i, r, &fwd);
+  auto mode = [&](std::int64_t m, std::size_t j) { return a.mode == m ? g.gqk[base + j] : 0.0; };
+  std::vector<double> dx(T, 0.0), edx(T, 0.0);
+  if (!a.masked_row[row]) {
+    probabilities(a, r, &fwd);
+    std::vector<double> dp(T), edp(T);
+    const double kdv = bound.kappa(static_cast<double>(a.Dv));
+    double dot = 0, dot_abs = 0, dot_carried = 0;
+    for (std::size_t j = 0; j < T; ++j) {
+      const std::size_t vo = a.vi(b, kv, static_cast<std::int64_t>(j));
+      dp[j] = mode(3, j);
+      double abs = std::fabs(mode(3, j));
+      for (std::int64_t d = 0; d < a.Dv; ++d) {
+        const double gyd = g.gy[row * static_cast<std::size_t>(a.Dv) + static_cast<std::size_t>(d)];
+        dp[j] += gyd * a.v[vo + d];
+        abs += std::fabs(gyd * a.v[vo + d]);
+        e.dv_abs[vo + d] += std::fabs(r.p[j] * gyd);
+        e.dv_err[vo + d] += r.ep[j] * std::fabs(gyd);
+      }
+      edp[j] = kdv * abs;
+      dot += r.p[j] * dp[j];
+      dot_abs += std::fabs(r.p[j] * dp[j]);
+      dot_carried += r.ep[j] * std::fabs(dp[j]) + r.p[j] * edp[j];
+    }
+    const double edot = bound.kappa(static_cast<double>(a.T)) * dot_abs + dot_carried;
+    for (std::size_t j = 0; j < T; ++j) {
+      const double diff = dp[j] - dot;
+      dx[j] = r.p[j] * diff;
+      edx[j] =
+          r.ep[j] * std::fabs(diff) + r.p[j] * (edp[j] + edot + std::fabs(diff)) + std::fabs(dx[j]);
+    }
+  }
+  const double kt = bound.kappa(static_cast<double>(a.T));
+  std::vector<double> dq_abs(static_cast<std::size_t>(a.D), 0.0), dq_err(dq_abs.size(), 0.0);
+  for (std::size_t j = 0; j < T; ++j) {
+    dx[j] += mode(2, j);
+    e.dbias[base + j] = edx[j] + (a.mode == 2 ? std::fabs(dx[j]) : 0.0);
+    const double th = a.softcap > 0 ? std::tanh(r.raw[j] / a.softcap) : 0;
+    const double dc = dx[j] + mode(1, j), slope = 1 - th * th;
+    const double ds = dc * slope + mode(0, j);
+    // 1 - tanh^2 from a rounded tanh of a rounded argument (raw's bound es over softcap).
+    const double eslope =
+        a.softcap > 0 ? 2 * std::fabs(th) * slope * r.es[j] / a.softcap + 8 * th * th + 2 : 0;
+    const double eds = slope * (e.dbias[base + j] + (a.mode == 1 ? std::fabs(dc) : 0.0)) +
+                       std::fabs(dc) * eslope + 2 * std::fabs(ds);
+    const std::size_t ko = a.ki(b, kv, static_cast<std::int64_t>(j));
+    for (std::int64_t d = 0; d < a.D; ++d) {
+      dq_abs[d] += a.scale * std::fabs(ds * a.k[ko + d]);
+      dq_err[d] += a.scale * eds * std::fabs(a.k[ko + d]);
+      e.dk_abs[ko + d] += a.scale * std::fabs(ds * a.q[qo + d]);
+      e.dk_err[ko + d] += a.scale * eds * std::fabs(a.q[qo + d]);
+    }
+  }
+  for (std::int64_t d = 0; d < a.D; ++d) e.dq[qo + d] = (kt + 2) * dq_abs[d] + dq_err[d];
+}
+
+Magnitudes attention_vjp_bound(const KernelContext& c, const Tensors& in, const Tensors& out,
+                               const Tensors& grads, const AccumulationBound& bound) {
+  Attn a = attention_setup(c, in);
+  AttnGrads g;
+  g.gy = relayout(a, grad_of(grads, out, 0), a.Hq, a.Sq, a.Dv, true);
+  g.gqk = out.size() > 3 ? grad_of(grads, out, 3) : std::vector<double>(a.bias.size(), 0.0);
+  AttnGradBounds e;
+  e.dq.assign(a.q.size(), 0.0);
+  e.dk_abs.assign(a.k.size(), 0.0);
+  e.dk_err = e.dk_abs;
+  e.dv_abs.assign(a.v.size(), 0.0);
+  e.dv_err = e.dv_abs;
+  e.dbias.assign(a.bias.size(), 0.0);
+  // present_key's and present_value's own gradients, added once.
+  if (out.size() > 1)
+    for (auto [o, abs] : {std::pair{std::size_t{1}, &e.dk_abs}, {std::size_t{2}, &e.dv_abs}}) {
+      const auto gp = grad_of(grads, out, o);
+      for (std::size_t k = 0; k < gp.size() && k < abs->size(); ++k) (*abs)[k] += std::fabs(gp[k]);
+    }
+  const AttnBounds fwd{bound, {}, {}};
+  Row<double> r(a.T);
+  for (std::int64_t b = 0; b < a.B; ++b)
+    for (std::int64_t h = 0; h < a.Hq; ++h)
+      for (std::int64_t i = 0; i < a.Sq; ++i) row_backward_bound(a, b, h, i, r, g, fwd, e);
+  // dK and dV add the rows of the Hq / Hkv query heads that share a kv head (and the given
+  // present gradient).
+  const std::int64_t sharing = a.Sq * (a.Hq / a.Hkv) + 1;
+  const double rows = bound.kappa(static_cast<double>(sharing));
+  std::vector<double> dk(a.k.size()), dv(a.v.size());
+  for (std::size_t k = 0; k < dk.size(); ++k) dk[k] = (rows + 2) * e.dk_abs[k] + e.dk_err[k];
+  for (std::size_t k = 0; k < dv.size(); ++k) dv[k] = (rows + 1) * e.dv_abs[k] + e.dv_err[k];
+  auto split = [&](const std::vector<double>& full, std::int64_t d, bool past) {
+    std::vector<double> part;
+    for (std::int64_t gh = 0; gh < a.B * a.Hkv; ++gh) {
+      auto from = full.begin() + (gh * a.T + (past ? 0 : a.past)) * d;
+      part.insert(part.end(), from, from + (past ? a.past : a.Skv) * d);
+    }
+    return part;
+  };
+  Magnitudes m(in.size());
+  m[0] = relayout(a, e.dq, a.Hq, a.Sq, a.D, false);
+  m[1] = relayout(a, split(dk, a.D, false), a.Hkv, a.Skv, a.D, false);
+  m[2] = relayout(a, split(dv, a.Dv, false), a.Hkv, a.Skv, a.Dv, false);
+  if (has_input(in, 3) && a.float_mask) {
+    // The mask's gradient sums the bias's over the positions it was broadcast to.
+    std::vector<double> gm(static_cast<std::size_t>(in[3].numel()), 0.0), n(gm.size(), 0.0);
+    for (std::size_t k = 0; k < e.dbias.size(); ++k) {
+      gm[static_cast<std::size_t>(a.mask_at[k])] += e.dbias[k];
+      n[static_cast<std::size_t>(a.mask_at[k])] += 1;
+    }
+    for (std::size_t k = 0; k < gm.size(); ++k) gm[k] *= 1 + bound.kappa(n[k]);
+    m[3] = gm;
+  }
+  if (has_input(in, 4)) {
+    m[4] = split(dk, a.D, true);
+    m[5] = split(dv, a.Dv, true);
+  }
+  return m;
+}
+
 // ---- RotaryEmbedding (opset 23): each token's head vector rotated pairwise by its position's
 // angles: (x1, x2) -> (c x1 - s x2, s x1 + c x2), the pairs being the two halves of the first
 // rotary_embedding_dim elements (or, interleaved, neighbours); the rest pass unchanged. The
@@ -614,6 +747,33 @@ Tensors rotary_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
   return res;
 }
 
+// RotaryEmbedding's registration (register_attention_ops' second op).
+void register_rotary(OpRegistry& r) {
+  using case_input::floats;
+  using error_models::condition;
+  r.op("RotaryEmbedding", Family::linear, rotary<double>)
+      .vjp(rotary_vjp)
+      .error(condition(rotary_magnitude,
+                       "two products and a sum: |c x1| + |s x2| + |y| (the elements not rotated "
+                       "exact), 4 ulp"))
+      .float32(
+          [](const KernelContext& c, const Tensors& in, SumOrder) { return rotary<float>(c, in); },
+          "c x1 - s x2 and s x1 + c x2 in float32", "none needed")
+      // position_ids come from the model's input (exporters compute them or take them in); the
+      // caches of that form are constants.
+      .inputs(InputRoles{{0, 3}})
+      .cases({// 4-D, halves, the caches read by position
+              {23,
+               {floats({2, 3, 4, 8}), floats({6, 4}, -1, 1), floats({6, 4}, -1, 1),
+                case_input::ints({2, 4}, {0, 1, 2, 3, 5, 4, 3, 3})}},
+              // 3-D, interleaved, partial rotation, the caches per token
+              {23,
+               {floats({2, 3, 12}), floats({2, 3, 2}, -1, 1), floats({2, 3, 2}, -1, 1)},
+               {{"num_heads", Attribute::of_int(2)},
+                {"interleaved", Attribute::of_int(1)},
+                {"rotary_embedding_dim", Attribute::of_int(4)}}}});
+}
+
 }  // namespace
 
 void register_attention_ops(OpRegistry& r) {
@@ -634,6 +794,11 @@ void register_attention_ops(OpRegistry& r) {
                        "tanh^2)(e + |s|) + 6|t|, the mask's addition one rounding, softmax p_j "
                        "(|x_j - m| + e_j + sum_k p_k (|x_k - m| + e_k) + kappa(T) + 4), Y kappa(T) "
                        "sum|p v| + sum e_p |v|; the cache exact; 4 ulp"))
+      .backward_error(attention_vjp_bound,
+                      "first-order, row by row: P's forward bound carried, dP kappa(Dv) sum|gY V|, "
+                      "sum(P dP) kappa(T) sum|p dP| + carried, dX = P (dP - sum) with its two "
+                      "roundings, softcap's 1 - tanh^2, dQ (kappa(T) + 2) scale sum|dS K|, dK and "
+                      "dV kappa(rows sharing the kv head) sums; 4 ulp")
       .float32([](const KernelContext& c, const Tensors& in,
                   SumOrder) { return attention_outputs<float>(c, in); },
                "the function body in float32: (Q sqrt(scale)) (K sqrt(scale))^T, softcap, + mask, "
@@ -672,28 +837,13 @@ void register_attention_ops(OpRegistry& r) {
              floats({1, 2, 3, 8}),
              floats({1, 2, 3, 8})},
             {{"is_causal", Attribute::of_int(1)}},
-            3}});
-  r.op("RotaryEmbedding", Family::linear, rotary<double>)
-      .vjp(rotary_vjp)
-      .error(condition(rotary_magnitude,
-                       "two products and a sum: |c x1| + |s x2| + |y| (the elements not rotated "
-                       "exact), 4 ulp"))
-      .float32(
-          [](const KernelContext& c, const Tensors& in, SumOrder) { return rotary<float>(c, in); },
-          "c x1 - s x2 and s x1 + c x2 in float32", "none needed")
-      // position_ids come from the model's input (exporters compute them or take them in); the
-      // caches of that form are constants.
-      .inputs(InputRoles{{0, 3}})
-      .cases({// 4-D, halves, the caches read by position
-              {23,
-               {floats({2, 3, 4, 8}), floats({6, 4}, -1, 1), floats({6, 4}, -1, 1),
-                case_input::ints({2, 4}, {0, 1, 2, 3, 5, 4, 3, 3})}},
-              // 3-D, interleaved, partial rotation, the caches per token
-              {23,
-               {floats({2, 3, 12}), floats({2, 3, 2}, -1, 1), floats({2, 3, 2}, -1, 1)},
-               {{"num_heads", Attribute::of_int(2)},
-                {"interleaved", Attribute::of_int(1)},
-                {"rotary_embedding_dim", Attribute::of_int(4)}}}});
+            3},
+           // grouped-query, 3-D, an additive mask broadcast over the batch, causal, no cache
+           {23,
+            {floats({2, 5, 32}), floats({2, 5, 16}), floats({2, 5, 12}), floats({5, 5})},
+            with(heads(4, 2), "is_causal", Attribute::of_int(1)),
+            1}});
+  register_rotary(r);
 }
 
 }  // namespace metaop

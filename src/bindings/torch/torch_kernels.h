@@ -65,5 +65,6 @@ void add_spatial(TorchTable& t);  // torch_kernels_spatial.cpp
 void add_signal(TorchTable& t);
 void add_selection(TorchTable& t);
 void add_recurrent(TorchTable& t);
+void add_attention(TorchTable& t);  // PyTorch 2 only (scaled_dot_product_attention)
 
 }  // namespace metaop::torch_kernels

@@ -1,6 +1,7 @@
 // ATen kernels of the spatial (GridSample, AffineGrid, Col2Im, MaxUnpool), signal (DFT, STFT,
-// the windows), selection (NonZero, Compress, ReverseSequence, CenterCropPad) and recurrent (LSTM,
-// GRU, RNN) meta operators.
+// the windows), selection (NonZero, Compress, ReverseSequence, CenterCropPad), recurrent (LSTM,
+// GRU, RNN) and attention (Attention, on PyTorch 2's scaled_dot_product_attention) meta
+// operators.
 // Where ATen's operator covers only part of the ONNX one (2-D col2im, symmetric pads, 4-D and
 // 5-D grids), the rest is refused as unsupported, naming what.
 #include <ATen/TensorOperators.h>
@@ -21,19 +22,29 @@
 #include <ATen/ops/hamming_window.h>
 #include <ATen/ops/hann_window.h>
 #include <ATen/ops/index_select.h>
+#include <ATen/ops/logical_and.h>
 #include <ATen/ops/lstm.h>
 #include <ATen/ops/max_unpool2d.h>
 #include <ATen/ops/max_unpool3d.h>
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/rnn_relu.h>
 #include <ATen/ops/rnn_tanh.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/ops/scaled_dot_product_attention.h>
+#endif
 #include <ATen/ops/stft.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
+#include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -165,6 +176,67 @@ ATs stft(const Ctx& c) {
   at::Tensor y = at::stft(sig, frame, step, frame, window, false, onesided, true);
   return {at::view_as_real(y.transpose(1, 2)).contiguous()};
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+// Attention (opset 23) on at::scaled_dot_product_attention: 3-D Q, K, V split into heads, the
+// cache concatenated (present_key and present_value), grouped-query heads repeated for ATen,
+// and is_causal as a mask whose frontier is i + past (ATen's own is_causal is i), combined with
+// attn_mask (boolean: both must allow; additive: -inf where the frontier forbids). Refused:
+// softcap and the qk_matmul_output output, which ATen's attention has no counterpart for.
+ATs attention(const Ctx& c) {
+  const auto& outs = c.node().outputs;
+  if (attr_f_or(c.k, "softcap", 0) != 0) c.unsupported("softcap");
+  if (outs.size() > 3 && !outs[3].empty()) c.unsupported("the qk_matmul_output output");
+  at::Tensor q = c.in(0), k = c.in(1), v = c.in(2);
+  if (!at::isFloatingType(q.scalar_type())) c.unsupported("non-float Q");
+  const bool three_d = q.dim() == 3;
+  if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim())
+    c.unsupported("Q, K and V not all 3-D or all 4-D");
+  if (three_d) {
+    const std::int64_t hq = attr_i_or(c.k, "q_num_heads", 0),
+                       hkv = attr_i_or(c.k, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0) c.unsupported("3-D inputs without q_num_heads and kv_num_heads");
+    auto heads = [](const at::Tensor& t, std::int64_t h) {
+      return t.reshape({t.size(0), t.size(1), h, t.size(2) / h}).transpose(1, 2);
+    };
+    q = heads(q, hq);
+    k = heads(k, hkv);
+    v = heads(v, hkv);
+  }
+  if (c.has(4) != c.has(5)) c.unsupported("past_key without past_value");
+  const std::int64_t past = c.has(4) ? c.in(4).size(2) : 0;
+  if (c.has(4)) {
+    k = at::cat({c.in(4), k}, 2);
+    v = at::cat({c.in(5), v}, 2);
+  }
+  const std::int64_t hq = q.size(1), hkv = k.size(1), sq = q.size(2), t = k.size(2);
+  if (hkv <= 0 || hq % hkv) c.unsupported("query heads not a multiple of the key/value heads");
+  std::optional<at::Tensor> mask;
+  if (c.has(3)) mask = c.in(3);
+  if (attr_i(c.k, "is_causal") != 0) {
+    at::Tensor allowed =
+        at::ones({sq, t}, q.options().dtype(at::kBool)).tril(past);  // j <= i + past
+    if (!mask)
+      mask = allowed;
+    else if (mask->scalar_type() == at::kBool)
+      mask = at::logical_and(*mask, allowed);
+    else
+      mask = at::where(allowed, *mask, -std::numeric_limits<double>::infinity());
+  }
+  if (mask && mask->scalar_type() != at::kBool) mask = mask->to(q.scalar_type());
+  const double scale_attr = attr_f_or(c.k, "scale", std::nan(""));
+  const std::optional<double> scale =
+      std::isnan(scale_attr) ? std::nullopt : std::optional<double>(scale_attr);
+  at::Tensor kk = hq == hkv ? k : at::repeat_interleave(k, hq / hkv, 1);
+  at::Tensor vv = hq == hkv ? v : at::repeat_interleave(v, hq / hkv, 1);
+  at::Tensor y = at::scaled_dot_product_attention(q, kk, vv, mask, 0.0, false, scale);
+  if (three_d) y = y.transpose(1, 2).reshape({y.size(0), sq, hq * y.size(3)});
+  ATs res{y.contiguous()};
+  if (outs.size() > 1) res.push_back(k.contiguous());
+  if (outs.size() > 2) res.push_back(v.contiguous());
+  return res;
+}
+#endif
 
 // ---- The recurrent cells on ATen's at::lstm, at::gru and at::rnn_tanh / at::rnn_relu (one
 // layer, one direction or both). ONNX's gate blocks are reordered into ATen's (LSTM: ONNX i o f
@@ -370,6 +442,12 @@ void add_signal(TorchTable& t) {
 
 void add_recurrent(TorchTable& t) {
   for (const char* op : {"LSTM", "GRU", "RNN"}) t.add(op, TorchOp{recurrent});
+}
+
+void add_attention([[maybe_unused]] TorchTable& t) {
+#if TORCH_VERSION_MAJOR >= 2
+  t.add("Attention", TorchOp{attention});
+#endif
 }
 
 void add_selection(TorchTable& t) {
