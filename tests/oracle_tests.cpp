@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <random>
@@ -390,4 +391,68 @@ TEST(Oracle, AttentionBackwardBoundIsTight) {
   EXPECT_LE(judge_backward(n, in, g, scaled_reference_grad(n, in, g, all, ulps4, 23), 23).score, 1);
   Score off = judge_backward(n, in, g, scaled_reference_grad(n, in, g, {3}, 1 + 1e-4, 23), 23);
   EXPECT_GT(off.score, 1);
+}
+
+// Det's backward bound (det_vjp_magnitude): g det A^-T perturbed as LUs perturb A. A gradient a
+// few ulps off everywhere passes (ATen's linalg_det backward passes it on the op's cases,
+// bindings_torch), one element 1e-4 off does not; a singular matrix's cofactors are bounded too.
+TEST(Oracle, DetBackwardBoundIsTight) {
+  Node n = unary_node("Det");
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<double> x(2 * 16);
+  for (auto& e : x) e = u(rng);
+  for (int j = 0; j < 4; ++j) x[16 + 4 * 3 + j] = x[16 + 4 * 1 + j];  // the second is singular
+  Tensors in{f32(x, {2, 4, 4})};
+  Tensor g = f32({0.7, -1.3}, {2});
+  std::vector<std::size_t> all(x.size());
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_LE(
+      judge_backward(n, in, g, scaled_reference_grad(n, in, g, all, 1 + 4 * 0x1p-24, 11), 11).score,
+      1);
+  EXPECT_GT(judge_backward(n, in, g, scaled_reference_grad(n, in, g, {5}, 1 + 1e-4, 11), 11).score,
+            1);
+  EXPECT_GT(judge_backward(n, in, g, scaled_reference_grad(n, in, g, {21}, 1 + 1e-4, 11), 11).score,
+            1);
+}
+
+// GridSample's backward bound (grid_sample_vjp_magnitude), cubic with reflection: gradients a
+// few ulps off everywhere pass (ATen's pass on the op's cases, bindings_torch), one element of X's
+// or of the grid's gradient 1e-4 off does not. The bound carries the cubic weights' own Horner
+// rounding and the reflection's, which a float32 kernel has and the generic bound missed.
+TEST(Oracle, GridSampleBackwardBoundIsTight) {
+  Node n;
+  n.name = "grid_sample_oracle";
+  n.op_type = "GridSample";
+  n.inputs = {"x", "grid"};
+  n.outputs = {"y"};
+  n.attrs["mode"] = Attribute::of_string("cubic");
+  n.attrs["padding_mode"] = Attribute::of_string("reflection");
+  n.attrs["align_corners"] = Attribute::of_int(1);
+  std::mt19937_64 rng(3);
+  auto random = [&](const Shape& s, double lo, double hi) {
+    std::uniform_real_distribution<double> u(lo, hi);
+    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+    for (auto& e : v) e = u(rng);
+    return f32(v, s);
+  };
+  Tensors in{random({1, 2, 5, 4}, -2, 2), random({1, 3, 3, 2}, -1.3, 1.3)};
+  const MetaOp* op = OpRegistry::instance().find("GridSample");
+  const KernelContext ctx{n, 20};
+  Tensors out = op->reference(ctx, in);
+  Tensors grads{random(out[0].shape(), -1, 1)};
+  const Tensors exact = op->vjp(ctx, in, out, grads);
+  auto score = [&](std::size_t which, std::size_t at, double factor) {
+    Tensors got(2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      auto v = exact[i].to_f64();
+      for (std::size_t k = 0; k < v.size(); ++k)
+        v[k] *= i == which && (at == SIZE_MAX || k == at) ? factor : 1 + 4 * 0x1p-24;
+      got[i] = f32(v, in[i].shape());
+    }
+    return check_local_backward(n, 20, in, out, grads, got).score.score;
+  };
+  EXPECT_LE(score(0, SIZE_MAX, 1 + 4 * 0x1p-24), 1);
+  EXPECT_GT(score(0, 7, 1 + 1e-4), 1);
+  EXPECT_GT(score(1, 4, 1 + 1e-4), 1);
 }

@@ -12,12 +12,21 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/kernel_util.h"
 #include "ops/vjp_util.h"
+
+// GCC 12 at -O2 reports a false -Wfree-nonheap-object on the std::vector<double> locals of the
+// backward bound (GCC bug 108088, as in ops/shape.cpp); they are ordinary heap allocations.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+#endif
 
 namespace metaop {
 
@@ -96,6 +105,41 @@ std::array<T, 4> cubic_weights(T t) {
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
+// The rounding bounds (units of u, absolute) of cubic_weights' and cubic_slopes' Horner forms
+// at t as a float32 kernel evaluates them: each partial result's magnitude (one rounding each),
+// plus the argument's rounding (t + 1, 1 - t, 2 - t) times the polynomial's slope there.
+std::array<double, 4> cubic_weight_errors(double t) {
+  const double a = -0.75;
+  auto near = [a](double x, double arg) {
+    const double p1 = (a + 2) * x, p2 = p1 - (a + 3), p3 = p2 * x, p4 = p3 * x;
+    const double slope = (3 * (a + 2) * x - 2 * (a + 3)) * x;
+    return std::fabs(p1) + std::fabs(p2) + std::fabs(p3) + std::fabs(p4) + std::fabs(p4 + 1) +
+           arg * std::fabs(slope * x);
+  };
+  auto far = [a](double x) {
+    const double q1 = a * x, q2 = q1 - 5 * a, q3 = q2 * x, q4 = q3 + 8 * a, q5 = q4 * x;
+    const double slope = (3 * a * x - 10 * a) * x + 8 * a;
+    return std::fabs(q1) + std::fabs(q2) + std::fabs(q3) + std::fabs(q4) + std::fabs(q5) +
+           std::fabs(q5 - 4 * a) + std::fabs(slope * x);
+  };
+  return {far(t + 1), near(t, 0), near(1 - t, 1), far(2 - t)};
+}
+
+std::array<double, 4> cubic_slope_errors(double t) {
+  const double a = -0.75;
+  auto near = [a](double x, double arg) {
+    const double s1 = 3 * (a + 2) * x, s2 = s1 - 2 * (a + 3), s3 = s2 * x;
+    return 2 * std::fabs(s1) + std::fabs(s2) + std::fabs(s3) +
+           arg * std::fabs((6 * (a + 2) * x - 2 * (a + 3)) * x);
+  };
+  auto far = [a](double x) {
+    const double s1 = 3 * a * x, s2 = s1 - 10 * a, s3 = s2 * x, s4 = s3 + 8 * a;
+    return 2 * std::fabs(s1) + std::fabs(s2) + std::fabs(s3) + std::fabs(s4) +
+           std::fabs((6 * a * x - 10 * a) * x);
+  };
+  return {far(t + 1), near(t, 0), near(1 - t, 1), far(2 - t)};
+}
+
 template <typename T>
 std::array<T, 4> cubic_slopes(T t) {
   const T a = T(-0.75);
@@ -110,11 +154,17 @@ struct Axis {
   std::vector<std::int64_t> index;
   std::vector<T> weight;
   std::vector<T> slope;  // each weight's derivative along the grid coordinate (the VJP's)
+  // For the backward bound (T = double): each weight's and slope's own rounding bound as a
+  // float32 kernel evaluates them (units of u, absolute), and x's extra error where padding
+  // reflected it.
+  std::vector<double> weight_err, slope_err;
+  double reflect_err = 0;
 };
 
 template <typename T>
 Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
   const T len = static_cast<T>(L);
+  double reflect_err = 0;
   T x = s.align ? (g + 1) / 2 * (len - 1) : ((g + 1) * len - 1) / 2;
   T dxdg = s.align ? (len - 1) / 2 : len / 2;  // x's derivative in g
   const T lo = s.align ? T(0) : T(-0.5), hi = s.align ? len - 1 : len - T(0.5);
@@ -126,8 +176,11 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
     }
     if (s.padding == "reflection") {
       T sign = 1;
+      const T before = x;
       x = reflect(x, lo, hi, &sign);
       dxdg *= sign;
+      // lo - v (or v - hi), n range, their difference and the border's sum: four roundings.
+      reflect_err = 4 * (std::fabs(static_cast<double>(before)) + static_cast<double>(len));
     }
   }
   // A tap's index with the padding mode: outside X, zeros give -1, border the nearest edge,
@@ -140,10 +193,13 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
                                     0, L - 1);
   };
   Axis<T> a;
+  a.reflect_err = reflect_err;
   if (s.mode == "nearest") {
     a.index = {fetch(static_cast<std::int64_t>(x))};
     a.weight = {T(1)};
     a.slope = {T(0)};
+    a.weight_err = {0.0};
+    a.slope_err = {0.0};
     return a;
   }
   const T x0 = std::floor(x), t = x - x0;
@@ -152,11 +208,21 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
     a.index = {fetch(i0), fetch(i0 + 1)};
     a.weight = {1 - t, t};
     a.slope = {-dxdg, dxdg};
+    if constexpr (std::is_same_v<T, double>) {
+      a.weight_err = {std::fabs(1 - t), 0.0};
+      a.slope_err = {0.0, 0.0};
+    }
   } else {
     auto w = cubic_weights(t), d = cubic_slopes(t);
     a.index = {fetch(i0 - 1), fetch(i0), fetch(i0 + 1), fetch(i0 + 2)};
     a.weight = {w.begin(), w.end()};
     for (T v : d) a.slope.push_back(v * dxdg);
+    if constexpr (std::is_same_v<T, double>) {
+      const auto we = cubic_weight_errors(t), se = cubic_slope_errors(t);
+      a.weight_err = {we.begin(), we.end()};
+      for (std::size_t k = 0; k < 4; ++k)
+        a.slope_err.push_back((se[k] + std::fabs(d[k])) * std::fabs(dxdg));  // and the product
+    }
   }
   return a;
 }
@@ -265,6 +331,128 @@ Tensors grid_sample_vjp(const KernelContext& c, const Tensors& in, const Tensors
   return {grad_like(dx, in[0]), grad_like(dgrid, in[1])};
 }
 
+// The backward bound (units of u), along the VJP: each tap's weight product w is off by its
+// factors' slopes in x times x's error (4 (|x| + 1) per axis, as the forward's, more where
+// reflection moved it) plus each factor's own evaluation (Horner's partial results for cubic)
+// and one rounding per product; X's gradient sums w g over the outputs that read a pixel (kappa of
+// their number); the grid's sums g p dw over the taps and channels (kappa(taps C)), dw off by the
+// slope's own change with x (cubic: Keys' weights' second derivatives are at most 4.5 in t) and the
+// other factors' errors.
+// One output position's taps for the bound: the axes, x's bound per axis (ex) and |dx/dg|.
+struct TapBounds {
+  std::vector<Axis<double>> axes;
+  std::vector<double> ex, dxdg;
+  bool cubic = false;
+  std::vector<std::size_t> pick;  // the tap: one weight per axis
+
+  double weight(std::size_t d) const { return axes[d].weight[pick[d]]; }
+  // Factor d's error: its slope in x times x's bound, and its own evaluation's.
+  double factor_err(std::size_t d) const {
+    const double slope_x = dxdg[d] != 0 ? std::fabs(axes[d].slope[pick[d]] / dxdg[d]) : 0.0;
+    return slope_x * ex[d] + axes[d].weight_err[pick[d]];
+  }
+  // The product of |weights| but axes d and e's.
+  double others(std::size_t d, std::size_t e = SIZE_MAX) const {
+    double w = 1;
+    for (std::size_t f = 0; f < axes.size(); ++f)
+      if (f != d && f != e) w *= std::fabs(weight(f));
+    return w;
+  }
+  // The weight product w and its bound.
+  std::pair<double, double> product() const {
+    double w = 1, ew = 0;
+    for (std::size_t d = 0; d < axes.size(); ++d) {
+      w *= weight(d);
+      ew += factor_err(d) * others(d);
+    }
+    return {w, ew + static_cast<double>(axes.size()) * std::fabs(w)};
+  }
+  // Axis d's factor of the grid gradient, dw = slope_d prod_{e != d} w_e, and its bound: the
+  // other factors' errors, the slope's change with x (Keys' weights' second derivatives are at
+  // most 4.5 in t) and its evaluation, r + 1 roundings.
+  std::pair<double, double> grid_factor(std::size_t d) const {
+    const double slope = axes[d].slope[pick[d]];
+    double signed_others = 1, e = 0;
+    for (std::size_t f = 0; f < axes.size(); ++f)
+      if (f != d) {
+        signed_others *= weight(f);
+        e += std::fabs(slope) * factor_err(f) * others(d, f);
+      }
+    const double curve = cubic ? 4.5 * dxdg[d] : 0.0;
+    e += (curve * ex[d] + axes[d].slope_err[pick[d]]) * std::fabs(signed_others);
+    const double dw = slope * signed_others;
+    return {dw, e + (static_cast<double>(axes.size()) + 1) * std::fabs(dw)};
+  }
+};
+
+// The taps of output position o of batch n.
+TapBounds tap_bounds(const GridSpec& s, std::size_t g0) {
+  const auto r = static_cast<std::size_t>(s.r);
+  TapBounds t;
+  t.axes.resize(r);
+  t.ex.resize(r);
+  t.dxdg.resize(r);
+  t.pick.resize(r);
+  t.cubic = s.mode == "cubic";
+  for (std::size_t d = 0; d < r; ++d) {
+    const double g = s.grid[g0 + r - 1 - d];
+    const auto L = static_cast<double>(s.x_shape[d + 2]);
+    t.axes[d] = axis_taps<double>(s, g, s.x_shape[d + 2]);
+    t.ex[d] = 4 * (std::fabs((g + 1) / 2 * L) + 1) + t.axes[d].reflect_err;
+    t.dxdg[d] = s.align ? (L - 1) / 2 : L / 2;  // |dx/dg| before any clamp or reflection
+  }
+  return t;
+}
+
+Magnitudes grid_sample_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                     const Tensors& grads, const AccumulationBound& bound) {
+  GridSpec s = grid_spec(c, in);
+  auto gy = grad_of(grads, out, 0);
+  std::vector<double> dx_abs(s.x.size(), 0.0), dx_err(s.x.size(), 0.0), dx_n(s.x.size(), 0.0);
+  std::vector<double> dg(s.grid.size(), 0.0);
+  const auto xs = strides_of(s.x_shape);
+  const auto r = static_cast<std::size_t>(s.r);
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t o = 0; o < s.outs; ++o) {
+      const auto g0 = static_cast<std::size_t>((n * s.outs + o) * s.r);
+      TapBounds t = tap_bounds(s, g0);
+      std::size_t taps = 1;
+      for (const auto& a : t.axes) taps *= a.index.size();
+      const double kt = bound.kappa(static_cast<double>(taps * static_cast<std::size_t>(s.C)));
+      std::vector<double> g_abs(r, 0.0), g_err(r, 0.0);
+      for (std::int64_t ch = 0; ch < s.C; ++ch) {
+        const double g = gy[static_cast<std::size_t>((n * s.C + ch) * s.outs + o)];
+        for (std::size_t k = 0; k < taps; ++k) {
+          std::size_t rest = k;
+          std::int64_t at = n * xs[0] + ch * xs[1];
+          bool zero = false;
+          for (std::size_t d = r; d-- > 0;) {
+            const auto& a = t.axes[d];
+            t.pick[d] = rest % a.index.size();
+            rest /= a.index.size();
+            zero = zero || a.index[t.pick[d]] < 0;
+            at += a.index[t.pick[d]] * xs[d + 2];
+          }
+          if (zero) continue;
+          const auto A = static_cast<std::size_t>(at);
+          const auto [w, ew] = t.product();
+          dx_abs[A] += std::fabs(w * g);
+          dx_err[A] += std::fabs(g) * ew;
+          dx_n[A] += 1;
+          for (std::size_t d = 0; d < r; ++d) {
+            const auto [dw, edw] = t.grid_factor(d);
+            g_abs[d] += std::fabs(g * s.x[A] * dw);
+            g_err[d] += std::fabs(g * s.x[A]) * edw;
+          }
+        }
+      }
+      for (std::size_t d = 0; d < r; ++d) dg[g0 + r - 1 - d] = kt * g_abs[d] + g_err[d];
+    }
+  std::vector<double> dx(s.x.size());
+  for (std::size_t k = 0; k < dx.size(); ++k) dx[k] = bound.kappa(dx_n[k]) * dx_abs[k] + dx_err[k];
+  return {dx, dg};
+}
+
 // ---- AffineGrid (opset 20): the sampling grid of an affine map, theta [N, 2, 3] (or [N, 3, 4])
 // applied to the normalized coordinates (x, y[, z], 1) of an output of size [N, C, H, W] (or
 // [N, C, D, H, W]): -1 + (2i + 1) / L, or with align_corners -1 + 2i / (L - 1) (-1 for L = 1).
@@ -361,6 +549,31 @@ Tensors affine_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
   Tensors res(in.size());
   res[0] = grad_like(dtheta, in[0]);
   return res;
+}
+
+// theta's gradient's bound (units of u): each element sums g b over the points, kappa of their
+// number times sum|g b|, and each coordinate b is up to 5 u off in float32 (as the forward's):
+// 5 sum|g| where b is a coordinate, none for the constant 1.
+Magnitudes affine_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
+                                const Tensors& grads, const AccumulationBound& bound) {
+  AffineSpec s = affine_spec(c, in);
+  auto g = grad_of(grads, out, 0);
+  std::vector<double> abs(s.theta.size(), 0.0), coord(s.theta.size(), 0.0);
+  const auto k = static_cast<std::size_t>(s.r + 1);
+  for (std::int64_t n = 0; n < s.N; ++n)
+    for (std::int64_t p = 0; p < s.points; ++p) {
+      const auto b = affine_base(s, p);
+      for (std::int64_t row = 0; row < s.r; ++row)
+        for (std::size_t j = 0; j < k; ++j) {
+          const double gv = g[static_cast<std::size_t>((n * s.points + p) * s.r + row)];
+          const auto at = static_cast<std::size_t>(n * s.r + row) * k + j;
+          abs[at] += std::fabs(gv * b[j]);
+          if (j + 1 < k) coord[at] += 5 * std::fabs(gv);
+        }
+    }
+  const double kp = bound.kappa(static_cast<double>(s.points));
+  for (std::size_t i = 0; i < abs.size(); ++i) abs[i] = kp * abs[i] + coord[i];
+  return {abs};
 }
 
 // ---- DeformConv (opsets 19, 22), 2-D: a convolution whose taps are moved by per-position offsets
@@ -557,6 +770,10 @@ void register_grid_sample_ops(OpRegistry& r) {
           },
           "nearest: exact; linear/cubic: kappa(taps) sum|w p| + slope sum|p| sum_axes 4(|x| + 1) "
           "(the coordinates' errors; slope 1 linear, 1.5 cubic), 4 ulp"))
+      .backward_error(grid_sample_vjp_magnitude,
+                      "X: kappa(readers) sum|w g| + |g| (sum_axes |dw/dx| 4(|x| + 1) + 2r|w|); "
+                      "grid: kappa(taps C) sum|g p dw| + |g p| (the slopes' and weights' changes "
+                      "with x's error, r + 1 roundings)")
       .float32([none](const KernelContext& c, const Tensors& in,
                       SumOrder) { return grid_sample_run<float>(c, in, none, nullptr); },
                "the coordinates, weights and the weighted sum of the taps in float32",
@@ -588,6 +805,9 @@ void register_grid_sample_ops(OpRegistry& r) {
           },
           "kappa(r + 1) sum|theta b| + 5 sum|theta| over the coordinates (b: the normalized "
           "coordinates, each up to 5 u off in float32), 4 ulp"))
+      .backward_error(affine_vjp_magnitude,
+                      "kappa(points) sum|g b| + 5 sum|g| for a coordinate's column (b up to 5 u "
+                      "off in float32)")
       .float32([none](const KernelContext& c, const Tensors& in,
                       SumOrder) { return affine_run<float>(c, in, none, nullptr); },
                "theta times the normalized coordinates, in float32", "none needed")

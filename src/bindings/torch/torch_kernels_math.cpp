@@ -386,8 +386,8 @@ void add_elementwise(TorchTable& t) {
 // MatMul, Gemm, Einsum.
 void add_linear(TorchTable& t) {
   t.add("MatMul", TorchOp{[](const Ctx& c) { return ATs{at::matmul(c.in(0), c.in(1))}; }});
-  // Backward not claimed: see GridSample's (torch_kernels_spatial.cpp).
-  t.add("Det", TorchOp{[](const Ctx& c) { return ATs{at::linalg_det(c.in(0))}; }, false});
+  // Its backward is judged with Det's own bound (g det A^-T from perturbed LUs, ops/det.cpp).
+  t.add("Det", TorchOp{[](const Ctx& c) { return ATs{at::linalg_det(c.in(0))}; }});
   t.add("Gemm", TorchOp{[](const Ctx& c) {
           at::Tensor a = attr_i(c.k, "transA") ? c.in(0).t() : c.in(0);
           at::Tensor b = attr_i(c.k, "transB") ? c.in(1).t() : c.in(1);

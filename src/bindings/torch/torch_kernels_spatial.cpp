@@ -408,20 +408,14 @@ ATs center_crop_pad(const Ctx& c) {
 
 }  // namespace
 
-// GridSample's and AffineGrid's backward is not claimed (nor Det's, torch_kernels_math.cpp):
-// ATen's autograd of them agrees with finite differences but not with the generic backward
-// bound of their VJPs, which evaluates the VJP on absolute values and so misses the
-// conditioning of the interpolation's and the cofactors' derivatives (a reflected GridSample
-// gradient that cancels to 1e-17 is given 3e-23). They need bounds of their own before ATen's
-// backward can be judged.
+// GridSample's and AffineGrid's backward are judged with bounds of their own
+// (ops/grid_sample.cpp: the coordinates' errors carried into the weights and their slopes).
 void add_spatial(TorchTable& t) {
-  t.add("GridSample", TorchOp{grid_sample, false});
-  t.add("AffineGrid",
-        TorchOp{[](const Ctx& c) {
-                  return ATs{at::affine_grid_generator(c.in(0), c.raw.at(1).to_i64(),
-                                                       attr_i(c.k, "align_corners") != 0)};
-                },
-                false});
+  t.add("GridSample", TorchOp{grid_sample});
+  t.add("AffineGrid", TorchOp{[](const Ctx& c) {
+          return ATs{at::affine_grid_generator(c.in(0), c.raw.at(1).to_i64(),
+                                               attr_i(c.k, "align_corners") != 0)};
+        }});
   t.add("Col2Im", TorchOp{col2im});
   t.add("MaxUnpool", TorchOp{max_unpool});
 }
