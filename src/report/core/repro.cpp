@@ -152,7 +152,12 @@ json node_json(const fs::path& dir, const Graph& g, const Node& node, const json
     }
     inputs.push_back(file);
   }
-  return {{"op_type", node.op_type}, {"opset", g.opset}, {"attributes", attrs}, {"inputs", inputs}};
+  // The outputs by position ("" for one the node leaves out): the eager call returns them so.
+  return {{"op_type", node.op_type},
+          {"opset", g.opset},
+          {"attributes", attrs},
+          {"inputs", inputs},
+          {"outputs", node.outputs}};
 }
 
 // A reproducer's framework-native script: what it needs, the framework's name, and the commands

@@ -191,6 +191,93 @@ def torch_ops():
                               padding_mode=a.get("padding_mode", "zeros"),
                               align_corners=bool(a.get("align_corners", 0)))]
 
+    def given(x, i):
+        return len(x) > i and x[i] is not None
+
+    def stft(a, x, opset):
+        t = x[0]
+        cplx = t.dim() == 3 and t.shape[2] == 2
+        sig = torch.view_as_complex(t.contiguous()) if cplx else t[..., 0] if t.dim() == 3 else t
+        step = int(x[1].reshape(-1)[0])
+        frame = int(x[3].reshape(-1)[0]) if given(x, 3) else \
+            x[2].shape[0] if given(x, 2) else t.shape[1]
+        window = x[2] if given(x, 2) else torch.ones(frame, dtype=t.dtype)
+        y = torch.stft(sig, frame, step, frame, window, center=False, normalized=False,
+                       onesided=bool(a.get("onesided", 1)), return_complex=True)
+        return [torch.view_as_real(y.transpose(1, 2)).contiguous()]
+
+    def attention(a, x, opset):
+        # As MetaOp's torch binding: heads split, the cache concatenated, grouped-query heads
+        # repeated, is_causal a mask with the frontier i + past.
+        if a.get("softcap", 0.0) != 0:
+            raise NotImplementedError("softcap: scaled_dot_product_attention has none")
+        q, k, v = x[0], x[1], x[2]
+        three_d = q.dim() == 3
+        if three_d:
+            def heads(t, h):
+                return t.reshape(t.shape[0], t.shape[1], h, t.shape[2] // h).transpose(1, 2)
+            q, k, v = heads(q, a["q_num_heads"]), heads(k, a["kv_num_heads"]), \
+                heads(v, a["kv_num_heads"])
+        past = x[4].shape[2] if given(x, 4) else 0
+        if given(x, 4):
+            k, v = torch.cat([x[4], k], 2), torch.cat([x[5], v], 2)
+        hq, hkv, sq, t = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+        mask = x[3] if given(x, 3) else None
+        if a.get("is_causal", 0):
+            allowed = torch.ones(sq, t, dtype=torch.bool).tril(past)
+            mask = allowed if mask is None else torch.logical_and(mask, allowed) \
+                if mask.dtype == torch.bool else torch.where(allowed, mask, -float("inf"))
+        if mask is not None and mask.dtype != torch.bool:
+            mask = mask.to(q.dtype)
+        kk = k if hq == hkv else torch.repeat_interleave(k, hq // hkv, 1)
+        vv = v if hq == hkv else torch.repeat_interleave(v, hq // hkv, 1)
+        y = F.scaled_dot_product_attention(q, kk, vv, mask, 0.0, False, scale=a.get("scale"))
+        if three_d:
+            y = y.transpose(1, 2).reshape(y.shape[0], sq, hq * y.shape[3])
+        return [y.contiguous(), k.contiguous(), v.contiguous()]
+
+    def recurrent(a, x, opset):
+        # As MetaOp's torch binding: ONNX's gate blocks reordered into ATen's, B split, a
+        # reverse node run on the time-flipped sequence.
+        op = a["_op"]
+        gates, order = {"LSTM": (4, [0, 2, 3, 1]), "GRU": (3, [1, 0, 2]), "RNN": (1, [0])}[op]
+        h = a["hidden_size"]
+        layout1, direction = bool(a.get("layout", 0)), a.get("direction", "forward")
+        both, time = direction == "bidirectional", 1 if layout1 else 0
+        dirs = 2 if both else 1
+        acts = a.get("activations") or []
+        relu = op == "RNN" and bool(acts) and acts[0] == "Relu"
+        xs = x[0]
+
+        def blocks(w):
+            return torch.cat([w[i * h:(i + 1) * h] for i in order], 0)
+        params = []
+        for d in range(dirs):
+            params += [blocks(x[1][d]), blocks(x[2][d])]
+            if given(x, 3):
+                params += [blocks(x[3][d][:gates * h]), blocks(x[3][d][gates * h:])]
+        batch = xs.shape[0 if layout1 else 1]
+
+        def state(i):
+            if not given(x, i):
+                return torch.zeros(dirs, batch, h, dtype=xs.dtype)
+            return x[i].permute(1, 0, 2).contiguous() if layout1 else x[i]
+        if direction == "reverse":
+            xs = torch.flip(xs, [time])
+        args = (params, given(x, 3), 1, 0.0, False, both, layout1)
+        if op == "LSTM":
+            y, hy, cy = torch.lstm(xs, (state(5), state(6)), *args)
+        else:
+            y, hy = (torch.gru if op == "GRU" else torch.rnn_relu if relu else torch.rnn_tanh)(
+                xs, state(5), *args)
+        if direction == "reverse":
+            y = torch.flip(y, [time])
+        y = y.reshape(batch, y.shape[1], dirs, h).contiguous() if layout1 else \
+            y.reshape(y.shape[0], batch, dirs, h).permute(0, 2, 1, 3).contiguous()
+        out = [y] + [s.permute(1, 0, 2).contiguous() if layout1 else s.contiguous()
+                     for s in ([hy, cy] if op == "LSTM" else [hy])]
+        return out
+
     ops = {name: unary(getattr(torch, name.lower())) for name in [
         "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Tan",
         "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round",
@@ -238,6 +325,8 @@ def torch_ops():
         "TopK": topk, "Softmax": softmax_like(0), "LogSoftmax": softmax_like(1),
         "LayerNormalization": layer_norm,
         "DFT": dft, "Det": unary(torch.linalg.det), "GridSample": grid_sample,
+        "STFT": stft, "Attention": attention, "LSTM": recurrent, "GRU": recurrent,
+        "RNN": recurrent,
     })
     return ops
 
@@ -258,6 +347,8 @@ def run_torch(path, feeds, names):
     torch.set_num_threads(1)
     with torch.no_grad():
         out = ops[node["op_type"]](attrs, xs, node["opset"])
+    # The eager call returns the outputs by position; the node may leave some out ("").
+    out = [t for t, n in zip(out, node.get("outputs", names)) if n]
     return f"torch {torch.__version__} (eager)", [t.numpy() for t in out[:len(names)]]
 
 
