@@ -34,6 +34,14 @@ Tensor f32(const std::vector<double>& v, Shape s = {}) {
   return Tensor::from_f64(v, std::move(s), DType::Float32);
 }
 
+// Seeded uniform values in [lo, hi] as a float32 tensor of shape s.
+Tensor random_f32(std::mt19937_64& rng, const Shape& s, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+  for (auto& e : v) e = u(rng);
+  return f32(v, s);
+}
+
 // The backward check of `node` at inputs `in` with output gradient `g`, where the kernel under
 // test returned `got` for input 0's gradient.
 Score judge_backward(const Node& node, const Tensors& in, const Tensor& g, const Tensor& got,
@@ -326,12 +334,7 @@ TEST(Oracle, RecurrentVjpsMatchFiniteDifferences) {
   };
   const std::int64_t seq = 4, batch = 2, in = 3, h = 3;
   std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> u(-0.8, 0.8);
-  auto random = [&](const Shape& s) {
-    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-    for (auto& e : v) e = u(rng);
-    return f32(v, s);
-  };
+  auto random = [&](const Shape& s) { return random_f32(rng, s, -0.8, 0.8); };
   ReferenceBackward ref;
   for (const Config& c : configs) {
     Node n;
@@ -377,12 +380,7 @@ TEST(Oracle, AttentionBackwardBoundIsTight) {
   n.inputs = {"q", "k", "v"};
   n.outputs = {"y"};
   std::mt19937_64 rng(5);
-  std::uniform_real_distribution<double> u(-2, 2);
-  auto random = [&](const Shape& s) {
-    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-    for (auto& e : v) e = u(rng);
-    return f32(v, s);
-  };
+  auto random = [&](const Shape& s) { return random_f32(rng, s, -2, 2); };
   Tensors in{random({1, 2, 5, 8}), random({1, 2, 6, 8}), random({1, 2, 6, 4})};
   Tensor g = random({1, 2, 5, 4});
   const double ulps4 = 1 + 4 * 0x1p-24;
@@ -430,12 +428,7 @@ TEST(Oracle, GridSampleBackwardBoundIsTight) {
   n.attrs["padding_mode"] = Attribute::of_string("reflection");
   n.attrs["align_corners"] = Attribute::of_int(1);
   std::mt19937_64 rng(3);
-  auto random = [&](const Shape& s, double lo, double hi) {
-    std::uniform_real_distribution<double> u(lo, hi);
-    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-    for (auto& e : v) e = u(rng);
-    return f32(v, s);
-  };
+  auto random = [&](const Shape& s, double lo, double hi) { return random_f32(rng, s, lo, hi); };
   Tensors in{random({1, 2, 5, 4}, -2, 2), random({1, 3, 3, 2}, -1.3, 1.3)};
   const MetaOp* op = OpRegistry::instance().find("GridSample");
   const KernelContext ctx{n, 20};

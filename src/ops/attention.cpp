@@ -420,6 +420,18 @@ void row_backward(const Attn& a, std::int64_t b, std::int64_t h, std::int64_t i,
   }
 }
 
+// The cache's part (past) or the new part of a [B, Hkv, T, d] gradient of present_key or
+// present_value.
+std::vector<double> cache_part(const Attn& a, const std::vector<double>& full, std::int64_t d,
+                               bool past) {
+  std::vector<double> part;
+  for (std::int64_t gh = 0; gh < a.B * a.Hkv; ++gh) {
+    auto from = full.begin() + (gh * a.T + (past ? 0 : a.past)) * d;
+    part.insert(part.end(), from, from + (past ? a.past : a.Skv) * d);
+  }
+  return part;
+}
+
 // The VJP: every row back (row_backward); present_key's and present_value's gradients add to
 // the cache's and the new keys' and values'; a floating mask gathers the bias's gradient.
 Tensors attention_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
@@ -439,19 +451,11 @@ Tensors attention_vjp(const KernelContext& c, const Tensors& in, const Tensors& 
   for (std::int64_t b = 0; b < a.B; ++b)
     for (std::int64_t h = 0; h < a.Hq; ++h)
       for (std::int64_t i = 0; i < a.Sq; ++i) row_backward(a, b, h, i, r, g);
-  // The cache's part (past) or the new part of present_key's or present_value's gradient.
-  auto split = [&](const std::vector<double>& full, std::int64_t d, bool past) {
-    std::vector<double> part;
-    for (std::int64_t gh = 0; gh < a.B * a.Hkv; ++gh) {
-      auto from = full.begin() + (gh * a.T + (past ? 0 : a.past)) * d;
-      part.insert(part.end(), from, from + (past ? a.past : a.Skv) * d);
-    }
-    return part;
-  };
   Tensors res(in.size());
   res[0] = grad_like(relayout(a, g.dq, a.Hq, a.Sq, a.D, false), in[0]);
-  res[1] = grad_like(relayout(a, split(g.dk, a.D, false), a.Hkv, a.Skv, a.D, false), in[1]);
-  res[2] = grad_like(relayout(a, split(g.dv, a.Dv, false), a.Hkv, a.Skv, a.Dv, false), in[2]);
+  res[1] = grad_like(relayout(a, cache_part(a, g.dk, a.D, false), a.Hkv, a.Skv, a.D, false), in[1]);
+  res[2] =
+      grad_like(relayout(a, cache_part(a, g.dv, a.Dv, false), a.Hkv, a.Skv, a.Dv, false), in[2]);
   if (has_input(in, 3) && a.float_mask) {
     std::vector<double> gm(static_cast<std::size_t>(in[3].numel()), 0.0);
     for (std::size_t e = 0; e < g.dbias.size(); ++e)
@@ -459,8 +463,8 @@ Tensors attention_vjp(const KernelContext& c, const Tensors& in, const Tensors& 
     res[3] = grad_like(gm, in[3]);
   }
   if (has_input(in, 4)) {
-    res[4] = grad_like(split(g.dk, a.D, true), in[4]);
-    res[5] = grad_like(split(g.dv, a.Dv, true), in[5]);
+    res[4] = grad_like(cache_part(a, g.dk, a.D, true), in[4]);
+    res[5] = grad_like(cache_part(a, g.dv, a.Dv, true), in[5]);
   }
   return res;
 }
@@ -569,18 +573,10 @@ Magnitudes attention_vjp_bound(const KernelContext& c, const Tensors& in, const 
   std::vector<double> dk(a.k.size()), dv(a.v.size());
   for (std::size_t k = 0; k < dk.size(); ++k) dk[k] = (rows + 2) * e.dk_abs[k] + e.dk_err[k];
   for (std::size_t k = 0; k < dv.size(); ++k) dv[k] = (rows + 1) * e.dv_abs[k] + e.dv_err[k];
-  auto split = [&](const std::vector<double>& full, std::int64_t d, bool past) {
-    std::vector<double> part;
-    for (std::int64_t gh = 0; gh < a.B * a.Hkv; ++gh) {
-      auto from = full.begin() + (gh * a.T + (past ? 0 : a.past)) * d;
-      part.insert(part.end(), from, from + (past ? a.past : a.Skv) * d);
-    }
-    return part;
-  };
   Magnitudes m(in.size());
   m[0] = relayout(a, e.dq, a.Hq, a.Sq, a.D, false);
-  m[1] = relayout(a, split(dk, a.D, false), a.Hkv, a.Skv, a.D, false);
-  m[2] = relayout(a, split(dv, a.Dv, false), a.Hkv, a.Skv, a.Dv, false);
+  m[1] = relayout(a, cache_part(a, dk, a.D, false), a.Hkv, a.Skv, a.D, false);
+  m[2] = relayout(a, cache_part(a, dv, a.Dv, false), a.Hkv, a.Skv, a.Dv, false);
   if (has_input(in, 3) && a.float_mask) {
     // The mask's gradient sums the bias's over the positions it was broadcast to.
     std::vector<double> gm(static_cast<std::size_t>(in[3].numel()), 0.0), n(gm.size(), 0.0);
@@ -592,8 +588,8 @@ Magnitudes attention_vjp_bound(const KernelContext& c, const Tensors& in, const 
     m[3] = gm;
   }
   if (has_input(in, 4)) {
-    m[4] = split(dk, a.D, true);
-    m[5] = split(dv, a.Dv, true);
+    m[4] = cache_part(a, dk, a.D, true);
+    m[5] = cache_part(a, dv, a.Dv, true);
   }
   return m;
 }

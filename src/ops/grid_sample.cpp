@@ -227,6 +227,25 @@ Axis<T> axis_taps(const GridSpec& s, T g, std::int64_t L) {
   return a;
 }
 
+// Tap k of the axes' tensor product (the last axis varies fastest): each axis's choice into
+// `pick` and X's flat index from `base` (n and the channel's offset), or -1 where a tap reads a
+// padding zero.
+template <typename T>
+std::int64_t decode_tap(const std::vector<Axis<T>>& axes, std::size_t k, std::int64_t base,
+                        const std::vector<std::int64_t>& xs, std::vector<std::size_t>& pick) {
+  pick.resize(axes.size());
+  std::int64_t at = base;
+  bool zero = false;
+  for (std::size_t d = axes.size(); d-- > 0;) {
+    const auto& a = axes[d];
+    pick[d] = k % a.index.size();
+    k /= a.index.size();
+    zero = zero || a.index[pick[d]] < 0;
+    at += a.index[pick[d]] * xs[d + 2];
+  }
+  return zero ? -1 : at;
+}
+
 // The sampling in number type T; with `err`, each output's first-order bound (units of u).
 template <typename T>
 Tensors grid_sample_run(const KernelContext& c, const Tensors& in, const AccumulationBound* bound,
@@ -248,23 +267,15 @@ Tensors grid_sample_run(const KernelContext& c, const Tensors& in, const Accumul
       }
       std::size_t taps = 1;
       for (const auto& a : axes) taps *= a.index.size();
+      std::vector<std::size_t> pick;
       for (std::int64_t ch = 0; ch < s.C; ++ch) {
         T acc = 0;
         double abs = 0, pix = 0;
         for (std::size_t k = 0; k < taps; ++k) {
-          std::size_t rest = k;
+          const std::int64_t at = decode_tap(axes, k, n * xs[0] + ch * xs[1], xs, pick);
+          if (at < 0) continue;
           T w = 1;
-          std::int64_t at = n * xs[0] + ch * xs[1];
-          bool zero = false;
-          for (std::int64_t d = s.r - 1; d >= 0; --d) {
-            const auto& a = axes[static_cast<std::size_t>(d)];
-            const std::size_t j = rest % a.index.size();
-            rest /= a.index.size();
-            w *= a.weight[j];
-            zero = zero || a.index[j] < 0;
-            at += a.index[j] * xs[d + 2];
-          }
-          if (zero) continue;
+          for (std::size_t d = axes.size(); d-- > 0;) w *= axes[d].weight[pick[d]];
           const double p = s.x[static_cast<std::size_t>(at)];
           acc += w * static_cast<T>(p);
           abs += std::fabs(static_cast<double>(w) * p);
@@ -298,24 +309,14 @@ Tensors grid_sample_vjp(const KernelContext& c, const Tensors& in, const Tensors
             s, s.grid[g0 + static_cast<std::size_t>(s.r - 1 - d)], s.x_shape[d + 2]);
       std::size_t taps = 1;
       for (const auto& a : axes) taps *= a.index.size();
-      std::vector<std::size_t> pick(axes.size());
+      std::vector<std::size_t> pick;
       for (std::int64_t ch = 0; ch < s.C; ++ch) {
         const double g = gy[static_cast<std::size_t>((n * s.C + ch) * s.outs + o)];
         for (std::size_t k = 0; k < taps; ++k) {
-          std::size_t rest = k;
-          std::int64_t at = n * xs[0] + ch * xs[1];
-          bool zero = false;
+          const std::int64_t at = decode_tap(axes, k, n * xs[0] + ch * xs[1], xs, pick);
+          if (at < 0) continue;
           double w = 1;
-          for (std::int64_t d = s.r - 1; d >= 0; --d) {
-            const auto& a = axes[static_cast<std::size_t>(d)];
-            pick[static_cast<std::size_t>(d)] = rest % a.index.size();
-            rest /= a.index.size();
-            const auto j = pick[static_cast<std::size_t>(d)];
-            w *= a.weight[j];
-            zero = zero || a.index[j] < 0;
-            at += a.index[j] * xs[d + 2];
-          }
-          if (zero) continue;
+          for (std::size_t d = axes.size(); d-- > 0;) w *= axes[d].weight[pick[d]];
           dx[static_cast<std::size_t>(at)] += w * g;
           const double p = s.x[static_cast<std::size_t>(at)];
           for (std::int64_t d = 0; d < s.r; ++d) {
@@ -392,7 +393,6 @@ TapBounds tap_bounds(const GridSpec& s, std::size_t g0) {
   t.axes.resize(r);
   t.ex.resize(r);
   t.dxdg.resize(r);
-  t.pick.resize(r);
   t.cubic = s.mode == "cubic";
   for (std::size_t d = 0; d < r; ++d) {
     const double g = s.grid[g0 + r - 1 - d];
@@ -423,17 +423,8 @@ Magnitudes grid_sample_vjp_magnitude(const KernelContext& c, const Tensors& in, 
       for (std::int64_t ch = 0; ch < s.C; ++ch) {
         const double g = gy[static_cast<std::size_t>((n * s.C + ch) * s.outs + o)];
         for (std::size_t k = 0; k < taps; ++k) {
-          std::size_t rest = k;
-          std::int64_t at = n * xs[0] + ch * xs[1];
-          bool zero = false;
-          for (std::size_t d = r; d-- > 0;) {
-            const auto& a = t.axes[d];
-            t.pick[d] = rest % a.index.size();
-            rest /= a.index.size();
-            zero = zero || a.index[t.pick[d]] < 0;
-            at += a.index[t.pick[d]] * xs[d + 2];
-          }
-          if (zero) continue;
+          const std::int64_t at = decode_tap(t.axes, k, n * xs[0] + ch * xs[1], xs, t.pick);
+          if (at < 0) continue;
           const auto A = static_cast<std::size_t>(at);
           const auto [w, ew] = t.product();
           dx_abs[A] += std::fabs(w * g);
