@@ -2,7 +2,8 @@
 """End-to-end tests of `metaop expose` on small buggy models and their fixed twins: the bug is
 exposed and named, the twin stays quiet, the exposing input reproduces the NaN/INF with
 `metaop run`, the JSON schema and the HTML report, --vary weights, integer inputs left alone,
---clip-from-inputs, the random and GRIST strategies, dangers behind a comparison,
+--clip-from-inputs, the random and GRIST strategies, dangers behind a comparison, explanations
+walked back to the input or weight that made the danger,
 `metaop ops --danger`, and bad usage.
 
 Usage: expose_cli.py METAOP WORK_DIR
@@ -393,6 +394,12 @@ for bug, twin, op, comparison, layer in [
           f"{op} behind a comparison: exposed by a boundary move, explained back to the "
           f"{comparison.split()[0]} and the {layer} that made its operand",
           (hit[0]["explanation"] if hit else "") + "\n" + p.stdout + p.stderr)
+    # ... and on through the layer to the input element and the weight that made it so.
+    check(hit and re.search(r"MatMul /(gate|fc)/MatMul gave \S+, its largest of 8 terms .* "
+                            r"\(input 'x'\[\d, \d\] by weight '(Wg|W)'\[\d, \d\]\)",
+                            hit[0]["explanation"]),
+          f"{op}: the explanation walks back to the input element and the weight of the "
+          f"layer's largest term", hit[0]["explanation"] if hit else "")
     steps = hit[0]["iterations"] if hit else None
     p = subprocess.run([METAOP, "expose", twin, "--input", f"x={x_cmp}", "--clip=-5,5", *cap,
                         "--json", "cmp_twin.json", "--out", "out_cmp_twin"],
@@ -401,6 +408,41 @@ for bug, twin, op, comparison, layer in [
     check(p.returncode == 0 and not doc["exposed"],
           f"{op}'s fixed twin stays quiet over 3000 steps (the bug took {steps})",
           p.stdout + p.stderr)
+
+# 9d. The explanation walks back to the root cause: -log(IoU) of two 1-D boxes, whose overlap the
+#     Clip zeroes when they part. The Log's zone is the Div's 0, the Div's numerator the Clip's
+#     0, the Clip's input the Sub of the Min and the Max, each of them one box's corner.
+#     `x` holds [a_lo, a_hi, b_lo, b_hi] per row.
+def corner(k):
+    return np.array([k], np.int64)
+
+
+iou_nodes = [helper.make_node("Gather", ["x", f"k{k}"], [f"c{k}"], name=f"/Gather_{k}", axis=1)
+             for k in range(4)]
+iou_nodes += [
+    helper.make_node("Min", ["c1", "c3"], ["hi"], name="/Min"),
+    helper.make_node("Max", ["c0", "c2"], ["lo"], name="/Max"),
+    helper.make_node("Sub", ["hi", "lo"], ["ov"], name="/Sub"),
+    helper.make_node("Clip", ["ov", "zero"], ["inter"], name="/Clip"),
+    helper.make_node("Sub", ["c1", "c0"], ["wa"], name="/Sub_1"),
+    helper.make_node("Sub", ["c3", "c2"], ["wb"], name="/Sub_2"),
+    helper.make_node("Add", ["wa", "wb"], ["ws"], name="/Add"),
+    helper.make_node("Sub", ["ws", "inter"], ["union"], name="/Sub_3"),
+    helper.make_node("Div", ["inter", "union"], ["iou"], name="/Div"),
+    helper.make_node("Log", ["iou"], ["l"], name="/Log"),
+    helper.make_node("Neg", ["l"], ["y"], name="/Neg")]
+iou = save_model(iou_nodes, [fvi("x", [2, 4])], [fvi("y", [2, 1])], "iou_loss",
+                 {**{f"k{k}": corner(k) for k in range(4)}, "zero": np.zeros((), np.float32)})
+x_iou = save_npy("iou_x", np.array([[0, 2, 1, 3], [0, 1, 0.5, 2]], np.float32))
+rc, out, doc = expose(iou, "--input", f"x={x_iou}", "--clip=-4,4")
+logs = [t for t in (doc or {}).get("targets", []) if t["exposed"] and t["op_type"] == "Log"]
+why = logs[0]["explanation"] if logs else ""
+check(rc == 1 and logs and
+      re.search(r"Log input reached 0 at /Log \(Div /Div: 0 / \S+ = 0 <- Clip /Clip clamped "
+                r"\S+ to 0 <- Sub /Sub: \S+ - \S+ = \S+ <- (Min /Min|Max /Max) chose \S+ "
+                r"\(input \d\) <- input 'x'\[\d, \d\] is \S+\)", why),
+      "-log(IoU): the explanation walks from the Log through the Div to the Clip that zeroed "
+      "the overlap, and on to the corner of the box that made it", why + "\n" + out)
 
 # 10. Bad usage: exit 2 with one line naming the option or value.
 ints = save_model([helper.make_node("Cast", ["i"], ["y"], name="/Cast", to=TensorProto.FLOAT)],

@@ -348,7 +348,7 @@ std::vector<BinaryRow> arithmetic_rows() {
              danger::output_underflow("nonzero power rounds to 0", zero_operand())};
        },
         .cases = {{13, {case_input::floats({2, 3, 4}, 0.5, 2), case_input::floats({2, 3, 4})}}},
-        .explain = {.telling = true}},
+        .explain = {.form = ExplainForm::arithmetic, .symbol = "^", .telling = true}},
       {.where = here(), .name = "Mod",
        .make = [](const KernelContext& c, DType t) {
          bool fmod = attr_i(c, "fmod") != 0;

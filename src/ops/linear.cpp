@@ -129,7 +129,8 @@ void register_matmul(OpRegistry& r) {
           },
           "kappa(K) * (|A| @ |B|), 2 ulp"))
       .faults({"half_acc"})
-      .inputs(InputRoles::combine());
+      .inputs(InputRoles::combine())
+      .explain({.form = ExplainForm::product});
 }
 
 // ---- Gemm
@@ -204,7 +205,8 @@ void register_gemm(OpRegistry& r) {
             return static_cast<double>(a.dim(ta ? 0 : 1) + 1);
           },
           "kappa(K+1) * |alpha*|A|@|B| + beta*|C||, 2 ulp"))
-      .faults({"half_acc", "drop_bias"});
+      .faults({"half_acc", "drop_bias"})
+      .explain({.form = ExplainForm::product});
 }
 
 // ---- Einsum

@@ -121,6 +121,8 @@ enum class ExplainForm {
   reduce,      // a reduction over n terms
   clamp,       // "clamped x to v"
   softmax,     // underflow or saturation against the logit gap
+  product,     // a sum of products (MatMul, Gemm): its largest term and the two factors
+  relay,       // moves elements unchanged (Reshape, Identity ...): the walk passes through
 };
 struct ExplainWords {
   ExplainForm form = ExplainForm::value;

@@ -687,6 +687,9 @@ void register_shape_ops(OpRegistry& r) {
   for (const auto& row : shape_rows()) add_row(r, row);
   // Beyond the table's columns.
   r.amend("Concat").inputs(InputRoles::combine());
+  // Element e of the output is element e of the input: an explanation walks through.
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    r.amend(op).explain({.form = ExplainForm::relay});
   r.amend("Slice").faults({"offbyone"});
   r.amend("Pad").faults({"offbyone"});
   r.amend("Squeeze").cases({{13, {case_input::floats({2, 1, 4, 1}), case_input::ints({1}, {1})}}});
