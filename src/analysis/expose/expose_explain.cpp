@@ -327,29 +327,31 @@ class Explainer {
     return {"", {p.inputs[0], (outer * len + at) * inner + in_pos}};
   }
 
-  // MatMul and Gemm: element e's largest term (of the result's sign), whose factor the model
-  // computed is where the walk goes on; both factors named when neither was computed.
-  Step product_step(const Node& p, std::int64_t e, double v) const {
-    const std::string who = p.op_type + " " + p.name;
-    const Tensor* a = value(p.inputs[0]);
-    const Tensor* b = p.inputs.size() > 1 ? value(p.inputs[1]) : nullptr;
-    if (!a || !b || a->rank() == 0 || b->rank() == 0)
-      return {fmt::format("{} gave {}", who, num(v)), {}};
-    Shape sa = a->shape(), sb = b->shape();
-    bool gemm = p.op_type == "Gemm";
+  // Element e of a MatMul's or a Gemm's output as a sum of k terms: where its largest term of
+  // the result's sign (else of any sign) reads its two factors, and that term's magnitude.
+  struct Terms {
+    bool ok = false;
+    std::int64_t m = 0, k = 0, n = 0;
+    std::int64_t a = -1, b = -1;  // the largest term's factors (flat elements of A and B)
+    double largest = -1, largest_any = -1;
+  };
+  Terms largest_term(const Node& p, const Tensor& a, const Tensor& b, std::int64_t e,
+                     double v) const {
+    Terms t;
+    Shape sa = a.shape(), sb = b.shape();
     bool ta = false, tb = false;
     double alpha = 1;
-    std::int64_t m = 0, k = 0, n = 0, base_a = 0, base_b = 0;
-    if (gemm) {
+    std::int64_t base_a = 0, base_b = 0;
+    if (p.op_type == "Gemm") {
       KernelContext c{p, g_.opset};
       ta = attr_i(c, "transA") != 0, tb = attr_i(c, "transB") != 0;
       alpha = attr_f(c, "alpha");
-      if (sa.size() != 2 || sb.size() != 2) return {fmt::format("{} gave {}", who, num(v)), {}};
-      m = ta ? sa[1] : sa[0], k = ta ? sa[0] : sa[1], n = tb ? sb[0] : sb[1];
+      if (sa.size() != 2 || sb.size() != 2) return t;
+      t.m = ta ? sa[1] : sa[0], t.k = ta ? sa[0] : sa[1], t.n = tb ? sb[0] : sb[1];
     } else {
       if (sa.size() == 1) sa.insert(sa.begin(), 1);
       if (sb.size() == 1) sb.push_back(1);
-      m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+      t.m = sa[sa.size() - 2], t.k = sa.back(), t.n = sb.back();
       Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
       Shape batch = ba.size() >= bb.size() ? ba : bb;
       for (std::size_t d = 0; d < batch.size(); ++d) {
@@ -357,49 +359,57 @@ class Explainer {
         std::int64_t db = d + bb.size() >= batch.size() ? bb[d + bb.size() - batch.size()] : 1;
         batch[d] = std::max(da, db);
       }
-      std::int64_t bi = m * n != 0 ? e / (m * n) : 0;
-      base_a = broadcast_map(ba, batch)[static_cast<std::size_t>(bi)] * m * k;
-      base_b = broadcast_map(bb, batch)[static_cast<std::size_t>(bi)] * k * n;
+      std::int64_t bi = t.m * t.n != 0 ? e / (t.m * t.n) : 0;
+      base_a = broadcast_map(ba, batch)[static_cast<std::size_t>(bi)] * t.m * t.k;
+      base_b = broadcast_map(bb, batch)[static_cast<std::size_t>(bi)] * t.k * t.n;
     }
-    if (m * n == 0 || k == 0) return {fmt::format("{} gave {}", who, num(v)), {}};
-    std::int64_t i = (e % (m * n)) / n, j = e % n;
-    std::int64_t best_a = -1, best_b = -1;
-    double best = -1, best_any = -1;
-    std::int64_t any_a = -1, any_b = -1;
-    for (std::int64_t q = 0; q < k; ++q) {
-      std::int64_t ia = base_a + (ta ? q * m + i : i * k + q);
-      std::int64_t ib = base_b + (tb ? j * k + q : q * n + j);
-      double term = alpha * a->f64_at(ia) * b->f64_at(ib);
-      double mag = std::fabs(term);
-      if (mag > best_any) best_any = mag, any_a = ia, any_b = ib;
-      if ((v == 0 || std::signbit(term) == std::signbit(v)) && mag > best)
-        best = mag, best_a = ia, best_b = ib;
+    if (t.m * t.n == 0 || t.k == 0) return t;
+    std::int64_t i = (e % (t.m * t.n)) / t.n, j = e % t.n, any_a = -1, any_b = -1;
+    for (std::int64_t q = 0; q < t.k; ++q) {
+      std::int64_t ia = base_a + (ta ? q * t.m + i : i * t.k + q);
+      std::int64_t ib = base_b + (tb ? j * t.k + q : q * t.n + j);
+      double term = alpha * a.f64_at(ia) * b.f64_at(ib), mag = std::fabs(term);
+      if (mag > t.largest_any) t.largest_any = mag, any_a = ia, any_b = ib;
+      if ((v == 0 || std::signbit(term) == std::signbit(v)) && mag > t.largest)
+        t.largest = mag, t.a = ia, t.b = ib;
     }
-    if (best_a < 0) best_a = any_a, best_b = any_b;
+    if (t.a < 0) t.a = any_a, t.b = any_b;
+    t.ok = true;
+    return t;
+  }
+
+  // MatMul and Gemm: element e's largest term (of the result's sign), whose factor the model
+  // computed is where the walk goes on; both factors named when neither was computed.
+  Step product_step(const Node& p, std::int64_t e, double v) const {
+    const std::string who = p.op_type + " " + p.name;
+    const Tensor* a = value(p.inputs[0]);
+    const Tensor* b = p.inputs.size() > 1 ? value(p.inputs[1]) : nullptr;
+    Terms t;
+    if (a && b && a->rank() > 0 && b->rank() > 0) t = largest_term(p, *a, *b, e, v);
+    if (!t.ok) return {fmt::format("{} gave {}", who, num(v)), {}};
     // Gemm's bias, beta C, where it outweighs every product (a layer whose inputs are 0).
-    if (gemm && p.inputs.size() > 2 && value(p.inputs[2])) {
+    if (p.op_type == "Gemm" && p.inputs.size() > 2 && value(p.inputs[2])) {
       const Tensor* cc = value(p.inputs[2]);
-      std::int64_t ec = broadcast_map(cc->shape(), {m, n})[static_cast<std::size_t>(e)];
+      std::int64_t ec = broadcast_map(cc->shape(), {t.m, t.n})[static_cast<std::size_t>(e)];
       double bias = attr_f(KernelContext{p, g_.opset}, "beta") * cc->f64_at(ec);
-      if (std::fabs(bias) > std::max(best, 0.0) &&
+      if (std::fabs(bias) > std::max(t.largest, 0.0) &&
           (v == 0 || std::signbit(bias) == std::signbit(v)))
         return {fmt::format("{} gave {}, mostly its bias {}", who, num(v), num(bias)),
                 Next{p.inputs[2], ec}};
     }
-    if (best_any == 0)
-      return {fmt::format("{} gave {}: all {} of its terms are 0", who, num(v), k),
-              !is_constant(p.inputs[0]) ? Next{p.inputs[0], any_a} : Next{}};
-    double fa = a->f64_at(best_a), fb = b->f64_at(best_b);
-    std::string s = fmt::format("{} gave {}, its largest of {} terms {} * {}", who, num(v), k,
-                                num(fa), num(fb));
+    if (t.largest_any == 0)
+      return {fmt::format("{} gave {}: all {} of its terms are 0", who, num(v), t.k),
+              !is_constant(p.inputs[0]) ? Next{p.inputs[0], t.a} : Next{}};
+    std::string s = fmt::format("{} gave {}, its largest of {} terms {} * {}", who, num(v), t.k,
+                                num(a->f64_at(t.a)), num(b->f64_at(t.b)));
     const std::string &na = p.inputs[0], &nb = p.inputs[1];
     bool ca = !is_constant(na) && producer_.count(na), cb = !is_constant(nb) && producer_.count(nb);
     if (ca || cb) {
       // Name the factor the walk does not follow; the other is the next step.
-      s += fmt::format(" (by {})", origin_or_value(ca ? nb : na, ca ? best_b : best_a));
-      return {s, ca ? Next{na, best_a} : Next{nb, best_b}};
+      s += fmt::format(" (by {})", origin_or_value(ca ? nb : na, ca ? t.b : t.a));
+      return {s, ca ? Next{na, t.a} : Next{nb, t.b}};
     }
-    s += fmt::format(" ({} by {})", origin_str(na, best_a), origin_str(nb, best_b));
+    s += fmt::format(" ({} by {})", origin_str(na, t.a), origin_str(nb, t.b));
     return {s, {}};
   }
   // A factor named beside the walk: where it enters the graph, or the node that made it.
