@@ -6,7 +6,8 @@ planted kernel fault `framework` (its reproducer reproduces it) and a too-high l
 not, repairs verify and are written out, twins stay healthy; faults that leave the loss at the
 trivial predictor's level (labels apart from their inputs, weight decay, target scale, momentum,
 a flipped gradient or update) are named, and no repair is verified there; architecture faults
-(layers without a nonlinearity, logits an output activation squeezes) and inputs that do not
+(layers without a nonlinearity, logits an output activation squeezes, a layer too narrow, whose
+partial repairs are not verified) and inputs that do not
 determine the labels are named; a learning-rate schedule that decays too fast and frozen layers
 are named; batches of one sample and of the whole data set are named; bad usage exits 2.
 
@@ -29,7 +30,7 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
          "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers",
-         "hp_batch_size_one", "hp_full_batch"]
+         "hp_batch_size_one", "hp_full_batch", "arch_narrow_layer"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -270,7 +271,8 @@ for name, where in [("framework_grad_sign_gemm", {"node": gemm, "phase": "backwa
 # Architecture: layers stacked without a nonlinearity (chance level on rings; a Relu after
 # each layer but the last verifies), logits an output activation squeezes (static faults whose
 # removal verifies).
-for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bce"]:
+for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bce",
+             "arch_narrow_layer"]:
     rc, out, doc = diagnose(name)
     got, where = top(doc), node_of(name, "node")
     static = SETUPS[name]["static"]
@@ -278,6 +280,16 @@ for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bc
           got.get("static") is static and got.get("fix_verified") and not hollow(doc),
           f"{name}: architecture at {where} (static: {static}), its fix verified below the "
           f"trivial predictor's loss ({got.get('place')}: {got.get('fix_result')})", out)
+    if name == "arch_narrow_layer":
+        # A layer of one unit between 8 features and 6 classes: widening it is the repair; the
+        # learning rate raised also beats chance, but removes a fraction of what the widening
+        # does, and is not called verified.
+        others = [r for r in doc.get("repairs", []) if "widened" not in r["change"]]
+        check("widened from 1 to 12 outputs" in got.get("fix_result", "") and
+              all(not r["verified"] and "leaves most of the fault" in r["result"]
+                  for r in others),
+              f"{name}: the layer widened, no partial repair verified "
+              f"({[(r['change'], r['result']) for r in doc.get('repairs', [])]})", out)
     rc, out, doc = diagnose(name, twin=True)
     check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
           out)

@@ -13,6 +13,7 @@
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
+#include "analysis/diagnose/diagnose_width.h"
 #include "bindings/isolate.h"
 #include "engine/executor.h"
 #include "graph/onnx_io.h"
@@ -273,6 +274,63 @@ TEST(Diagnose, ArchitectureLinearLayersAndBoundedLogits) {
   EXPECT_EQ(relu.definite[0].category, "architecture");
   EXPECT_TRUE(
       static_checks(activation_graph("Sigmoid", false), X, Yb, LossKind::MSE).definite.empty());
+}
+
+TEST(Diagnose, NarrowLayersAreFoundAndWidened) {
+  // x [2, 8] -> MatMul(W1 [8, 1]) + b1 -> Relu -> Gemm(W2 [6, 1], transB) -> z [2, 6]: one unit
+  // between 8 features and 6 outputs.
+  Graph g;
+  g.path = "unit";
+  g.opset = 17;
+  ValueInfo x;
+  x.name = "x";
+  x.dtype = DType::Float32;
+  g.inputs = {x};
+  ValueInfo z = x;
+  z.name = "z";
+  g.outputs = {z};
+  g.initializers["W1"] = Tensor::from_f64(std::vector<double>(8, 0.3), {8, 1}, DType::Float32);
+  g.initializers["b1"] = Tensor::from_f64({0.1}, {1}, DType::Float32);
+  g.initializers["W2"] = Tensor::from_f64(std::vector<double>(6, 0.5), {6, 1}, DType::Float32);
+  g.initializers["b2"] = Tensor::from_f64(std::vector<double>(6, 0.0), {6}, DType::Float32);
+  g.nodes.push_back({"fc1", "MatMul", "", {"x", "W1"}, {"h0"}, {}});
+  g.nodes.push_back({"bias1", "Add", "", {"h0", "b1"}, {"h1"}, {}});
+  g.nodes.push_back({"act", "Relu", "", {"h1"}, {"h"}, {}});
+  g.nodes.push_back(
+      {"fc2", "Gemm", "", {"h", "W2", "b2"}, {"z"}, {{"transB", Attribute::of_int(1)}}});
+  Tensor X = Tensor::from_f64(std::vector<double>(16, 1.0), {2, 8}, DType::Float32);
+  Tensor Y = Tensor::from_i64({0, 5}, {2});
+  auto narrow = narrow_layers(g, X, Y);
+  ASSERT_EQ(narrow.size(), 1u);
+  EXPECT_EQ(narrow[0].node, "fc1");
+  EXPECT_EQ(narrow[0].next, "fc2");
+  EXPECT_EQ(narrow[0].width, 1);
+  EXPECT_EQ(narrow[0].output, 6);
+  EXPECT_EQ(narrow[0].widened, 12);
+  // Widened: W1 [8, 12], b1 [12], W2 [6, 12] drawn within PyTorch's bounds; b2 kept; the model
+  // still runs and gives 6 outputs per sample.
+  Graph w = widen_layer(g, "fc1", 12, 7);
+  EXPECT_EQ(w.initializers.at("W1").shape(), (Shape{8, 12}));
+  EXPECT_EQ(w.initializers.at("b1").shape(), (Shape{12}));
+  EXPECT_EQ(w.initializers.at("W2").shape(), (Shape{6, 12}));
+  for (double v : w.initializers.at("W1").to_f64()) EXPECT_LE(std::fabs(v), 1 / std::sqrt(8.0));
+  for (double v : w.initializers.at("W2").to_f64()) EXPECT_LE(std::fabs(v), 1 / std::sqrt(12.0));
+  EXPECT_EQ(w.initializers.at("b2").to_f64(), g.initializers.at("b2").to_f64());
+  Plan plan;
+  RunResult r = run_graph(w, {{"x", X}}, plan);
+  EXPECT_EQ(r.outputs.at("z").shape(), (Shape{2, 6}));
+  // The same seed draws the same weights (the repair repeats the check's widening).
+  EXPECT_EQ(widen_layer(g, "fc1", 12, 7).initializers.at("W2").to_f64(),
+            w.initializers.at("W2").to_f64());
+  // The output layer is not narrow; a layer as wide as the output is not; an autoencoder's
+  // bottleneck is its design.
+  EXPECT_THROW(widen_layer(g, "fc2", 12, 7), Error);
+  Graph wide = widen_layer(g, "fc1", 6, 7);
+  EXPECT_TRUE(narrow_layers(wide, X, Y).empty());
+  Tensor Xa = Tensor::from_f64(std::vector<double>(12, 1.0), {2, 6}, DType::Float32);
+  g.initializers["W1"] = Tensor::from_f64(std::vector<double>(6, 0.3), {6, 1}, DType::Float32);
+  EXPECT_TRUE(narrow_layers(g, Xa, Xa).empty());
+  EXPECT_EQ(narrow_layers(g, Xa, Y).size(), 1u);
 }
 
 TEST(Diagnose, ChanceLevelAgainstTheTrivialPredictor) {

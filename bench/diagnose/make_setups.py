@@ -333,7 +333,6 @@ setup("arch_no_nonlinearity", mlp([4, 32, 32, 3], act=nn.Identity), torch.zeros(
       {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
       {"category": "architecture", "op": "Gemm"}, ["chance_level"],
       twin_model=mlp([4, 32, 32, 3]))
-
 # ---- data ------------------------------------------------------------------------------------
 xu = x.copy()
 xu[:, :3] = xu[:, :3] * mag(1000) + mag(500)
@@ -470,6 +469,22 @@ setup("hp_full_batch", mlp([8, 16, 3]), torch.zeros(2, 8), x, y, "cross_entropy"
       BASE + SGD + ["--lr", "0.01", "--batch-size", str(len(x))],
       {"args": BASE + SGD + ["--lr", "0.01", "--batch-size", "8"]},
       {"category": "hyperparameter", "hyperparameter": "batch_size"}, ["chance_level"])
+
+# A hidden layer of one or two units between 8 features and 6 classes: the loss falls, only to
+# a level far above what a layer as wide as the output reaches; no monitor symptom shows it.
+x6, y6 = blobs(classes=6, seed=11)
+
+
+def narrow(width, seed=0):
+    torch.manual_seed(seed + 7 * VARIANT)
+    return nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 6))
+
+
+setup("arch_narrow_layer", narrow(vary([1, 2], 1)), torch.zeros(2, 8), x6, y6, "cross_entropy",
+      BASE + ["--optimizer", "adam", "--lr", "0.01"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "architecture", "op": "Gemm"}, [], twin_model=narrow(16))
+
 
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)

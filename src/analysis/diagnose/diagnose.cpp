@@ -11,6 +11,7 @@
 #include "analysis/diagnose/diagnose_repair.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
+#include "analysis/diagnose/diagnose_width.h"
 
 namespace metaop {
 
@@ -372,6 +373,7 @@ DiagnoseResult diagnose(const TrainSetup& s, const DiagnoseOptions& o) {
   quiet.config.progress = {};
   if (!r.healthy()) split_model_framework(r, quiet, o);
   small_batch_check(r, quiet, o);
+  width_check(r, quiet, o);
   if (o.repair && !r.healthy()) repair_and_verify(r, quiet, o);
   return r;
 }

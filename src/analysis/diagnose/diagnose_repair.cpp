@@ -10,6 +10,7 @@
 #include "analysis/diagnose/diagnose_baseline.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
+#include "analysis/diagnose/diagnose_width.h"
 
 namespace metaop {
 
@@ -271,6 +272,32 @@ void rebind_reference(TrainSetup& setup, const Fix& f) {
 
 }  // namespace
 
+namespace {
+
+// The fixes that change the graph's structure (a node removed, replaced or inserted, a layer
+// widened), applied to a.setup's graph; false for other kinds.
+bool graph_fix(RepairAttempt& a, const Fix& f, const StaticChecks& checks) {
+  Graph& g = a.setup.graph;
+  std::uint64_t seed = 0x5eed + a.setup.config.seed;
+  if (f.kind == "remove_node") {
+    remove_node(g, f.node);
+  } else if (f.kind == "replace_op") {
+    if (replace_ops(g, f, checks, seed) == 0)
+      fail("{}: no node to replace for '{}'", g.path, f.description);
+  } else if (f.kind == "insert_relu") {
+    if (insert_relus(g, checks.linear_layers) == 0)
+      fail("{}: no layer to put a Relu after", g.path);
+  } else if (f.kind == "widen_layer") {
+    g = widen_layer(g, f.node, static_cast<std::int64_t>(f.factor), widen_seed(a.setup));
+    a.weights_changed = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
                         const StaticChecks& checks) {
   RepairAttempt a;
@@ -296,18 +323,7 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
     a.setup.Y = Tensor::from_i64(v, s.Y.shape(), s.Y.dtype());
     a.description = f.description;
     a.labels_changed = true;
-  } else if (f.kind == "remove_node") {
-    remove_node(g, f.node);
-    a.description = f.description;
-    a.graph_changed = true;
-  } else if (f.kind == "replace_op") {
-    if (replace_ops(g, f, checks, 0x5eed + s.config.seed) == 0)
-      fail("{}: no node to replace for '{}'", g.path, f.description);
-    a.description = f.description;
-    a.graph_changed = true;
-  } else if (f.kind == "insert_relu") {
-    if (insert_relus(g, checks.linear_layers) == 0)
-      fail("{}: no layer to put a Relu after", g.path);
+  } else if (graph_fix(a, f, checks)) {
     a.description = f.description;
     a.graph_changed = true;
   } else if (f.kind == "weight_decay") {
@@ -350,6 +366,37 @@ RepairAttempt apply_fix(const TrainSetup& s, const Fix& f, int attempt,
   }
   return a;
 }
+
+namespace {
+
+// A verified repair must also approach what the best verified repair of the same run reaches:
+// one that removes less than this share of what the best removes of the trivial predictor's
+// loss (1 - loss / trivial, each on its own data) leaves most of the fault in place.
+constexpr double kApproachBest = 0.5;
+
+void demote_partial_repairs(DiagnoseResult& r) {
+  auto gain = [](const RepairAttempt& a) { return 1 - a.loss_last / a.trivial; };
+  const RepairAttempt* best = nullptr;
+  for (const auto& a : r.repairs)
+    if (a.verified && a.trivial > 0 && (!best || gain(a) > gain(*best))) best = &a;
+  if (!best) return;
+  std::string best_change = best->description;
+  double best_gain = gain(*best);
+  for (auto& a : r.repairs) {
+    if (!a.verified || !(a.trivial > 0) || gain(a) >= kApproachBest * best_gain) continue;
+    a.verified = false;
+    a.result = fmt::format(
+        "not verified: the loss ends at {:.4g}, {:.0f}% below the trivial predictor's {:.4g}, "
+        "where the repair '{}' ends {:.0f}% below it (a repair must reach {:g} of that): it "
+        "leaves most of the fault",
+        a.loss_last, 100 * gain(a), a.trivial, best_change, 100 * best_gain, kApproachBest);
+    Diagnosis& d = r.diagnoses().at(a.diagnosis);
+    d.fix_verified = false;
+    d.fix_result = a.description + ": " + a.result;
+  }
+}
+
+}  // namespace
 
 void repair_and_verify(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o) {
   std::set<std::string> before;
@@ -400,6 +447,7 @@ void repair_and_verify(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
       if (ok) break;
     }
   }
+  demote_partial_repairs(r);
 }
 
 }  // namespace metaop

@@ -21,7 +21,8 @@ struct Fix {
   // the output), replace_op (every hidden node of op type `from`, or `node` alone, becomes
   // `op_type`), swap_loss (to `loss`), rebind (`node`'s `phase` -- forward, backward, or the
   // update of weight `node` -- to the reference), insert_relu (a Relu after every layer but
-  // the last), batch_size (set to `factor`).
+  // the last), batch_size (set to `factor`), widen_layer (`node`'s outputs to `factor`, and
+  // the next layer's inputs with them).
   std::string kind;
   std::string description;  // in words
   double factor = 1;
