@@ -131,4 +131,26 @@ for binding, op, framework in CASES:
               f"{binding}: a recorded value the framework no longer gives: exit 0",
               r.stdout + r.stderr)
 
+# A minimization keeps the failure at the worst element, not only the kind and class: OpenVINO's
+# RoiAlign defect on the `edges` pattern (inf where the exact value is finite) once came out as
+# the pattern's one NaN pixel (NaN for an exact 0). It must stay an inf on finite inputs.
+out = os.path.join(WORK, "roialign")
+json_file = os.path.join(WORK, "roialign.json")
+p = subprocess.run([METAOP, "probe", "--op", "RoiAlign", "--bind", "openvino", "--minimize",
+                    "--out", out, "--json", json_file], capture_output=True, text=True)
+doc = json.load(open(json_file)) if os.path.exists(json_file) else {"findings": []}
+small = [f.get("minimized") for f in doc["findings"]
+         if f.get("class") == "defect" and f.get("minimized")]
+check(p.returncode == 1 and small, "RoiAlign under openvino: a minimized defect",
+      p.stdout[-2000:] + p.stderr[-2000:])
+if small:
+    m = json.load(open(os.path.join(small[0], "repro.json")))
+    xs = [np.load(os.path.join(small[0], f)) for _, f in m["feeds"]]
+    title = open(os.path.join(small[0], "report.md")).read().splitlines()[0]
+    ok, text = reproduces(os.path.join(small[0], "reproduce_openvino.py"), "openvino")
+    check(all(np.isfinite(x).all() for x in xs if np.issubdtype(x.dtype, np.floating)) and
+          " gives inf " in title and ok,
+          "RoiAlign under openvino: minimized to finite inputs, still inf, and the script "
+          "reproduces it", title + "\n" + text)
+
 finish()

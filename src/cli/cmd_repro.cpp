@@ -209,6 +209,16 @@ std::string folder_name(const std::string& dir) {
   return p.filename().string();
 }
 
+// What the worst element's failure looks like: the binding's value (NaN, +inf, -inf or finite)
+// against the exact one (0, finite or not). A minimization keeps it, so that it does not trade
+// the finding for another of the same kind and class (an overflow of finite values for a NaN
+// read from the one input element left, which was NaN).
+int failure_mode(const Score& s) {
+  int got = std::isnan(s.worst_got) ? 0 : std::isinf(s.worst_got) ? (s.worst_got > 0 ? 1 : 2) : 3;
+  int ref = !std::isfinite(s.worst_ref) ? 2 : s.worst_ref == 0 ? 0 : 1;
+  return got * 3 + ref;
+}
+
 // A node's forward judged on candidate inputs: outside the error model or not, of which kind
 // and class.
 struct Judged {
@@ -261,7 +271,8 @@ MinimizedRepro minimize_node(const ReproArgs& a, const ReproManifest& m,
   auto shows = [&](const Tensors& x) {
     try {
       Judged j = judge(x);
-      return j.bad && j.kind == first.kind && j.triage.cls == first.triage.cls;
+      return j.bad && j.kind == first.kind && j.triage.cls == first.triage.cls &&
+             failure_mode(j.lc.score) == failure_mode(first.lc.score);
     } catch (const std::exception&) {  // shapes the op refuses, or a crash: not this finding
       return false;
     }
