@@ -43,6 +43,7 @@ const std::map<std::string, TorchOp>& ops() {
     torch_kernels::add_signal(t);
     torch_kernels::add_selection(t);
     torch_kernels::add_recurrent(t);
+    torch_kernels::add_quantization(t);
     torch_kernels::add_attention(t);
     return t.ops;
   }();

@@ -55,6 +55,7 @@ class TorchTable {
 
 // One registration per family, mirroring src/ops.
 void add_elementwise(TorchTable& t);  // torch_kernels_math.cpp
+void add_quantization(TorchTable& t);
 void add_linear(TorchTable& t);
 void add_reductions(TorchTable& t);
 void add_losses(TorchTable& t);

@@ -1,5 +1,7 @@
 // ATen kernels of the element-wise, linear, reduction, softmax and loss meta operators.
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_make_per_channel_quantized_tensor.h>
+#include <ATen/ops/_make_per_tensor_quantized_tensor.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/acos.h>
 #include <ATen/ops/acosh.h>
@@ -32,6 +34,7 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/cosh.h>
 #include <ATen/ops/cumsum.h>
+#include <ATen/ops/dequantize.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/einsum.h>
 #include <ATen/ops/elu.h>
@@ -47,6 +50,7 @@
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/instance_norm.h>
+#include <ATen/ops/int_repr.h>
 #include <ATen/ops/isinf.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/isneginf.h>
@@ -82,6 +86,8 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prelu.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/quantize_per_channel.h>
+#include <ATen/ops/quantize_per_tensor.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reflection_pad1d.h>
 #include <ATen/ops/reflection_pad2d.h>
@@ -488,6 +494,99 @@ void add_losses(TorchTable& t) {
           if (c.node().outputs.size() > 1) return ATs{nll(c, logp), logp};
           return ATs{nll(c, logp)};
         }});
+}
+
+// QuantizeLinear and DequantizeLinear on ATen's quantized tensors, as PyTorch's own quantization
+// runs them: quantize_per_tensor or quantize_per_channel and the integer representation, and
+// the integers made a quantized tensor (_make_per_tensor/_per_channel_quantized_tensor) and
+// dequantized. uint8 and int8 (and int32 to dequantize: qint32), per tensor or per axis, a
+// float32 scale; blocked quantization, other integer or float8 types are refused.
+namespace {
+
+struct QuantArgs {
+  bool per_axis = false;
+  std::int64_t axis = 0;
+  double scale = 0;
+  std::int64_t zero = 0;
+  at::Tensor scales, zeros;  // per axis: double and int64
+};
+
+QuantArgs quant_args(const Ctx& c, std::int64_t rank) {
+  if (attr_i_or(c.k, "block_size", 0) != 0) c.unsupported("blocked quantization");
+  const at::Tensor& s = c.in(1);
+  if (s.scalar_type() != at::kFloat) c.unsupported("a scale that is not float32");
+  QuantArgs q;
+  q.per_axis = s.dim() == 1;
+  if (s.dim() > 1) c.unsupported("a scale of rank above 1 (blocked quantization)");
+  at::Tensor z = c.has(2) ? c.x[2] : at::zeros_like(s, at::kLong);
+  if (z.sizes() != s.sizes()) c.unsupported("a zero point of another shape than the scale");
+  if (q.per_axis) {
+    q.axis = attr_i_or(c.k, "axis", 1);
+    if (q.axis < 0) q.axis += rank;
+    if (q.axis < 0 || q.axis >= rank) c.unsupported("axis out of range");
+    q.scales = s.to(at::kDouble);
+    q.zeros = z.to(at::kLong);
+  } else {
+    q.scale = s.item<double>();
+    q.zero = z.to(at::kLong).item<std::int64_t>();
+  }
+  return q;
+}
+
+// The quantized type of an integer type: quint8, qint8, qint32.
+at::ScalarType quantized_of(const Ctx& c, at::ScalarType t) {
+  switch (t) {
+    case at::kByte:
+      return at::kQUInt8;
+    case at::kChar:
+      return at::kQInt8;
+    case at::kInt:
+      return at::kQInt32;
+    default:
+      c.unsupported(fmt::format("quantized type {}", c10::toString(t)));
+  }
+}
+
+ATs quantize_linear(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  if (x.scalar_type() != at::kFloat) c.unsupported("quantizing an input that is not float32");
+  // The output's type: the zero point's, else output_dtype (opset 21), else uint8.
+  at::ScalarType out = at::kByte;
+  if (c.has(2)) {
+    out = c.x[2].scalar_type();
+  } else if (auto t = attr_i_or(c.k, "output_dtype", 0); t != 0) {
+    auto dt = dtype_from_onnx(static_cast<int>(t));
+    if (!dt) c.unsupported("output_dtype");
+    out = to_aten(*dt);
+  }
+  if (out != at::kByte && out != at::kChar) c.unsupported("quantizing to other than uint8, int8");
+  if (attr_i_or(c.k, "precision", 0) != 0) c.unsupported("the precision attribute");
+  QuantArgs q = quant_args(c, x.dim());
+  at::ScalarType qt = quantized_of(c, out);
+  at::Tensor y = q.per_axis ? at::quantize_per_channel(x, q.scales, q.zeros, q.axis, qt)
+                            : at::quantize_per_tensor(x, q.scale, q.zero, qt);
+  return {y.int_repr()};
+}
+
+ATs dequantize_linear(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  quantized_of(c, x.scalar_type());  // uint8, int8 or int32
+  if (attr_i_or(c.k, "output_dtype", 0) != 0) c.unsupported("the output_dtype attribute");
+  QuantArgs q = quant_args(c, x.dim());
+  at::Tensor qx = q.per_axis ? at::_make_per_channel_quantized_tensor(x, q.scales, q.zeros, q.axis)
+                             : at::_make_per_tensor_quantized_tensor(x, q.scale, q.zero);
+  return {at::dequantize(qx)};
+}
+
+}  // namespace
+
+void add_quantization(TorchTable& t) {
+  TorchOp quantize{quantize_linear, false};
+  quantize.dtypes = {DType::Float32};
+  t.add("QuantizeLinear", std::move(quantize));
+  TorchOp dequantize{dequantize_linear, false};
+  dequantize.dtypes = {DType::UInt8, DType::Int8, DType::Int32};
+  t.add("DequantizeLinear", std::move(dequantize));
 }
 
 }  // namespace metaop::torch_kernels

@@ -278,6 +278,29 @@ def torch_ops():
                      for s in ([hy, cy] if op == "LSTM" else [hy])]
         return out
 
+    def quant_args(a, x):
+        # As MetaOp's torch binding: a scalar scale quantizes per tensor, a 1-D one per axis.
+        scale = x[1]
+        zero = x[2] if given(x, 2) else torch.zeros(scale.shape, dtype=torch.int64)
+        if scale.dim() == 0:
+            return None, float(scale), int(zero)
+        axis = a.get("axis", 1) % x[0].dim()
+        return axis, scale.to(torch.float64), zero.to(torch.int64)
+
+    def quantize_linear(a, x, opset):
+        qtype = {torch.uint8: torch.quint8, torch.int8: torch.qint8}[
+            x[2].dtype if given(x, 2) else torch.uint8]
+        axis, scale, zero = quant_args(a, x)
+        q = torch.quantize_per_tensor(x[0], scale, zero, qtype) if axis is None else \
+            torch.quantize_per_channel(x[0], scale, zero, axis, qtype)
+        return [q.int_repr()]
+
+    def dequantize_linear(a, x, opset):
+        axis, scale, zero = quant_args(a, x)
+        q = torch._make_per_tensor_quantized_tensor(x[0], scale, zero) if axis is None else \
+            torch._make_per_channel_quantized_tensor(x[0], scale, zero, axis)
+        return [torch.dequantize(q)]
+
     ops = {name: unary(getattr(torch, name.lower())) for name in [
         "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Tan",
         "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round",
@@ -326,7 +349,7 @@ def torch_ops():
         "LayerNormalization": layer_norm,
         "DFT": dft, "Det": unary(torch.linalg.det), "GridSample": grid_sample,
         "STFT": stft, "Attention": attention, "LSTM": recurrent, "GRU": recurrent,
-        "RNN": recurrent,
+        "RNN": recurrent, "QuantizeLinear": quantize_linear, "DequantizeLinear": dequantize_linear,
     })
     return ops
 
@@ -416,12 +439,22 @@ def main():
             continue
         if not np.issubdtype(exact.dtype, np.floating):
             wrong = np.flatnonzero(value.ravel() != exact.ravel())
-            print(f"{o['name']}: {len(wrong)} of {exact.size} elements differ")
+            first = ""
+            if len(wrong):
+                i = int(wrong[0])
+                index = [int(k) for k in np.unravel_index(i, exact.shape)] if exact.ndim else []
+                first = (f"{o['name']}{index}: {FRAMEWORK} {value.ravel()[i]}, exact "
+                         f"{exact.ravel()[i]}; ")
+            print(f"{first or o['name'] + ': '}{len(wrong)} of {exact.size} elements differ")
             if o.get("got"):
                 # Reproduced: the framework gives again the first wrong value the finding recorded.
                 recorded = np.load(os.path.join(HERE, o["got"])).ravel()
                 off = np.flatnonzero(recorded != exact.ravel())
                 same = len(off) > 0 and value.ravel()[off[0]] == recorded[off[0]]
+                if len(off):
+                    print(f"  the finding recorded {recorded[off[0]]} at its first wrong element; "
+                          f"{FRAMEWORK} gives {value.ravel()[off[0]]} there: "
+                          f"{'reproduced' if same else 'not reproduced'}")
                 reproduces = reproduces or bool(same)
             else:
                 reproduces = reproduces or len(wrong) > 0
