@@ -32,9 +32,8 @@ using namespace metaop::unit;
 
 namespace {
 
-// x -> Gemm(fc) -> h -> ACT(act) -> y, with a trainable weight and bias; with `hidden`, one more
-// layer y -> Gemm(fc2) -> z makes z the output.
-Graph activation_graph(const std::string& act, bool hidden = true) {
+// An empty float32 graph (opset 17) with input x and output `output`.
+Graph io_graph(const std::string& output) {
   Graph g;
   g.path = "unit";
   g.opset = 17;
@@ -43,8 +42,15 @@ Graph activation_graph(const std::string& act, bool hidden = true) {
   x.dtype = DType::Float32;
   g.inputs = {x};
   ValueInfo y = x;
-  y.name = "y";
+  y.name = output;
   g.outputs = {y};
+  return g;
+}
+
+// x -> Gemm(fc) -> h -> ACT(act) -> y, with a trainable weight and bias; with `hidden`, one more
+// layer y -> Gemm(fc2) -> z makes z the output.
+Graph activation_graph(const std::string& act, bool hidden = true) {
+  Graph g = io_graph("y");
   g.initializers["W"] = Tensor::from_f64(std::vector<double>(16, 0.1), {4, 4}, DType::Float32);
   g.initializers["b"] = Tensor::from_f64(std::vector<double>(4, 0.0), {4}, DType::Float32);
   g.nodes.push_back({"fc", "Gemm", "", {"x", "W", "b"}, {"h"}, {}});
@@ -279,16 +285,7 @@ TEST(Diagnose, ArchitectureLinearLayersAndBoundedLogits) {
 TEST(Diagnose, NarrowLayersAreFoundAndWidened) {
   // x [2, 8] -> MatMul(W1 [8, 1]) + b1 -> Relu -> Gemm(W2 [6, 1], transB) -> z [2, 6]: one unit
   // between 8 features and 6 outputs.
-  Graph g;
-  g.path = "unit";
-  g.opset = 17;
-  ValueInfo x;
-  x.name = "x";
-  x.dtype = DType::Float32;
-  g.inputs = {x};
-  ValueInfo z = x;
-  z.name = "z";
-  g.outputs = {z};
+  Graph g = io_graph("z");
   g.initializers["W1"] = Tensor::from_f64(std::vector<double>(8, 0.3), {8, 1}, DType::Float32);
   g.initializers["b1"] = Tensor::from_f64({0.1}, {1}, DType::Float32);
   g.initializers["W2"] = Tensor::from_f64(std::vector<double>(6, 0.5), {6, 1}, DType::Float32);
