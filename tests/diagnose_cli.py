@@ -30,7 +30,8 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "framework_update_sign_adam", "arch_no_nonlinearity", "arch_sigmoid_logits",
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
          "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers",
-         "hp_batch_size_one", "hp_full_batch", "arch_narrow_layer"]
+         "hp_batch_size_one", "hp_full_batch", "arch_narrow_layer", "init_constant_weights",
+         "hp_dropout_too_high"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -233,6 +234,10 @@ check(rc == 1 and "chance_level" in kinds(doc) and got.get("category") == "data"
       f"labels sorted apart from their inputs: data labels (the model fits a small batch), no "
       f"repair verified ({got.get('place')}; repairs {[r['result'] for r in doc.get('repairs', [])]})",
       out)
+# The labels explain the chance level: the learning rate that "nothing else explains" is gone.
+check(not any("nothing else explains it" in d.get("evidence", "") for d in doc.get("diagnoses", [])),
+      "labels sorted: no cause named because nothing else explained the chance level "
+      f"({[d.get('place') for d in doc.get('diagnoses', [])]})", out)
 for name, expect in [("hp_weight_decay_typo", {"category": "hyperparameter",
                                                "hyperparameter": "weight_decay"}),
                      ("data_target_scale", {"category": "data", "input": "labels"}),
@@ -293,6 +298,33 @@ for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bc
     rc, out, doc = diagnose(name, twin=True)
     check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
           out)
+# Every hidden weight one constant: the units of each hidden layer stay identical (a static
+# initialization fault, whatever the run shows); re-initializing those layers verifies.
+rc, out, doc = diagnose("init_constant_weights")
+got, where = top(doc), node_of("init_constant_weights", "node")
+check(rc == 1 and got.get("category") == "initialization" and got.get("node") == where and
+      got.get("static") is True and "units identical" in got.get("evidence", "") and
+      "whose units are identical too" in got.get("fix_result", "") and got.get("fix_verified") and
+      not hollow(doc),
+      f"init_constant_weights: initialization at {where}, static, both hidden layers "
+      f"re-initialized and verified ({got.get('place')}: {got.get('fix_result')})", out)
+rc, out, doc = diagnose("init_constant_weights", twin=True)
+check(rc == 0 and doc.get("healthy") is True,
+      f"init_constant_weights' twin: healthy ({sorted(kinds(doc))})", out)
+# A Dropout that drops 0.95 of its units: found by training again with 0.5, which is the
+# verified repair; the learning rate that "nothing else explains" is not named beside it.
+rc, out, doc = diagnose("hp_dropout_too_high")
+got = top(doc)
+check(rc == 1 and got.get("category") == "hyperparameter" and
+      got.get("hyperparameter") == "dropout" and "0.95 -> 0.5" in got.get("fix_result", "") and
+      got.get("fix_verified") and not hollow(doc) and
+      not any("nothing else explains it" in d.get("evidence", "") for d in doc["diagnoses"]),
+      f"hp_dropout_too_high: hyperparameter dropout at the Dropout, ratio 0.95 -> 0.5 verified "
+      f"({[(d.get('place'), d.get('fix_result')) for d in doc.get('diagnoses', [])]})", out)
+rc, out, doc = diagnose("hp_dropout_too_high", twin=True)
+check(rc == 0 and doc.get("healthy") is True,
+      f"hp_dropout_too_high's twin: healthy ({sorted(kinds(doc))})", out)
+
 # Inputs that do not determine the labels: one batch's inputs repeated, every input erased. A
 # static data fault of the input (no model can beat chance on them), no repair.
 for name, needle in [("data_inputs_repeated", "8 distinct inputs"),

@@ -485,6 +485,36 @@ setup("arch_narrow_layer", narrow(vary([1, 2], 1)), torch.zeros(2, 8), x6, y6, "
       {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
       {"category": "architecture", "op": "Gemm"}, [], twin_model=narrow(16))
 
+# Every weight of the hidden layers set to one constant: each layer's units start identical and
+# the next layer weighs them alike, so every unit gets the same gradient and they stay identical
+# (the layer computes one feature). A static fault.
+def constant_init(model, value):
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.constant_(m.weight, value)
+                nn.init.zeros_(m.bias)
+    return model
+
+
+setup("init_constant_weights", constant_init(mlp([8, 32, 32, 3]), mag(0.05)), torch.zeros(2, 8),
+      x, y, "cross_entropy", BASE + SGD + ["--lr", "0.1"], {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "initialization", "weight": "0.weight"}, [], twin_model=mlp([8, 32, 32, 3]),
+      static=True)
+
+
+# A Dropout that drops most of its hidden units at every step: the loss stays near chance with
+# no monitor symptom saying why.
+def dropped(ratio, seed=0):
+    torch.manual_seed(seed + 7 * VARIANT)
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(ratio), nn.Linear(32, 3))
+
+
+setup("hp_dropout_too_high", dropped(vary([0.9, 0.95, 0.97], 0.95)), torch.zeros(2, 8), x, y,
+      "cross_entropy", BASE + ["--optimizer", "adam", "--lr", "0.01"],
+      {"args": BASE + ["--optimizer", "adam", "--lr", "0.01"]},
+      {"category": "hyperparameter", "hyperparameter": "dropout"}, [],
+      twin_model=dropped(0.2))
 
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)

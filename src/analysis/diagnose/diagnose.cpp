@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "analysis/diagnose/diagnose_dropout.h"
 #include "analysis/diagnose/diagnose_repair.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
@@ -325,7 +326,7 @@ void small_batch_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
   d.category = "data";
   d.input = "labels";
   d.score = 0.85;
-  d.symptoms = {symptom_label(*chance)};
+  d.symptoms = stall_symptoms(r.run.record);  // a loss held near chance by the data stalls too
   d.evidence = fmt::format(
       "the whole data set stays at chance level ({:.3g} times the trivial predictor's loss) "
       "while {}: the labels do not follow from the inputs{} -- check how labels are paired "
@@ -334,6 +335,7 @@ void small_batch_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
       labels_sorted(s.Y) ? ", and they are sorted (non-decreasing over the samples): sorted "
                            "apart from their inputs?"
                          : "");
+  supersede_fallbacks(r.diagnoses(), d);
   r.diagnoses().push_back(std::move(d));
   rank(r.diagnoses());
 }
@@ -374,6 +376,7 @@ DiagnoseResult diagnose(const TrainSetup& s, const DiagnoseOptions& o) {
   if (!r.healthy()) split_model_framework(r, quiet, o);
   small_batch_check(r, quiet, o);
   width_check(r, quiet, o);
+  dropout_check(r, quiet, o);
   if (o.repair && !r.healthy()) repair_and_verify(r, quiet, o);
   return r;
 }

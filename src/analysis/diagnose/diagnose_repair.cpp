@@ -8,6 +8,7 @@
 #include <set>
 
 #include "analysis/diagnose/diagnose_baseline.h"
+#include "analysis/diagnose/diagnose_dropout.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
 #include "analysis/diagnose/diagnose_width.h"
@@ -241,14 +242,16 @@ std::string reinitialize_layers(Graph& g, const Fix& f, const StaticChecks& chec
   bool large = l->gain > kGainHigh, small = l->gain < kGainLow;
   std::vector<std::string> others;
   for (const auto& x : checks.layers) {
-    bool same = x.node == l->node || (large && x.gain > kGainHigh) || (small && x.gain < kGainLow);
+    bool same = x.node == l->node || (large && x.gain > kGainHigh) ||
+                (small && x.gain < kGainLow) || (l->symmetric && x.symmetric);
     if (!same) continue;
     std::string init = x.activation == "Relu" || x.activation == "LeakyRelu" ? "he" : "xavier";
     reinitialize(g, x, x.node == l->node ? f.init : init, seed++);
     if (x.node != l->node) others.push_back(x.node);
   }
   if (others.empty()) return "";
-  return fmt::format(" (and of {}, whose weights are off the same way)", fmt::join(others, ", "));
+  return fmt::format(" (and of {}, whose {})", fmt::join(others, ", "),
+                     l->symmetric ? "units are identical too" : "weights are off the same way");
 }
 
 // Binds the fix's node (its forward or backward) or weight update to the reference.
@@ -290,6 +293,8 @@ bool graph_fix(RepairAttempt& a, const Fix& f, const StaticChecks& checks) {
   } else if (f.kind == "widen_layer") {
     g = widen_layer(g, f.node, static_cast<std::int64_t>(f.factor), widen_seed(a.setup));
     a.weights_changed = true;
+  } else if (f.kind == "dropout_ratio") {
+    g = set_dropout_ratio(g, f.node, f.factor);
   } else {
     return false;
   }

@@ -33,6 +33,32 @@ bool explains(const Diagnosis& d, const std::string& label) {
   return false;
 }
 
+void supersede_fallbacks(std::vector<Diagnosis>& list, const Diagnosis& found) {
+  for (auto& x : list)
+    if (x.score <= 0.4 && !x.definite)
+      std::erase_if(x.symptoms, [&](const std::string& l) {
+        return std::find(found.symptoms.begin(), found.symptoms.end(), l) != found.symptoms.end();
+      });
+  std::erase_if(list, [](const Diagnosis& x) { return !x.definite && x.symptoms.empty(); });
+}
+
+Diagnosis initialization_diagnosis(const LayerInit& l, double score, std::string evidence) {
+  Diagnosis d;
+  d.category = "initialization";
+  d.node = l.node;
+  d.op_type = l.op_type;
+  d.weight = l.weight;
+  d.score = score;
+  d.evidence = std::move(evidence);
+  d.fix.kind = "reinitialize";
+  d.fix.node = l.node;
+  d.fix.init = l.activation == "Relu" || l.activation == "LeakyRelu" ? "he" : "xavier";
+  d.fix.description =
+      fmt::format("{} re-initialization of '{}'{}", d.fix.init == "he" ? "He" : "Xavier", l.weight,
+                  l.bias.empty() ? "" : " and its bias '" + l.bias + "' zeroed");
+  return d;
+}
+
 namespace {
 
 bool is_loss_node(const std::string& node) {
@@ -192,21 +218,8 @@ class Rules {
     d.fix.description = fmt::format("learning rate {:g} -> {:g}", o_.lr, o_.lr * factor);
     return d;
   }
-  Diagnosis initialization(const LayerInit& l, double score, std::string evidence) const {
-    Diagnosis d;
-    d.category = "initialization";
-    d.node = l.node;
-    d.op_type = l.op_type;
-    d.weight = l.weight;
-    d.score = score;
-    d.evidence = std::move(evidence);
-    d.fix.kind = "reinitialize";
-    d.fix.node = l.node;
-    d.fix.init = l.activation == "Relu" || l.activation == "LeakyRelu" ? "he" : "xavier";
-    d.fix.description =
-        fmt::format("{} re-initialization of '{}'{}", d.fix.init == "he" ? "He" : "Xavier",
-                    l.weight, l.bias.empty() ? "" : " and its bias '" + l.bias + "' zeroed");
-    return d;
+  static Diagnosis initialization(const LayerInit& l, double score, std::string evidence) {
+    return initialization_diagnosis(l, score, std::move(evidence));
   }
   // Inputs far off scale come before what they cause downstream (large updates, dead units):
   // 0.9 when a feature is 100x or more off, else `score`.
@@ -385,7 +398,7 @@ class Rules {
     for (auto& d : list_) {
       bool inputs = d.category == "data" && d.input != "labels" && d.features.empty();
       bool cause = d.category == "loss" || d.input == "labels" ||
-                   (stall && d.category == "architecture") ||
+                   (stall && (d.category == "architecture" || d.category == "initialization")) ||
                    (inputs && (stall || s.kind == "vanishing_gradient"));
       if (!d.definite || !cause) continue;
       if (!explains(d, symptom_label(s))) d.symptoms.push_back(symptom_label(s));

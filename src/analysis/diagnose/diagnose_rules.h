@@ -22,6 +22,16 @@ std::vector<Diagnosis> diagnose_causes(const Graph& g, const StaticChecks& check
 
 // "kind" or "kind@node": how a diagnosis names a symptom it explains.
 std::string symptom_label(const Symptom& s);
+
+// A cause found by an experiment (the small-batch check, a layer widened, a dropout lowered)
+// explains its symptoms: the causes named for them only because nothing else explained them
+// (score 0.4 or less) no longer stand for those symptoms, and those left explaining nothing are
+// removed from `list`.
+void supersede_fallbacks(std::vector<Diagnosis>& list, const Diagnosis& found);
+
+// An initialization diagnosis of layer `l` whose fix re-initializes it (He before a Relu or
+// LeakyRelu, else Xavier normal; its bias zeroed).
+Diagnosis initialization_diagnosis(const LayerInit& l, double score, std::string evidence);
 // Whether d explains a symptom whose label starts with `label` (a kind matches every node).
 bool explains(const Diagnosis& d, const std::string& label);
 

@@ -8,7 +8,9 @@
 #include <set>
 
 #include "analysis/diagnose/diagnose_baseline.h"
+#include "analysis/diagnose/diagnose_layers.h"
 #include "analysis/diagnose/diagnose_monitor.h"
+#include "analysis/diagnose/diagnose_rules.h"
 #include "ops/kernel_util.h"
 
 namespace metaop {
@@ -437,12 +439,45 @@ void bounded_logits(StaticChecks& c, const Node& prod, LossKind loss) {
   output_activation_fault(c, prod, std::move(why));
 }
 
+// A definite initialization fault when hidden layers start with identical units that training
+// keeps identical (symmetric_layers): the first such layer, whose fix re-initializes them all.
+void symmetric_units(StaticChecks& c, const Graph& g) {
+  auto found = symmetric_layers(g);
+  if (found.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& s : found) {
+    names.push_back(g.nodes[s.index].name);
+    for (auto& l : c.layers)
+      if (l.node == names.back()) l.symmetric = true;
+  }
+  const SymmetricLayer& s = found.front();
+  const Node& n = g.nodes[s.index];
+  const LayerInit* l = nullptr;
+  for (const auto& x : c.layers)
+    if (x.node == n.name) l = &x;
+  if (!l) return;
+  Diagnosis d = initialization_diagnosis(
+      *l, 1,
+      fmt::format(
+          "layer '{}' starts with its {} units identical (every unit's weights and bias the same: "
+          "weight {:.4g} ...), and '{}', which it feeds, weighs them alike: every unit gets the "
+          "same gradient at every step, so they stay identical and the layer computes one feature "
+          "however long it trains{}",
+          n.name, s.units, s.value, g.nodes[s.next].name,
+          found.size() > 1 ? fmt::format("; so do the units of {}",
+                                         fmt::join(names.begin() + 1, names.end(), ", "))
+                           : ""));
+  d.definite = true;
+  c.definite.push_back(std::move(d));
+}
+
 }  // namespace
 
 StaticChecks static_checks(const Graph& g, const Tensor& X, const Tensor& Y, LossKind loss) {
   StaticChecks c;
   c.layers = layer_inits(g);
   c.linear_layers = linear_layers(g, c.layers);
+  symmetric_units(c, g);
   std::string input = g.inputs.empty() ? "input" : g.inputs[0].name;
   if (X.rank() >= 1 && X.dim(0) > 0 && is_floating(X.dtype())) feature_stats(c, X, input);
   check_labels(c, g, Y, loss);

@@ -22,7 +22,7 @@ struct Fix {
   // `op_type`), swap_loss (to `loss`), rebind (`node`'s `phase` -- forward, backward, or the
   // update of weight `node` -- to the reference), insert_relu (a Relu after every layer but
   // the last), batch_size (set to `factor`), widen_layer (`node`'s outputs to `factor`, and
-  // the next layer's inputs with them).
+  // the next layer's inputs with them), dropout_ratio (`node`'s ratio set to `factor`).
   std::string kind;
   std::string description;  // in words
   double factor = 1;
@@ -66,6 +66,7 @@ struct LayerInit {
   double bias_mean = 0;    // 0 without a bias
   std::string activation;  // the Relu, Sigmoid, Tanh or LeakyRelu it feeds, when it feeds one
   bool first = false;      // reads the model's input
+  bool symmetric = false;  // its units start identical and stay so (symmetric_layers)
 };
 
 struct StaticChecks {

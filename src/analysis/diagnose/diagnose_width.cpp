@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "analysis/diagnose/diagnose_layers.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
@@ -18,110 +19,6 @@
 namespace metaop {
 
 namespace {
-
-// The run ends above this share of its trivial predictor's loss for the check to run, and a
-// widened model must end below this share of the run's last-epoch loss to name the layer.
-constexpr double kCheckAbove = 1.0 / 3, kClearlyLower = 0.7;
-
-// Activations a layer's outputs may pass through, unit by unit, on their way to the next layer.
-bool unit_wise(const std::string& op) {
-  static const std::set<std::string> ops = {"Relu", "LeakyRelu", "Tanh",     "Sigmoid", "Elu",
-                                            "Selu", "Gelu",      "Softplus", "Identity"};
-  return ops.count(op) != 0;
-}
-
-// A dense layer: Gemm, or MatMul with its weight as input 1; the weight 2-D and trainable.
-struct Dense {
-  std::size_t index = 0;
-  std::string weight, bias;         // bias: Gemm's C, or the Add after a MatMul ("" when none)
-  std::size_t bias_add = SIZE_MAX;  // the MatMul's bias Add
-  bool out_rows = false;  // the weight holds one row per output ([out, in]: Gemm transB=1)
-  std::int64_t fan_in = 0, fan_out = 0;
-  std::string output;  // the layer's output value, after its bias Add
-};
-
-class Layers {
- public:
-  explicit Layers(const Graph& g) : g_(g) {
-    auto trainable = trainable_initializers(g);
-    train_ = {trainable.begin(), trainable.end()};
-    for (std::size_t k = 0; k < g.nodes.size(); ++k)
-      for (const auto& i : g.nodes[k].inputs) consumers_[i].push_back(k);
-    for (std::size_t k = 0; k < g.nodes.size(); ++k)
-      if (auto d = dense(k)) by_node_[k] = *d;
-  }
-
-  const std::map<std::size_t, Dense>& all() const { return by_node_; }
-
-  // The dense layer that `layer`'s output feeds through unit-wise activations alone (each the
-  // only consumer of its input), with the values on the way; layer SIZE_MAX when it feeds
-  // anything else.
-  struct Feed {
-    std::size_t layer = SIZE_MAX;
-    std::vector<std::string> path;
-  };
-  Feed next(const Dense& layer) const {
-    Feed f;
-    std::string v = layer.output;
-    f.path = {v};
-    for (int hops = 0; hops < 8; ++hops) {
-      for (const auto& o : g_.outputs)
-        if (o.name == v) return {};
-      auto it = consumers_.find(v);
-      if (it == consumers_.end() || it->second.size() != 1) return {};
-      std::size_t k = it->second.front();
-      const Node& n = g_.nodes[k];
-      if (by_node_.count(k) && n.inputs[0] == v) {
-        f.layer = k;
-        return f;
-      }
-      if (!unit_wise(n.op_type) || n.inputs.empty() || n.inputs[0] != v) return {};
-      v = n.outputs.at(0);
-      f.path.push_back(v);
-    }
-    return {};
-  }
-
- private:
-  std::optional<Dense> dense(std::size_t k) const {
-    const Node& n = g_.nodes[k];
-    if ((n.op_type != "Gemm" && n.op_type != "MatMul") || n.inputs.size() < 2 ||
-        !train_.count(n.inputs[1]))
-      return std::nullopt;
-    const Tensor& w = g_.initializers.at(n.inputs[1]);
-    if (w.rank() != 2) return std::nullopt;
-    Dense d;
-    d.index = k;
-    d.weight = n.inputs[1];
-    d.out_rows = n.op_type == "Gemm" && attr_i(KernelContext{n, g_.opset}, "transB") != 0;
-    if (n.op_type == "Gemm" && attr_i(KernelContext{n, g_.opset}, "transA") != 0)
-      return std::nullopt;
-    d.fan_in = d.out_rows ? w.dim(1) : w.dim(0);
-    d.fan_out = d.out_rows ? w.dim(0) : w.dim(1);
-    d.output = n.outputs.at(0);
-    if (n.op_type == "Gemm" && n.inputs.size() > 2 && train_.count(n.inputs[2])) {
-      d.bias = n.inputs[2];
-    } else if (n.op_type == "MatMul") {
-      auto it = consumers_.find(d.output);
-      if (it != consumers_.end() && it->second.size() == 1) {
-        const Node& m = g_.nodes[it->second.front()];
-        if (m.op_type == "Add" && m.inputs.size() == 2 && m.inputs[0] == d.output &&
-            train_.count(m.inputs[1])) {
-          d.bias = m.inputs[1];
-          d.bias_add = it->second.front();
-          d.output = m.outputs.at(0);
-        }
-      }
-    }
-    if (!d.bias.empty() && g_.initializers.at(d.bias).numel() != d.fan_out) return std::nullopt;
-    return d;
-  }
-
-  const Graph& g_;
-  std::set<std::string> train_;
-  std::map<std::string, std::vector<std::size_t>> consumers_;
-  std::map<std::size_t, Dense> by_node_;
-};
 
 // Whether the targets are the inputs (an autoencoder).
 bool reconstructs(const Tensor& X, const Tensor& Y) {
@@ -138,7 +35,8 @@ Tensor linear_init(const Shape& shape, DType t, std::int64_t fan_in, std::mt1993
   return Tensor::from_f64(v, shape, t);
 }
 
-// The mean loss of the run's last epoch.
+}  // namespace
+
 double last_epoch_loss(const MonitorRecord& rec) {
   const auto& l = rec.losses;
   std::size_t n = std::min<std::size_t>(std::max<std::size_t>(rec.steps_per_epoch, 1), l.size());
@@ -148,11 +46,26 @@ double last_epoch_loss(const MonitorRecord& rec) {
   return sum / static_cast<double>(n);
 }
 
-}  // namespace
+std::vector<std::string> stall_symptoms(const MonitorRecord& rec) {
+  std::vector<std::string> out;
+  for (const auto& sy : rec.symptoms)
+    if (sy.kind == "chance_level" || sy.kind == "stagnant_loss" || sy.kind == "slow_convergence")
+      out.push_back(symptom_label(sy));
+  return out;
+}
+
+double unexplained_loss(const DiagnoseResult& r) {
+  const MonitorRecord& rec = r.run.record;
+  if (!r.run.trained || !(rec.trivial_loss > 0) || !std::isfinite(rec.trivial_loss)) return NAN;
+  for (const auto& d : r.diagnoses())
+    if (d.definite || d.category == "framework" || d.score > 0.4) return NAN;
+  double loss = last_epoch_loss(rec);
+  return std::isfinite(loss) && loss >= kExperimentAbove * rec.trivial_loss ? loss : NAN;
+}
 
 std::vector<NarrowLayer> narrow_layers(const Graph& g, const Tensor& X, const Tensor& Y) {
   if (reconstructs(X, Y)) return {};
-  Layers layers(g);
+  DenseLayers layers(g);
   // The last layer: the one whose output the model's output comes from.
   std::size_t out = output_producer(g);
   std::size_t last = out == SIZE_MAX ? SIZE_MAX : feeding_layer(g, out);
@@ -176,7 +89,7 @@ std::vector<NarrowLayer> narrow_layers(const Graph& g, const Tensor& X, const Te
 }
 
 Graph widen_layer(const Graph& g, const std::string& node, std::int64_t width, std::uint64_t seed) {
-  Layers layers(g);
+  DenseLayers layers(g);
   const Dense* d = nullptr;
   for (const auto& [k, x] : layers.all())
     if (g.nodes[k].name == node) d = &x;
@@ -208,11 +121,8 @@ Graph widen_layer(const Graph& g, const std::string& node, std::int64_t width, s
 
 void width_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o) {
   const MonitorRecord& rec = r.run.record;
-  if (!r.run.trained || !(rec.trivial_loss > 0) || !std::isfinite(rec.trivial_loss)) return;
-  for (const auto& d : r.diagnoses())
-    if (d.definite || d.category == "framework" || d.score > 0.4) return;
-  double loss = last_epoch_loss(rec);
-  if (!std::isfinite(loss) || loss < kCheckAbove * rec.trivial_loss) return;
+  double loss = unexplained_loss(r);
+  if (std::isnan(loss)) return;
   for (const NarrowLayer& n : narrow_layers(s.graph, s.X, s.Y)) {
     TrainSetup t = s;
     t.graph = widen_layer(s.graph, n.node, n.widened, widen_seed(s));
@@ -228,9 +138,7 @@ void width_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& 
     for (const auto& x : s.graph.nodes)
       if (x.name == n.node) d.op_type = x.op_type;
     d.score = 0.7;
-    for (const auto& sy : rec.symptoms)
-      if (sy.kind == "chance_level" || sy.kind == "stagnant_loss" || sy.kind == "slow_convergence")
-        d.symptoms.push_back(symptom_label(sy));
+    d.symptoms = stall_symptoms(rec);
     d.evidence = fmt::format(
         "layer '{}' has {} output{} and feeds '{}', narrower than the model's {} outputs; the "
         "run's last epoch ends at a mean loss of {:.4g} ({:.3g} times the trivial predictor's "
@@ -243,6 +151,7 @@ void width_check(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& 
     d.fix.factor = static_cast<double>(n.widened);
     d.fix.description =
         fmt::format("layer '{}' widened from {} to {} outputs", n.node, n.width, n.widened);
+    supersede_fallbacks(r.diagnoses(), d);
     r.diagnoses().push_back(std::move(d));
   }
   std::stable_sort(r.diagnoses().begin(), r.diagnoses().end(),

@@ -34,6 +34,19 @@ inline std::uint64_t widen_seed(const TrainSetup& s) {
   return 0x71de + s.config.seed;
 }
 
+// The experiments that train a changed model again (this check, diagnose_dropout) run when the
+// run ends above kExperimentAbove of its trivial predictor's loss and nothing definite, no
+// framework kernel and no cause with more evidence than "nothing else explains it" (0.4) is
+// named; a changed model counts when its last epoch ends below kClearlyLower times the run's.
+constexpr double kExperimentAbove = 1.0 / 3, kClearlyLower = 0.7;
+// The mean loss of a run's last epoch.
+double last_epoch_loss(const MonitorRecord& rec);
+// The run's symptoms of a loss that stays high (chance_level, stagnant_loss, slow_convergence),
+// as labels: what a cause found by an experiment explains.
+std::vector<std::string> stall_symptoms(const MonitorRecord& rec);
+// The run's last-epoch loss when the experiments apply to it, NaN when they do not.
+double unexplained_loss(const DiagnoseResult& r);
+
 // The check, after the run: when the run ends above a third of its trivial predictor's loss and
 // nothing definite, no framework kernel and no cause with more evidence than "nothing else
 // explains it" is named, each narrow layer is widened and the setup trained again; a wider model
