@@ -31,7 +31,7 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
          "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers",
          "hp_batch_size_one", "hp_full_batch", "arch_narrow_layer", "init_constant_weights",
-         "hp_dropout_too_high"]
+         "hp_dropout_too_high", "two_constant_weights_raw_inputs"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -311,6 +311,24 @@ check(rc == 1 and got.get("category") == "initialization" and got.get("node") ==
 rc, out, doc = diagnose("init_constant_weights", twin=True)
 check(rc == 0 and doc.get("healthy") is True,
       f"init_constant_weights' twin: healthy ({sorted(kinds(doc))})", out)
+# Two faults: the constant weights and inputs 300x off scale. Neither fix verifies alone; the
+# two together verify both diagnoses.
+rc, out, doc = diagnose("two_constant_weights_raw_inputs")
+ds = doc.get("diagnoses", [])
+both = [r for r in doc.get("repairs", []) if r.get("together_with")]
+init = next((d for d in ds if d.get("category") == "initialization"), {})
+data = next((d for d in ds if d.get("category") == "data" and d.get("input") == "x"), {})
+check(rc == 1 and top(doc).get("category") == "initialization" and
+      init.get("fix_verified") and data.get("fix_verified") and
+      any(r["verified"] and "re-initialization" in r["change"] and "standardized" in r["change"]
+          for r in both) and
+      not any(r["verified"] for r in doc.get("repairs", []) if not r.get("together_with")) and
+      not hollow(doc),
+      f"two faults: the re-initialization and the standardization verified together, neither "
+      f"alone ({[(r['change'], r['verified']) for r in doc.get('repairs', [])]})", out)
+rc, out, doc = diagnose("two_constant_weights_raw_inputs", twin=True)
+check(rc == 0 and doc.get("healthy") is True,
+      f"two_constant_weights_raw_inputs' twin: healthy ({sorted(kinds(doc))})", out)
 # A Dropout that drops 0.95 of its units: found by training again with 0.5, which is the
 # verified repair; the learning rate that "nothing else explains" is not named beside it.
 rc, out, doc = diagnose("hp_dropout_too_high")

@@ -516,6 +516,15 @@ setup("hp_dropout_too_high", dropped(vary([0.9, 0.95, 0.97], 0.95)), torch.zeros
       {"category": "hyperparameter", "hyperparameter": "dropout"}, [],
       twin_model=dropped(0.2))
 
+# Two faults at once: the constant weights, and inputs 300x off scale. Neither repair alone
+# trains (re-initialized, the raw inputs make the steps diverge; standardized, the units are
+# still identical); the two together do.
+setup("two_constant_weights_raw_inputs", constant_init(mlp([8, 32, 32, 3]), mag(0.05)),
+      torch.zeros(2, 8), x * mag(300), y, "cross_entropy", BASE + SGD + ["--lr", "0.1"],
+      {"args": BASE + SGD + ["--lr", "0.1"]},
+      {"category": "initialization", "weight": "0.weight"}, [], twin_model=mlp([8, 32, 32, 3]),
+      twin_x=x, static=True)
+
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)
 print(f"wrote {len(SETUPS)} setups into {OUT}")

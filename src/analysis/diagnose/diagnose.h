@@ -84,8 +84,10 @@ struct SmallBatchCheck {
 
 struct RepairAttempt {
   std::size_t diagnosis = 0;  // index into DiagnoseResult::diagnoses
-  std::string description;    // what was changed
-  TrainSetup setup;           // the repaired setup
+  // A repair of two faults at once: the other diagnosis whose fix it applies too (SIZE_MAX: none).
+  std::size_t partner = SIZE_MAX;
+  std::string description;  // what was changed
+  TrainSetup setup;         // the repaired setup
   bool graph_changed = false, weights_changed = false, data_changed = false, labels_changed = false,
        hparams_changed = false, loss_changed = false;
   std::vector<Symptom> symptoms;         // what the retrained run showed

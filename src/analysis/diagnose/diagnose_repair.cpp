@@ -401,6 +401,65 @@ void demote_partial_repairs(DiagnoseResult& r) {
   }
 }
 
+// Two faults at once: a static fault whose own repair does not verify may be held back by
+// another fault of the setup. Its fix is tried together with the fix of each other diagnosis
+// that has evidence of its own (score above 0.4: not named only because nothing else explained
+// a symptom) and a fix of another kind, in rank order, two at most.
+void repair_together(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o,
+                     const std::set<std::string>& before, std::size_t& runs) {
+  auto& ds = r.diagnoses();
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    if (!ds[i].definite || ds[i].fix.empty() || !ds[i].fix_tried || ds[i].fix_verified) continue;
+    std::size_t tried = 0;
+    for (std::size_t j = 0; j < ds.size() && tried < 2 && runs < o.max_repairs; ++j) {
+      const Diagnosis& p = ds[j];
+      if (j == i || p.fix.empty() || !p.fix_tried || p.score <= 0.4 || p.fix.kind == ds[i].fix.kind)
+        continue;
+      RepairAttempt a;
+      try {
+        a = apply_fix(s, ds[i].fix, 0, r.run.checks);
+        RepairAttempt b = apply_fix(a.setup, p.fix, 0, r.run.checks);
+        a.setup = std::move(b.setup);
+        a.description += ", and " + b.description;
+        a.graph_changed |= b.graph_changed;
+        a.weights_changed |= b.weights_changed;
+        a.data_changed |= b.data_changed;
+        a.labels_changed |= b.labels_changed;
+        a.hparams_changed |= b.hparams_changed;
+        a.loss_changed |= b.loss_changed;
+      } catch (const Error&) {
+        continue;  // the two fixes do not compose
+      }
+      ++tried;
+      a.diagnosis = i;
+      a.partner = j;
+      Diagnosis both = ds[i];
+      for (const auto& l : p.symptoms)
+        if (!explains(both, l)) both.symptoms.push_back(l);
+      if (o.status) o.status(fmt::format("repair {}: {}", runs + 1, a.description));
+      MonitoredRun m = monitored_run(a.setup, o.thresholds);
+      ++runs;
+      judge(a, m, both, before);
+      bool ok = a.verified;
+      r.repairs.push_back(std::move(a));
+      if (ok) break;
+    }
+  }
+}
+
+// A verified repair of two faults verifies both diagnoses (after the partial-repair rule, which
+// may have demoted the partner's own repair next to it).
+void credit_partners(DiagnoseResult& r) {
+  for (const auto& a : r.repairs) {
+    if (!a.verified || a.partner == SIZE_MAX) continue;
+    for (std::size_t k : {a.diagnosis, a.partner}) {
+      Diagnosis& d = r.diagnoses().at(k);
+      d.fix_verified = true;
+      d.fix_result = a.description + ": " + a.result + " (two faults repaired together)";
+    }
+  }
+}
+
 }  // namespace
 
 void repair_and_verify(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOptions& o) {
@@ -452,7 +511,9 @@ void repair_and_verify(DiagnoseResult& r, const TrainSetup& s, const DiagnoseOpt
       if (ok) break;
     }
   }
+  repair_together(r, s, o, before, runs);
   demote_partial_repairs(r);
+  credit_partners(r);
 }
 
 }  // namespace metaop

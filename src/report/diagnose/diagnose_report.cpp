@@ -111,6 +111,9 @@ nlohmann::json repairs_json(const std::vector<RepairAttempt>& repairs) {
                    {"accuracy_last_epoch", accuracy_json(a.accuracy)},
                    {"verified", a.verified},
                    {"result", a.result}});
+    // A repair of two faults at once: the other diagnosis (1-based), null for one.
+    out.back()["together_with"] =
+        a.partner == SIZE_MAX ? nlohmann::json(nullptr) : nlohmann::json(a.partner + 1);
   }
   return out;
 }
