@@ -31,7 +31,7 @@ NAMES = ["lr_high_sgd_mlp", "lr_low_sgd_mlp", "init_large_output_layer", "init_z
          "arch_relu_logits_bce", "data_inputs_repeated", "data_inputs_erased",
          "hp_momentum_oscillating", "hp_lr_schedule_too_fast", "hp_frozen_hidden_layers",
          "hp_batch_size_one", "hp_full_batch", "arch_narrow_layer", "init_constant_weights",
-         "hp_dropout_too_high", "two_constant_weights_raw_inputs"]
+         "hp_dropout_too_high", "two_constant_weights_raw_inputs", "init_compounding_deep_relu"]
 os.makedirs(WORK, exist_ok=True)
 subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "diagnose", "make_setups.py"),
                 WORK, *NAMES], check=True, capture_output=True)
@@ -311,6 +311,19 @@ check(rc == 1 and got.get("category") == "initialization" and got.get("node") ==
 rc, out, doc = diagnose("init_constant_weights", twin=True)
 check(rc == 0 and doc.get("healthy") is True,
       f"init_constant_weights' twin: healthy ({sorted(kinds(doc))})", out)
+# Seven ReLU layers each at gain 3, under the per-layer bound: their gains compound, the first
+# loss is tens of times the trivial predictor's; the stack is named from its first layer, and
+# re-initializing every layer of it verifies (the learning rate is not the first cause).
+rc, out, doc = diagnose("init_compounding_deep_relu")
+got, where = top(doc), node_of("init_compounding_deep_relu", "node")
+check(rc == 1 and got.get("category") == "initialization" and got.get("node") == where and
+      "compound" in got.get("evidence", "") and "gains compound with it" in
+      got.get("fix_result", "") and got.get("fix_verified") and not hollow(doc),
+      f"init_compounding_deep_relu: initialization from {where}, the stack re-initialized and "
+      f"verified ({got.get('category')} {got.get('place')}: {got.get('fix_result')})", out)
+rc, out, doc = diagnose("init_compounding_deep_relu", twin=True)
+check(rc == 0 and doc.get("healthy") is True,
+      f"init_compounding_deep_relu's twin: healthy ({sorted(kinds(doc))})", out)
 # Two faults: the constant weights and inputs 300x off scale. Neither fix verifies alone; the
 # two together verify both diagnoses.
 rc, out, doc = diagnose("two_constant_weights_raw_inputs")

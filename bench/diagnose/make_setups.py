@@ -525,6 +525,28 @@ setup("two_constant_weights_raw_inputs", constant_init(mlp([8, 32, 32, 3]), mag(
       {"category": "initialization", "weight": "0.weight"}, [], twin_model=mlp([8, 32, 32, 3]),
       twin_x=x, static=True)
 
+# Seven ReLU layers each drawn at gain 3 (std 3 / sqrt(fan_in): under the per-layer bound of 4,
+# twice He's 1.41): the gains compound, and the first loss is tens of times the trivial
+# predictor's.
+def deep_relu(gain=None, seed=0):
+    torch.manual_seed(seed + 7 * VARIANT)
+    layers = []
+    for i in range(7):
+        lin = nn.Linear(8 if i == 0 else 24, 24)
+        if gain is None:
+            nn.init.kaiming_normal_(lin.weight, nonlinearity="relu")
+        else:
+            nn.init.normal_(lin.weight, 0, gain / np.sqrt(lin.in_features))
+        nn.init.zeros_(lin.bias)
+        layers += [lin, nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(24, 3))
+
+
+setup("init_compounding_deep_relu", deep_relu(vary([2.5, 3.0, 3.5], 3.0)), torch.zeros(2, 8), x, y,
+      "cross_entropy", BASE + SGD + ["--lr", "0.05"], {"args": BASE + SGD + ["--lr", "0.05"]},
+      {"category": "initialization", "weight": "0.weight"}, ["exploding_loss"],
+      twin_model=deep_relu())
+
 with open(os.path.join(OUT, "setups.json"), "w") as f:
     json.dump(SETUPS, f, indent=1)
 print(f"wrote {len(SETUPS)} setups into {OUT}")

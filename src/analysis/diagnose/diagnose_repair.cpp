@@ -243,7 +243,8 @@ std::string reinitialize_layers(Graph& g, const Fix& f, const StaticChecks& chec
   std::vector<std::string> others;
   for (const auto& x : checks.layers) {
     bool same = x.node == l->node || (large && x.gain > kGainHigh) ||
-                (small && x.gain < kGainLow) || (l->symmetric && x.symmetric);
+                (small && x.gain < kGainLow) || (l->symmetric && x.symmetric) ||
+                std::find(f.also.begin(), f.also.end(), x.node) != f.also.end();
     if (!same) continue;
     std::string init = x.activation == "Relu" || x.activation == "LeakyRelu" ? "he" : "xavier";
     reinitialize(g, x, x.node == l->node ? f.init : init, seed++);
@@ -251,7 +252,9 @@ std::string reinitialize_layers(Graph& g, const Fix& f, const StaticChecks& chec
   }
   if (others.empty()) return "";
   return fmt::format(" (and of {}, whose {})", fmt::join(others, ", "),
-                     l->symmetric ? "units are identical too" : "weights are off the same way");
+                     l->symmetric     ? "units are identical too"
+                     : f.also.empty() ? "weights are off the same way"
+                                      : "gains compound with it");
 }
 
 // Binds the fix's node (its forward or backward) or weight update to the reference.

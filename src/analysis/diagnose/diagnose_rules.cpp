@@ -104,7 +104,8 @@ class Rules {
   // Large updates say less about the learning rate when the inputs or the initial weights are
   // off scale: those make the gradients large by themselves.
   bool confounded() const {
-    return !c_.off_scale.empty() || abnormal_layer(true) != nullptr || targets_off_scale();
+    return !c_.off_scale.empty() || abnormal_layer(true) != nullptr ||
+           !compounding_layers().empty() || targets_off_scale();
   }
   // Adds symptom `s` to the diagnoses whose first symptom is of one of `kinds`.
   void attach(const Symptom& s, const std::vector<std::string>& kinds) {
@@ -168,6 +169,44 @@ class Rules {
     }
     return worst;
   }
+  // The product of the layers' gains, each over sqrt 2 before a Relu or LeakyRelu: how much a
+  // deep stack scales its input at the initial weights (about 1 under He's initialization).
+  double compounded_gain() const {
+    double p = 1;
+    for (const auto& l : c_.layers)
+      p *= l.activation == "Relu" || l.activation == "LeakyRelu" ? l.gain / std::sqrt(2.0) : l.gain;
+    return p;
+  }
+  // The layers above kGainCompound, in graph order, when their stack starts the outputs far
+  // off scale (kCompoundHigh, kFirstLossHigh) and no layer is abnormal by itself; else none.
+  std::vector<const LayerInit*> compounding_layers() const {
+    std::vector<const LayerInit*> out;
+    if (abnormal_layer(true) || r_.losses.empty() || !(r_.trivial_loss > 0) ||
+        !(r_.losses.front() >= kFirstLossHigh * r_.trivial_loss) ||
+        compounded_gain() < kCompoundHigh)
+      return out;
+    for (const auto& l : c_.layers)
+      if (l.gain > kGainCompound) out.push_back(&l);
+    return out;
+  }
+  Diagnosis compounding_initialization(const std::vector<const LayerInit*>& ls) const {
+    const LayerInit& l = *ls.front();
+    double largest = 0;
+    for (const LayerInit* x : ls) largest = std::max(largest, x->gain);
+    Diagnosis d = initialization(
+        l, 0.8,
+        fmt::format("the first step's loss, at the initial weights, is {:.3g} times the trivial "
+                    "predictor's {:.4g}: the outputs start far off scale. {} layer(s) from '{}' on "
+                    "have initial gains above {:g} (up to {:.3g}; each within the per-layer "
+                    "bound {:g}), and the stack's gains compound to {:.3g}x (each layer's gain "
+                    "std*sqrt(fan_in), over sqrt 2 before a Relu, multiplied: He's "
+                    "initialization keeps that product at 1)",
+                    r_.losses.front() / r_.trivial_loss, r_.trivial_loss, ls.size(), l.node,
+                    kGainCompound, largest, kGainHigh, compounded_gain()));
+    for (std::size_t k = 1; k < ls.size(); ++k) d.fix.also.push_back(ls[k]->node);
+    return d;
+  }
+
   // The update-to-weight ratio of the layers at step i (1-based): the median over the layers'
   // weights, so that one layer with tiny initial weights (whose ratio is huge) does not speak
   // for the learning rate.
@@ -485,6 +524,8 @@ class Rules {
       std::size_t at = index_of(where), li = index_of(l->node);
       double score = at != SIZE_MAX && li <= at ? 0.85 : 0.75;
       add(initialization(*l, score, gain_text(*l)), s);
+    } else if (auto ls = compounding_layers(); !ls.empty()) {
+      add(compounding_initialization(ls), s);
     }
     if (!at_init) {
       double ratio = update_ratio_before(s.step), rise = loss_rise_before(s.step);

@@ -13,6 +13,12 @@ namespace metaop {
 // Initial weight gains (std * sqrt(fan_in)) outside [kGainLow, kGainHigh] are abnormal:
 // PyTorch's default gives 0.58, He 1.41, Xavier at most 1.41.
 constexpr double kGainLow = 0.1, kGainHigh = 4;
+// Within those bounds, layers whose gains compound through a deep stack: a layer above
+// kGainCompound (He's gain by sqrt 2) amplifies its input; when the product of every layer's gain
+// (over sqrt 2 before a Relu or LeakyRelu, which keeps the signal's scale under He's
+// initialization) reaches kCompoundHigh and the first step's loss, at the initial weights, is
+// kFirstLossHigh times the trivial predictor's or more, the outputs start far off scale.
+constexpr double kGainCompound = 2, kCompoundHigh = 10, kFirstLossHigh = 10;
 
 // The causes of the static checks' definite faults and of the run's symptoms, ranked by the
 // strength of their evidence (definite faults first). `g` is the model without its loss.

@@ -27,6 +27,7 @@ struct Fix {
   std::string description;  // in words
   double factor = 1;
   std::string node, from, op_type, init, loss;
+  std::vector<std::string> also;  // reinitialize: other layers re-initialized with `node`
   Phase phase = Phase::Forward;
   std::int64_t shift = 0;
   bool empty() const { return kind.empty(); }
