@@ -69,6 +69,13 @@ def node_of(name, key):
     return SETUPS[name]["expect"][key]
 
 
+def twin_healthy(name):
+    """The setup's fixed twin: diagnosed healthy (exit 0)."""
+    rc, out, doc = diagnose(name, twin=True)
+    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
+          out)
+
+
 # 1. Each symptom kind where it is planted, with the right cause and place at the top.
 cases = {  # setup: (symptom kinds that must show, what the top diagnosis must say)
     "lr_high_sgd_mlp": ({"exploding_loss", "nonfinite_loss", "nonfinite_activation"},
@@ -270,9 +277,7 @@ for name, where in [("framework_grad_sign_gemm", {"node": gemm, "phase": "backwa
           all(got.get(k) == v for k, v in where.items()) and got.get("fix_verified"),
           f"{name}: the framework's {where} under torch ({got.get('category')} "
           f"{got.get('place')}: {got.get('evidence', '')[:200]})", out)
-    rc, out, doc = diagnose(name, twin=True)
-    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
-          out)
+    twin_healthy(name)
 # Architecture: layers stacked without a nonlinearity (chance level on rings; a Relu after
 # each layer but the last verifies), logits an output activation squeezes (static faults whose
 # removal verifies).
@@ -295,9 +300,7 @@ for name in ["arch_no_nonlinearity", "arch_sigmoid_logits", "arch_relu_logits_bc
                   for r in others),
               f"{name}: the layer widened, no partial repair verified "
               f"({[(r['change'], r['result']) for r in doc.get('repairs', [])]})", out)
-    rc, out, doc = diagnose(name, twin=True)
-    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
-          out)
+    twin_healthy(name)
 # Every hidden weight one constant: the units of each hidden layer stay identical (a static
 # initialization fault, whatever the run shows); re-initializing those layers verifies.
 rc, out, doc = diagnose("init_constant_weights")
@@ -308,9 +311,7 @@ check(rc == 1 and got.get("category") == "initialization" and got.get("node") ==
       not hollow(doc),
       f"init_constant_weights: initialization at {where}, static, both hidden layers "
       f"re-initialized and verified ({got.get('place')}: {got.get('fix_result')})", out)
-rc, out, doc = diagnose("init_constant_weights", twin=True)
-check(rc == 0 and doc.get("healthy") is True,
-      f"init_constant_weights' twin: healthy ({sorted(kinds(doc))})", out)
+twin_healthy("init_constant_weights")
 # Seven ReLU layers each at gain 3, under the per-layer bound: their gains compound, the first
 # loss is tens of times the trivial predictor's; the stack is named from its first layer, and
 # re-initializing every layer of it verifies (the learning rate is not the first cause).
@@ -321,9 +322,7 @@ check(rc == 1 and got.get("category") == "initialization" and got.get("node") ==
       got.get("fix_result", "") and got.get("fix_verified") and not hollow(doc),
       f"init_compounding_deep_relu: initialization from {where}, the stack re-initialized and "
       f"verified ({got.get('category')} {got.get('place')}: {got.get('fix_result')})", out)
-rc, out, doc = diagnose("init_compounding_deep_relu", twin=True)
-check(rc == 0 and doc.get("healthy") is True,
-      f"init_compounding_deep_relu's twin: healthy ({sorted(kinds(doc))})", out)
+twin_healthy("init_compounding_deep_relu")
 # Two faults: the constant weights and inputs 300x off scale. Neither fix verifies alone; the
 # two together verify both diagnoses.
 rc, out, doc = diagnose("two_constant_weights_raw_inputs")
@@ -339,9 +338,7 @@ check(rc == 1 and top(doc).get("category") == "initialization" and
       not hollow(doc),
       f"two faults: the re-initialization and the standardization verified together, neither "
       f"alone ({[(r['change'], r['verified']) for r in doc.get('repairs', [])]})", out)
-rc, out, doc = diagnose("two_constant_weights_raw_inputs", twin=True)
-check(rc == 0 and doc.get("healthy") is True,
-      f"two_constant_weights_raw_inputs' twin: healthy ({sorted(kinds(doc))})", out)
+twin_healthy("two_constant_weights_raw_inputs")
 # A Dropout that drops 0.95 of its units: found by training again with 0.5, which is the
 # verified repair; the learning rate that "nothing else explains" is not named beside it.
 rc, out, doc = diagnose("hp_dropout_too_high")
@@ -352,9 +349,7 @@ check(rc == 1 and got.get("category") == "hyperparameter" and
       not any("nothing else explains it" in d.get("evidence", "") for d in doc["diagnoses"]),
       f"hp_dropout_too_high: hyperparameter dropout at the Dropout, ratio 0.95 -> 0.5 verified "
       f"({[(d.get('place'), d.get('fix_result')) for d in doc.get('diagnoses', [])]})", out)
-rc, out, doc = diagnose("hp_dropout_too_high", twin=True)
-check(rc == 0 and doc.get("healthy") is True,
-      f"hp_dropout_too_high's twin: healthy ({sorted(kinds(doc))})", out)
+twin_healthy("hp_dropout_too_high")
 
 # Inputs that do not determine the labels: one batch's inputs repeated, every input erased. A
 # static data fault of the input (no model can beat chance on them), no repair.
@@ -370,9 +365,7 @@ for name, needle in [("data_inputs_repeated", "8 distinct inputs"),
           not any(r["verified"] for r in doc.get("repairs", [])),
           f"{name}: data x, '{needle}', explains chance_level, no repair ({got.get('evidence')})",
           out)
-    rc, out, doc = diagnose(name, twin=True)
-    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
-          out)
+    twin_healthy(name)
 
 # Settings of the training loop itself: a learning-rate schedule that stops the steps before the
 # rings are learned, hidden layers frozen at their random initialization. Named, the responsible
@@ -388,9 +381,7 @@ for name, place, needle in [("hp_lr_schedule_too_fast", "lr_schedule", "step:1:0
            else doc.get("frozen") == ["0.bias", "0.weight", "2.bias", "2.weight"]),
           f"{name}: hyperparameter {place}, its fix verified below the trivial predictor's loss "
           f"({got.get('place')}: {got.get('fix_result')})", out)
-    rc, out, doc = diagnose(name, twin=True)
-    check(rc == 0 and doc.get("healthy") is True, f"{name}'s twin: healthy ({sorted(kinds(doc))})",
-          out)
+    twin_healthy(name)
 
 # Batch sizes: batches of one sample behind a loss that swings and spikes, the whole data set as
 # one batch behind a run of ten updates that ends near chance level. Named, the batch size

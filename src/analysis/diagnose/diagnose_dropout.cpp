@@ -13,19 +13,23 @@ namespace metaop {
 
 namespace {
 
-// The constant value of `name`: an initializer, or the value of the Constant node that makes it.
-std::optional<double> constant(const Graph& g, const std::string& name) {
-  if (auto it = g.initializers.find(name); it != g.initializers.end())
-    return it->second.numel() == 1 ? std::optional<double>(it->second.f64_at(0)) : std::nullopt;
+// The tensor `name` holds whatever the inputs: an initializer, or the value of the Constant
+// node that makes it; null for another value.
+const Tensor* constant_tensor(const Graph& g, const std::string& name) {
+  if (auto it = g.initializers.find(name); it != g.initializers.end()) return &it->second;
   for (const auto& n : g.nodes)
     if (n.op_type == "Constant" && n.outputs.size() == 1 && n.outputs[0] == name) {
       auto it = n.attrs.find("value");
-      if (it == n.attrs.end() || it->second.kind != Attribute::Kind::Tensor ||
-          it->second.t.numel() != 1)
-        return std::nullopt;
-      return it->second.t.f64_at(0);
+      return it == n.attrs.end() || it->second.kind != Attribute::Kind::Tensor ? nullptr
+                                                                               : &it->second.t;
     }
-  return std::nullopt;
+  return nullptr;
+}
+
+// Its single value, when it is a constant of one element.
+std::optional<double> constant(const Graph& g, const std::string& name) {
+  const Tensor* t = constant_tensor(g, name);
+  return t && t->numel() == 1 ? std::optional<double>(t->f64_at(0)) : std::nullopt;
 }
 
 }  // namespace
@@ -50,16 +54,9 @@ Graph set_dropout_ratio(const Graph& g, const std::string& node, double ratio) {
   if (it == out.nodes.end()) fail("{}: no Dropout node '{}'", g.path, node);
   // A value of its own, so that nothing else that reads the old ratio changes.
   std::string name = node + "_metaop_ratio";
-  DType t = DType::Float32;
-  if (it->inputs.size() > 1 && !it->inputs[1].empty()) {
-    if (auto i = g.initializers.find(it->inputs[1]); i != g.initializers.end())
-      t = i->second.dtype();
-    for (const auto& n : g.nodes)
-      if (n.op_type == "Constant" && n.outputs.size() == 1 && n.outputs[0] == it->inputs[1] &&
-          n.attrs.count("value"))
-        t = n.attrs.at("value").t.dtype();
-  }
-  out.initializers[name] = Tensor::scalar(ratio, t);
+  const Tensor* old =
+      it->inputs.size() > 1 && !it->inputs[1].empty() ? constant_tensor(g, it->inputs[1]) : nullptr;
+  out.initializers[name] = Tensor::scalar(ratio, old ? old->dtype() : DType::Float32);
   if (it->inputs.size() < 2) it->inputs.resize(2);
   it->inputs[1] = name;
   return out;

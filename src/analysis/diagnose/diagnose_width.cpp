@@ -5,16 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <optional>
 #include <random>
-#include <set>
 
 #include "analysis/diagnose/diagnose_layers.h"
 #include "analysis/diagnose/diagnose_monitor.h"
 #include "analysis/diagnose/diagnose_rules.h"
 #include "analysis/diagnose/diagnose_static.h"
-#include "engine/autodiff.h"
-#include "ops/kernel_util.h"
 
 namespace metaop {
 
