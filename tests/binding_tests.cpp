@@ -28,6 +28,7 @@
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/registry.h"
+#include "report/core/tracker_report.h"
 #include "tensor/tensor_proto.h"
 
 using namespace metaop;
@@ -50,7 +51,7 @@ const std::map<std::string, std::vector<NodeCase>>& cases_by_op() {
 
 struct Known {
   std::string binding, op, test, phase, variant, kind;
-  std::string cls;  // forward: the triage class; backward and vjp: "-"
+  std::string cls;   // forward: the triage class; backward and vjp: "-"
   double bound = 0;  // the largest score accepted (infinite for non-finite, shape, crash ...)
   int line = 0;
 };
@@ -73,14 +74,20 @@ const KnownList& known_findings() {
         kinds{"accuracy", "nonfinite", "shape", "omitted", "error", "crash", "any"},
         classes{"defect", "float32-limit", "convention", "untriaged", "-"};
     KnownList k;
+    const std::set<std::string> flags = cpu_flags();
     std::ifstream f(METAOP_KNOWN_FINDINGS);
     std::string line;
     for (int n = 1; std::getline(f, line); ++n) {
       if (line.empty() || line[0] == '#') continue;
       std::istringstream ss(line);
       Known e;
-      std::string bound, extra;
+      std::string bound, cpu, extra;
       ss >> e.binding >> e.op >> e.test >> e.phase >> e.variant >> e.kind >> e.cls >> bound;
+      // An optional cpu:FLAG or cpu:!FLAG: the line holds only on CPUs with (without) that
+      // feature, where the framework dispatches to other kernels.
+      if (ss >> cpu && !cpu.starts_with("cpu:")) extra = cpu;
+      const bool negated = cpu.starts_with("cpu:!");
+      const std::string flag = cpu.empty() ? "" : cpu.substr(negated ? 5 : 4);
       e.line = n;
       try {
         std::size_t used = 0;
@@ -91,14 +98,16 @@ const KnownList& known_findings() {
       }
       if (!phases.count(e.phase) || !variants.count(e.variant) || !kinds.count(e.kind) ||
           !classes.count(e.cls) || (e.phase == "forward") == (e.cls == "-") ||
-          std::isnan(e.bound) || (ss >> extra)) {
+          std::isnan(e.bound) || !extra.empty() || (ss >> extra) ||
+          (!cpu.empty() && flag.empty())) {
         k.errors.push_back(
             fmt::format("known_findings.txt:{}: '{}' is not 'BINDING OP TEST "
-                        "forward|backward|vjp given|random KIND CLASS BOUND' (CLASS '-' for "
-                        "backward and vjp only)",
+                        "forward|backward|vjp given|random KIND CLASS BOUND [cpu:[!]FLAG]' "
+                        "(CLASS '-' for backward and vjp only)",
                         n, line));
         continue;
       }
+      if (!flag.empty() && flags.count(flag) == negated) continue;  // for another kind of CPU
       if (!k.entries.emplace(key_of(e.binding, e.test, e.phase, e.variant), e).second)
         k.errors.push_back(fmt::format("known_findings.txt:{}: listed twice", n));
     }

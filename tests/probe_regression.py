@@ -6,6 +6,9 @@ finding fails (a regression, or a new defect to describe in docs/findings.md), a
 listed one that got worse, moved to another case, or stopped appearing (fixed upstream, or the
 probe lost its eye for it).
 
+A line may hold on one kind of CPU only (cpu:FLAG, cpu:!FLAG: with or without that feature of
+/proc/cpuinfo), where a framework dispatches to other kernels.
+
 Usage: probe_regression.py METAOP WORK_DIR [--bind B1,B2]
   --bind: probe these bindings only, against their lines of the list (default: torch, onednn and
   opencv-4.6, the probe's default).
@@ -23,6 +26,17 @@ DEFAULT = ["torch", "onednn", "opencv-4.6"]
 CLASSES = ["defect", "float32-limit", "convention", "untriaged"]
 os.makedirs(WORK, exist_ok=True)
 
+
+def cpu_flags():
+    """The CPU's feature flags, as /proc/cpuinfo names them (avx2, avx512f, avx512_bf16 ...)."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+FLAGS = cpu_flags()
 known, errors = {}, []
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "known_probe_findings.txt")
 with open(path) as f:
@@ -31,10 +45,15 @@ with open(path) as f:
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        if len(parts) != 8:
+        # An optional last field cpu:FLAG or cpu:!FLAG: the line holds only on CPUs with (without)
+        # that feature, where the framework's kernels differ.
+        cpu = parts.pop() if len(parts) == 9 and parts[-1].startswith("cpu:") else None
+        if len(parts) != 8 or cpu in ("cpu:", "cpu:!"):
             errors.append(f"known_probe_findings.txt:{n}: '{line}' is not "
-                          "'BINDING OP KIND CLASS TEST PATTERN BOUND CASES'")
+                          "'BINDING OP KIND CLASS TEST PATTERN BOUND CASES [cpu:[!]FLAG]'")
             continue
+        if cpu and (cpu[4:].lstrip("!") in FLAGS) == cpu.startswith("cpu:!"):
+            continue  # for another kind of CPU
         b, op, kind, cls, test, pattern, bound, cases = parts
         if cls not in CLASSES:
             errors.append(f"known_probe_findings.txt:{n}: class '{cls}' is not one of "

@@ -756,9 +756,15 @@ Graph load_onnx_from_bytes(const std::string& bytes, const std::string& label,
         check_and_infer(m, options, label);
     } catch (const Error& e) {
       // The linked ONNX 1.12's shape inference has bugs fixed since (STFT's frame count is one
-      // too many): a model it alone rejects is inferred again by the current onnx package,
-      // whose verdict stands (its message, if it rejects the model too).
-      if (std::string(e.what()).find(": ONNX shape inference fails: ") == std::string::npos ||
+      // too many), and its checker refuses the IR versions newer than its own that current
+      // exporters write at any opset: a model it alone rejects so is checked and inferred again
+      // by the current onnx package, whose verdict stands (its message, if it rejects the model
+      // too).
+      const std::string what = e.what();
+      const bool newer_ir =
+          m.ir_version() > onnx::Version::IR_VERSION &&
+          what.find(": the ONNX checker rejects the model: ") != std::string::npos;
+      if ((what.find(": ONNX shape inference fails: ") == std::string::npos && !newer_ir) ||
           !current_onnx_available())
         throw;
       check_and_infer_isolated(m, bytes, options, label, g.opset, true);

@@ -322,20 +322,52 @@ void register_quantized_ops(OpRegistry& r) {
   const char* requant_better =
       "an exact product of the accumulator and the multiplier (a fixed-point multiplier of 31 "
       "bits, or float64)";
+  // The node tests' weights are uint8; int8 weights are what x86 engines (and PyTorch's) take:
+  // activations over their full 8 bits (their pairwise products may pass int16), and over 7 bits
+  // with a weight zero point.
+  const CaseInput u8_full{{}, DType::UInt8, {}, 0, 255, true},
+      u8_low{{}, DType::UInt8, {}, 0, 127, true}, i8_full{{}, DType::Int8, {}, -128, 127, true};
+  auto sized = [](CaseInput c, Shape s) {
+    c.shape = std::move(s);
+    return c;
+  };
+  const CaseInput u8_128{{}, DType::UInt8, {128}}, u8_64{{}, DType::UInt8, {64}},
+      i8_m3{{}, DType::Int8, {-3}};
   r.op("QLinearMatMul", Family::linear,
        [](const KernelContext& c, const Tensors& in) { return qlinear_matmul(c, in, false); })
       .error(error_models::exact(requant_doc))
       .inputs(InputRoles{{0, 3}})
       .float32([](const KernelContext& c, const Tensors& in,
                   SumOrder) { return qlinear_matmul(c, in, true); },
-               requant_formula, requant_better);
+               requant_formula, requant_better)
+      .cases({{10,
+               {sized(u8_full, {4, 16}), case_input::scalar(0.02), u8_128, sized(i8_full, {16, 8}),
+                case_input::floats({8}, 0.005, 0.02),
+                CaseInput{{8}, DType::Int8, {0, 0, 0, 0, 0, 0, 0, 0}}, case_input::scalar(0.4),
+                u8_128}},
+              {10,
+               {sized(u8_low, {2, 3, 16}), case_input::scalar(0.05), u8_64, sized(i8_full, {16, 4}),
+                case_input::scalar(0.01), i8_m3, case_input::scalar(0.5), u8_128}}});
   r.op("QLinearConv", Family::conv,
        [](const KernelContext& c, const Tensors& in) { return qlinear_conv(c, in, false); })
       .error(error_models::exact(requant_doc))
       .inputs(InputRoles{{0, 3}})
       .float32([](const KernelContext& c, const Tensors& in,
                   SumOrder) { return qlinear_conv(c, in, true); },
-               requant_formula, requant_better);
+               requant_formula, requant_better)
+      // 3x3 over 4 channels, per-channel weight scales and an int32 bias; then 7-bit activations,
+      // a strided 1-D convolution with asymmetric pads.
+      .cases({{10,
+               {sized(u8_full, {1, 4, 6, 6}), case_input::scalar(0.02), u8_128,
+                sized(i8_full, {3, 4, 3, 3}), case_input::floats({3}, 0.002, 0.01),
+                CaseInput{{3}, DType::Int8, {0, 0, 0}}, case_input::scalar(0.3), u8_128,
+                CaseInput{{3}, DType::Int32, {-500, 0, 1234}}},
+               {{"pads", Attribute::of_ints({1, 1, 1, 1})}}},
+              {10,
+               {sized(u8_low, {2, 2, 9}), case_input::scalar(0.05), u8_64,
+                sized(i8_full, {4, 2, 3}), case_input::scalar(0.01),
+                CaseInput{{}, DType::Int8, {0}}, case_input::scalar(0.2), u8_128},
+               {{"pads", Attribute::of_ints({0, 2})}, {"strides", Attribute::of_ints({2})}}}});
   r.op("DynamicQuantizeLinear", Family::elementwise, dynamic_quantize_linear)
       .error(error_models::exact(
           "exact: the scale and zero point of x's range as the ONNX text computes them in "

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/registry.h"
+#include "ops/window.h"
 
 namespace metaop::torch_kernels {
 
@@ -52,6 +53,10 @@ class TorchTable {
   }
   std::map<std::string, TorchOp> ops;
 };
+
+// A window's pads for at::constant_pad_nd: last dim first, (begin, end) pairs
+// (torch_kernels_nn.cpp).
+std::vector<std::int64_t> torch_pads(const Window& w);
 
 // One registration per family, mirroring src/ops.
 void add_elementwise(TorchTable& t);  // torch_kernels_math.cpp

@@ -1,5 +1,6 @@
 // ATen kernels of the element-wise, linear, reduction, softmax and loss meta operators.
 #include <ATen/TensorOperators.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/_make_per_channel_quantized_tensor.h>
 #include <ATen/ops/_make_per_tensor_quantized_tensor.h>
 #include <ATen/ops/abs.h>
@@ -88,6 +89,7 @@
 #include <ATen/ops/prod.h>
 #include <ATen/ops/quantize_per_channel.h>
 #include <ATen/ops/quantize_per_tensor.h>
+#include <ATen/ops/quantize_per_tensor_dynamic.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reflection_pad1d.h>
 #include <ATen/ops/reflection_pad2d.h>
@@ -98,6 +100,7 @@
 #include <ATen/ops/replication_pad2d.h>
 #include <ATen/ops/replication_pad3d.h>
 #include <ATen/ops/round.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/scatter_reduce.h>
 #include <ATen/ops/selu.h>
@@ -578,9 +581,181 @@ ATs dequantize_linear(const Ctx& c) {
   return {at::dequantize(qx)};
 }
 
+// ---- MatMulInteger, ConvInteger: ATen's integer matmul and convolution on int32 operands less
+// their zero points (the accumulator exact where it fits int32, as the reference requires).
+
+// x as int32 less its zero point: a scalar, or one per index of `axis` (a's rows, a weight's
+// output channels; -1: none, the zero point broadcast as it is).
+at::Tensor minus_zero(const Ctx& c, const at::Tensor& x, std::size_t zero, std::int64_t axis) {
+  at::Tensor xi = x.to(at::kInt);
+  if (!c.has(zero)) return xi;
+  at::Tensor z = c.x[zero].to(at::kInt);
+  if (z.numel() > 1 && z.dim() == 1 && axis >= 0) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
+    shape[static_cast<std::size_t>(axis)] = z.numel();
+    z = z.reshape(shape);
+  }
+  return xi - z;
+}
+
+ATs matmul_integer(const Ctx& c) {
+  const at::Tensor& a = c.in(0);
+  std::int64_t rows = a.dim() >= 2 ? a.dim() - 2 : -1;
+  return {at::matmul(minus_zero(c, a, 2, rows), minus_zero(c, c.in(1), 3, -1))};
+}
+
+// A convolution's geometry as ATen takes it, and the input padded where ONNX's pads are
+// asymmetric (with `fill`, the value that stands for 0).
+struct ConvGeometry {
+  at::Tensor x;
+  std::vector<std::int64_t> stride, pad, dilation;
+  std::int64_t groups = 1;
+  int nsp = 0;
+};
+
+ConvGeometry conv_geometry(const Ctx& c, const at::Tensor& x, std::size_t w, double fill) {
+  const Shape& ws = c.raw[w].shape();
+  Shape ks(ws.begin() + 2, ws.end());
+  Window g = window_geometry(c.k, c.raw[0].shape(), attr_ints_or(c.k, "kernel_shape", ks), false);
+  auto tail = [&](const std::array<std::int64_t, 3>& a) {
+    return std::vector<std::int64_t>(a.end() - g.nsp, a.end());
+  };
+  ConvGeometry r{x, tail(g.s), tail(g.pb), tail(g.d), attr_i_or(c.k, "group", 1), g.nsp};
+  if (g.pb != g.pe) {
+    r.x = at::constant_pad_nd(x, torch_pads(g), fill);
+    r.pad.assign(static_cast<std::size_t>(g.nsp), 0);
+  }
+  return r;
+}
+
+ATs conv_integer(const Ctx& c) {
+  ConvGeometry g = conv_geometry(c, minus_zero(c, c.in(0), 2, -1), 1, 0);
+  at::Tensor w = minus_zero(c, c.in(1), 3, 0);
+  return {at::convolution(g.x, w, at::Tensor(), g.stride, g.pad, g.dilation, false,
+                          std::vector<std::int64_t>(static_cast<std::size_t>(g.nsp), 0), g.groups)};
+}
+
+// ---- QLinearMatMul, QLinearConv, DynamicQuantizeLinear on PyTorch's quantized engine (the
+// default one: x86 from PyTorch 2, fbgemm or onednn before), as its quantized modules run them:
+// quantized::linear and quantized::conv{1,2,3}d on weights packed by their prepack ops. These
+// are called boxed through the dispatcher: the packed weights are TorchScript classes whose
+// headers the wheel does not ship. The engine takes uint8 activations and outputs, int8
+// weights.
+
+// The dispatcher's `name`.`overload` on `stack`; its first result. A prepack op's refusal (a
+// form of weight the engine does not take) is the binding's unsupported case.
+c10::IValue call_boxed(const Ctx& c, const char* name, const char* overload,
+                       std::vector<c10::IValue> stack, bool refusal_unsupported = false) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  try {
+    op.callBoxed(&stack);
+  } catch (const c10::Error& e) {
+    if (!refusal_unsupported) throw;
+    std::string why = e.what_without_backtrace();
+    c.unsupported(fmt::format("{} refuses it ({})", name, why.substr(0, why.find('\n'))));
+  }
+  return std::move(stack.at(0));
+}
+
+// The integers of input `q` as a quantized tensor with the scale and zero point of inputs
+// `scale` and `zero`: per tensor, or per index of `axis` where the scale has several
+// (`per_axis` false: refused then).
+at::Tensor quantized(const Ctx& c, const at::Tensor& q, std::size_t scale, std::size_t zero,
+                     std::int64_t axis, bool per_axis) {
+  const at::Tensor& s = c.in(scale);
+  if (s.scalar_type() != at::kFloat) c.unsupported("a scale that is not float32");
+  at::Tensor z = c.has(zero) ? c.x[zero].to(at::kLong) : at::zeros_like(s, at::kLong);
+  if (s.numel() == 1)
+    return at::_make_per_tensor_quantized_tensor(q, s.item<double>(),
+                                                 z.reshape({-1})[0].item<std::int64_t>());
+  if (!per_axis || s.dim() != 1)
+    c.unsupported(fmt::format("input #{} has {} scales: the engine quantizes it per tensor", scale,
+                              s.numel()));
+  return at::_make_per_channel_quantized_tensor(q, s.to(at::kDouble), z.reshape({-1}), axis);
+}
+
+// y's scale and zero point: a uint8 output per tensor.
+std::pair<double, std::int64_t> output_quantization(const Ctx& c, std::size_t scale) {
+  const at::Tensor& s = c.in(scale);
+  if (s.scalar_type() != at::kFloat) c.unsupported("a y_scale that is not float32");
+  if (c.has(scale + 1) && c.x[scale + 1].scalar_type() != at::kByte)
+    c.unsupported("an int8 output: the engine's are uint8");
+  std::int64_t zero = c.has(scale + 1) ? c.x[scale + 1].to(at::kLong).item<std::int64_t>() : 0;
+  return {s.item<double>(), zero};
+}
+
+void require_engine_types(const Ctx& c, const at::Tensor& x, const at::Tensor& w) {
+  if (x.scalar_type() != at::kByte) c.unsupported("int8 activations: the engine's are uint8");
+  if (w.scalar_type() != at::kChar) c.unsupported("a uint8 weight: the engine's are int8");
+}
+
+ATs qlinear_matmul(const Ctx& c) {
+  const at::Tensor &a = c.in(0), &b = c.in(3);
+  require_engine_types(c, a, b);
+  if (a.dim() < 2 || b.dim() != 2) c.unsupported("a of rank under 2 or b not 2-D (a linear layer)");
+  // quantized::linear computes x W^T: W is b transposed, its output channels b's columns.
+  at::Tensor qa = quantized(c, a, 1, 2, 0, false);
+  at::Tensor qw = quantized(c, b.t().contiguous(), 4, 5, 0, true);
+  auto [ys, yz] = output_quantization(c, 6);
+  c10::IValue packed = call_boxed(c, "quantized::linear_prepack", "", {qw, c10::IValue()}, true);
+  return {call_boxed(c, "quantized::linear", "", {qa, packed, ys, yz}).toTensor().int_repr()};
+}
+
+ATs qlinear_conv(const Ctx& c) {
+  const at::Tensor &x = c.in(0), &w = c.in(3);
+  require_engine_types(c, x, w);
+  const std::int64_t x_zero = c.has(2) ? c.x[2].to(at::kLong).item<std::int64_t>() : 0;
+  // Asymmetric pads are padded with the zero point: the value that stands for 0.
+  ConvGeometry g = conv_geometry(c, x, 3, static_cast<double>(x_zero));
+  at::Tensor qx = quantized(c, g.x, 1, 2, 0, false);
+  at::Tensor qw = quantized(c, w, 4, 5, 0, true);
+  auto [ys, yz] = output_quantization(c, 6);
+  // The engine takes a float bias and quantizes it with scale x_scale * w_scale: ONNX's int32
+  // bias times that scale.
+  c10::IValue bias;
+  if (c.has(8)) {
+    at::Tensor ws = c.in(4).to(at::kDouble).reshape({-1});
+    bias = (c.x[8].to(at::kDouble) * ws * c.in(1).to(at::kDouble).reshape({-1})).to(at::kFloat);
+  }
+  static const char* const prepack[] = {"quantized::conv1d_prepack", "quantized::conv2d_prepack",
+                                        "quantized::conv3d_prepack"};
+  static const char* const run[] = {"quantized::conv1d", "quantized::conv2d", "quantized::conv3d"};
+  if (g.nsp < 1 || g.nsp > 3) c.unsupported(fmt::format("{} spatial dimensions", g.nsp));
+  const auto i = static_cast<std::size_t>(g.nsp - 1);
+  c10::IValue packed =
+      call_boxed(c, prepack[i], "", {qw, bias, g.stride, g.pad, g.dilation, g.groups}, true);
+  return {
+      call_boxed(c, run[i], g.nsp == 1 ? "" : "new", {qx, packed, ys, yz}).toTensor().int_repr()};
+}
+
+// torch.quantize_per_tensor_dynamic: the scale and zero point of x's range, x quantized.
+ATs dynamic_quantize_linear(const Ctx& c) {
+  const at::Tensor& x = c.in(0);
+  if (x.scalar_type() != at::kFloat) c.unsupported("an input that is not float32");
+  at::Tensor q = at::quantize_per_tensor_dynamic(x, at::kQUInt8, false);
+  return {q.int_repr(), at::scalar_tensor(q.q_scale(), at::kFloat),
+          at::scalar_tensor(q.q_zero_point(), at::kByte)};
+}
+
 }  // namespace
 
 void add_quantization(TorchTable& t) {
+  const std::vector<DType> bytes{DType::Int8, DType::UInt8};
+  TorchOp mm_integer{matmul_integer, false};
+  mm_integer.dtypes = bytes;
+  t.add("MatMulInteger", std::move(mm_integer));
+  TorchOp conv_int{conv_integer, false};
+  conv_int.dtypes = bytes;
+  t.add("ConvInteger", std::move(conv_int));
+  using Kernel = ATs (*)(const Ctx&);
+  for (auto [op, fn] :
+       {std::pair<const char*, Kernel>{"QLinearMatMul", qlinear_matmul},
+        std::pair<const char*, Kernel>{"QLinearConv", qlinear_conv},
+        std::pair<const char*, Kernel>{"DynamicQuantizeLinear", dynamic_quantize_linear}}) {
+    TorchOp k{fn, false};
+    k.dtypes = {DType::Float32};
+    t.add(op, std::move(k));
+  }
   TorchOp quantize{quantize_linear, false};
   quantize.dtypes = {DType::Float32};
   t.add("QuantizeLinear", std::move(quantize));

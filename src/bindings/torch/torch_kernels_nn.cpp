@@ -123,13 +123,6 @@
 
 namespace metaop::torch_kernels {
 
-namespace {
-
-std::vector<std::int64_t> spatial(const std::array<std::int64_t, 3>& a, int nsp) {
-  return std::vector<std::int64_t>(a.end() - nsp, a.end());
-}
-
-// Pads for at::constant_pad_nd: last dim first, (begin, end) pairs.
 std::vector<std::int64_t> torch_pads(const Window& w) {
   std::vector<std::int64_t> p;
   for (int j = 2; j >= 3 - w.nsp; --j) {
@@ -137,6 +130,12 @@ std::vector<std::int64_t> torch_pads(const Window& w) {
     p.push_back(w.pe[j]);
   }
   return p;
+}
+
+namespace {
+
+std::vector<std::int64_t> spatial(const std::array<std::int64_t, 3>& a, int nsp) {
+  return std::vector<std::int64_t>(a.end() - nsp, a.end());
 }
 
 bool symmetric(const Window& w) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -168,21 +169,35 @@ std::string graph_text(const TrackerCase& c) {
 
 }  // namespace
 
-std::string cpu_description() {
+namespace {
+
+// The first line of /proc/cpuinfo for each of `keys`, as key -> value.
+std::map<std::string, std::string> cpuinfo(const std::set<std::string>& keys) {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, model, flags;
-  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+  std::map<std::string, std::string> found;
+  std::string line;
+  while (found.size() < keys.size() && std::getline(in, line)) {
     auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
+    if (colon == std::string::npos || colon == 0) continue;
     std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name" && model.empty()) model = value;
-    if (key == "flags" && flags.empty()) flags = value;
+    if (keys.count(key)) found.emplace(key, colon + 2 <= line.size() ? line.substr(colon + 2) : "");
   }
-  if (model.empty()) return "unknown CPU";
+  return found;
+}
+
+}  // namespace
+
+std::set<std::string> cpu_flags() {
+  std::istringstream fs(cpuinfo({"flags"})["flags"]);
   std::set<std::string> have;
-  std::istringstream fs(flags);
   for (std::string f; fs >> f;) have.insert(f);
+  return have;
+}
+
+std::string cpu_description() {
+  std::string model = cpuinfo({"model name"})["model name"];
+  if (model.empty()) return "unknown CPU";
+  std::set<std::string> have = cpu_flags();
   std::vector<std::string> isa;
   for (const char* f : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
                         "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"})

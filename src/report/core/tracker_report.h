@@ -6,6 +6,7 @@
 // float32 evaluation follows) and the command that shows it without MetaOp. It names no path
 // of the machine that wrote it.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,9 @@ std::string tracker_report(const FindingCore& f, const TrackerCase& c);
 // The CPU's model name and the SIMD instruction sets it has (from /proc/cpuinfo), for reports;
 // "unknown CPU" where that cannot be read.
 std::string cpu_description();
+
+// The CPU's feature flags as /proc/cpuinfo names them (avx2, avx512f, avx512_bf16 ...); empty
+// where that cannot be read.
+std::set<std::string> cpu_flags();
 
 }  // namespace metaop

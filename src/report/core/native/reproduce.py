@@ -301,6 +301,97 @@ def torch_ops():
             torch._make_per_channel_quantized_tensor(x[0], scale, zero, axis)
         return [torch.dequantize(q)]
 
+    def minus_zero(x, z, axis):
+        # As MetaOp's torch binding: int32 less the zero point, a 1-D one along `axis`.
+        xi = x.to(torch.int32)
+        if z is None:
+            return xi
+        z = z.to(torch.int32)
+        if z.dim() == 1 and z.numel() > 1 and axis is not None:
+            shape = [1] * x.dim()
+            shape[axis] = z.numel()
+            z = z.reshape(shape)
+        return xi - z
+
+    def conv_geometry(a, x, w):
+        # ONNX's strides, dilations, pads or auto_pad as ATen takes them; asymmetric pads padded
+        # into x (with the value `fill` the caller gives) and then 0.
+        nsp = w.dim() - 2
+        k = a.get("kernel_shape") or list(w.shape[2:])
+        stride = a.get("strides") or [1] * nsp
+        dil = a.get("dilations") or [1] * nsp
+        pads = a.get("pads") or [0] * (2 * nsp)
+        auto = a.get("auto_pad", "NOTSET")
+        if auto == "VALID":
+            pads = [0] * (2 * nsp)
+        elif auto in ("SAME_UPPER", "SAME_LOWER"):
+            pads = [0] * (2 * nsp)
+            for d in range(nsp):
+                n = x.shape[2 + d]
+                total = max(0, (-(-n // stride[d]) - 1) * stride[d] + (k[d] - 1) * dil[d] + 1 - n)
+                small = total // 2
+                pads[d], pads[d + nsp] = (small, total - small) if auto == "SAME_UPPER" else \
+                    (total - small, small)
+        return nsp, stride, dil, pads[:nsp], pads[nsp:], a.get("group", 1)
+
+    def padded(x, begin, end, fill):
+        if begin == end:
+            return x, begin
+        flat = [p for d in reversed(range(len(begin))) for p in (begin[d], end[d])]
+        return F.pad(x, flat, value=fill), [0] * len(begin)
+
+    def matmul_integer(a, x, opset):
+        rows = x[0].dim() - 2 if x[0].dim() >= 2 else None
+        return [torch.matmul(minus_zero(x[0], x[2] if given(x, 2) else None, rows),
+                             minus_zero(x[1], x[3] if given(x, 3) else None, None))]
+
+    def conv_integer(a, x, opset):
+        nsp, stride, dil, begin, end, group = conv_geometry(a, x[0], x[1])
+        xi, pad = padded(minus_zero(x[0], x[2] if given(x, 2) else None, None), begin, end, 0)
+        w = minus_zero(x[1], x[3] if given(x, 3) else None, 0)
+        return [torch.ops.aten.convolution(xi, w, None, stride, pad, dil, False, [0] * nsp,
+                                           group)]
+
+    def quantized(q, s, z, per_axis=True):
+        # As MetaOp's torch binding: per tensor, or per channel along axis 0.
+        z = torch.zeros(s.shape, dtype=torch.int64) if z is None else z.to(torch.int64)
+        if s.numel() == 1:
+            return torch._make_per_tensor_quantized_tensor(q, float(s.reshape(-1)[0]),
+                                                           int(z.reshape(-1)[0]))
+        return torch._make_per_channel_quantized_tensor(q, s.to(torch.float64).reshape(-1),
+                                                        z.reshape(-1), 0)
+
+    def zero_point(x, i):
+        return int(x[i].reshape(-1)[0]) if given(x, i) else 0
+
+    def qlinear_matmul(a, x, opset):
+        # PyTorch's quantized engine (torch.backends.quantized.engine, the default one), as
+        # MetaOp's torch binding runs it: quantized::linear on b transposed, prepacked.
+        packed = torch.ops.quantized.linear_prepack(
+            quantized(x[3].t().contiguous(), x[4], x[5] if given(x, 5) else None), None)
+        qa = quantized(x[0], x[1], x[2] if given(x, 2) else None)
+        return [torch.ops.quantized.linear(qa, packed, float(x[6].reshape(-1)[0]),
+                                           zero_point(x, 7)).int_repr()]
+
+    def qlinear_conv(a, x, opset):
+        nsp, stride, dil, begin, end, group = conv_geometry(a, x[0], x[3])
+        xp, pad = padded(x[0], begin, end, zero_point(x, 2))
+        bias = None
+        if given(x, 8):
+            bias = (x[8].to(torch.float64) * x[4].to(torch.float64).reshape(-1) *
+                    float(x[1].reshape(-1)[0])).to(torch.float32)
+        qw = quantized(x[3], x[4], x[5] if given(x, 5) else None)
+        packed = getattr(torch.ops.quantized, f"conv{nsp}d_prepack")(qw, bias, stride, pad, dil,
+                                                                     group)
+        qx = quantized(xp, x[1], x[2] if given(x, 2) else None)
+        return [getattr(torch.ops.quantized, f"conv{nsp}d")(
+            qx, packed, float(x[6].reshape(-1)[0]), zero_point(x, 7)).int_repr()]
+
+    def dynamic_quantize_linear(a, x, opset):
+        q = torch.quantize_per_tensor_dynamic(x[0], torch.quint8, False)
+        return [q.int_repr(), torch.tensor(q.q_scale(), dtype=torch.float32),
+                torch.tensor(q.q_zero_point(), dtype=torch.uint8)]
+
     ops = {name: unary(getattr(torch, name.lower())) for name in [
         "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Tan",
         "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round",
@@ -350,6 +441,9 @@ def torch_ops():
         "DFT": dft, "Det": unary(torch.linalg.det), "GridSample": grid_sample,
         "STFT": stft, "Attention": attention, "LSTM": recurrent, "GRU": recurrent,
         "RNN": recurrent, "QuantizeLinear": quantize_linear, "DequantizeLinear": dequantize_linear,
+        "MatMulInteger": matmul_integer, "ConvInteger": conv_integer,
+        "QLinearMatMul": qlinear_matmul, "QLinearConv": qlinear_conv,
+        "DynamicQuantizeLinear": dynamic_quantize_linear,
     })
     return ops
 
