@@ -25,6 +25,7 @@
 #include "analysis/check/binding_check.h"
 #include "analysis/core/accuracy.h"
 #include "analysis/core/node_cases.h"
+#include "analysis/core/triage.h"
 #include "bindings/factory.h"
 #include "graph/onnx_io.h"
 #include "ops/registry.h"
@@ -51,7 +52,7 @@ const std::map<std::string, std::vector<NodeCase>>& cases_by_op() {
 
 struct Known {
   std::string binding, op, test, phase, variant, kind;
-  std::string cls;   // forward: the triage class; backward and vjp: "-"
+  std::string cls;   // forward and vjp: the triage class; backward: "-"
   double bound = 0;  // the largest score accepted (infinite for non-finite, shape, crash ...)
   int line = 0;
 };
@@ -97,13 +98,13 @@ const KnownList& known_findings() {
         e.bound = NAN;
       }
       if (!phases.count(e.phase) || !variants.count(e.variant) || !kinds.count(e.kind) ||
-          !classes.count(e.cls) || (e.phase == "forward") == (e.cls == "-") ||
+          !classes.count(e.cls) || (e.phase == "backward") != (e.cls == "-") ||
           std::isnan(e.bound) || !extra.empty() || (ss >> extra) ||
           (!cpu.empty() && flag.empty())) {
         k.errors.push_back(
             fmt::format("known_findings.txt:{}: '{}' is not 'BINDING OP TEST "
                         "forward|backward|vjp given|random KIND CLASS BOUND [cpu:[!]FLAG]' "
-                        "(CLASS '-' for backward and vjp only)",
+                        "(CLASS '-' for backward only)",
                         n, line));
         continue;
       }
@@ -121,7 +122,7 @@ struct Outcome {
   std::string kind;
   double score = 0;
   std::string detail;
-  std::string cls = "-";  // forward: the triage class
+  std::string cls = "-";  // forward and vjp: the triage class
 };
 
 Outcome from_score(const Score& s, const std::string& detail) {
@@ -156,9 +157,11 @@ Outcome vjp_outcome(Binding& b, const Node& node, std::int64_t opset, const Tens
     std::vector<std::string> names;
     names.reserve(node.inputs.size());
     for (const auto& n : node.inputs) names.push_back("grad " + n);
-    return from_score(lc.score,
-                      fmt::format("score {:.3g}: {}", lc.score.score,
-                                  describe_worst(lc.score, lc.reference, names, b.name())));
+    Outcome o =
+        from_score(lc.score, fmt::format("score {:.3g}: {}", lc.score.score,
+                                         describe_worst(lc.score, lc.reference, names, b.name())));
+    if (!o.kind.empty()) o.cls = to_string(triage_backward(node, opset, in, outs, g, lc, got).cls);
+    return o;
   } catch (const Unsupported&) {
     return {};
   }

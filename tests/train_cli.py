@@ -173,6 +173,11 @@ for spec, node in [("/layer2/layer2.0/conv1/Conv:grad_sign@torch:backward", "/la
     check(p.returncode == 1 and top.get("node") == node and top.get("phase") == "backward"
           and len(fs) == 1, f"{spec}: found at the node, backward phase, nothing else ({fs[:2]})",
           p.stdout + p.stderr)
+    # Conv's VJP has a float32 twin, Relu's is rounded once: a flipped or doubled gradient is
+    # worse than either, a defect.
+    check(top.get("class") == "defect" and "float32" in top.get("class_basis", ""),
+          f"{spec}: triaged as a defect against the VJP in float32 ({top.get('class')}: "
+          f"{top.get('class_basis')})")
 
 # 4b. Injected update faults in torch's optimizer: found at the weight, update phase, verified,
 #     classed defect; each reproducer reproduces it (exit 1) and is clean on the reference (exit

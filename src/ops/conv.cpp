@@ -93,7 +93,7 @@ Tensors conv(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64) 
 // One row of col2im: the column entries of kernel offset (k0, k1, k2), each added back to the
 // element of channel `xc` it was read from.
 void col2im_row(const double* row, const Window& w, std::int64_t k0, std::int64_t k1,
-                std::int64_t k2, double* xc) {
+                std::int64_t k2, double* xc, bool float32) {
   for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
     std::int64_t i0 = o0 * w.s[0] - w.pb[0] + k0 * w.d[0];
     if (i0 < 0 || i0 >= w.in[0]) continue;
@@ -104,14 +104,18 @@ void col2im_row(const double* row, const Window& w, std::int64_t k0, std::int64_
       double* xr = xc + (i0 * w.in[1] + i1) * w.in[2];
       for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2) {
         std::int64_t i2 = o2 * w.s[2] - w.pb[2] + k2 * w.d[2];
-        if (i2 >= 0 && i2 < w.in[2]) xr[i2] += r[o2];
+        if (i2 >= 0 && i2 < w.in[2])
+          xr[i2] = float32 ? static_cast<float>(xr[i2] + r[o2]) : xr[i2] + r[o2];
       }
     }
   }
 }
 
-// The adjoint of im2col: each column entry is added back to the input element it was read from.
-void col2im(const double* col, std::int64_t channels, const Window& w, double* x) {
+// The adjoint of im2col: each column entry is added back to the input element it was read from
+// (with `float32`, each addition rounded to float32: float32 values' sum in float64 rounds to
+// their float32 sum).
+void col2im(const double* col, std::int64_t channels, const Window& w, double* x,
+            bool float32 = false) {
   std::int64_t P = w.out_size();
   for (std::int64_t ch = 0; ch < channels; ++ch) {
     double* xc = x + ch * w.in_size();
@@ -119,14 +123,26 @@ void col2im(const double* col, std::int64_t channels, const Window& w, double* x
       for (std::int64_t k1 = 0; k1 < w.k[1]; ++k1)
         for (std::int64_t k2 = 0; k2 < w.k[2]; ++k2) {
           const double* row = col + ((ch * w.k[0] + k0) * w.k[1] * w.k[2] + k1 * w.k[2] + k2) * P;
-          col2im_row(row, w, k0, k1, k2, xc);
+          col2im_row(row, w, k0, k1, k2, xc, float32);
         }
   }
 }
 
+// Adds each of `channels` rows of `positions` gradients to its bias gradient (in float32, each
+// addition rounded).
+void add_bias_gradient(const double* go, std::int64_t channels, std::int64_t positions, double* gb,
+                       bool float32) {
+  for (std::int64_t m = 0; m < channels; ++m)
+    for (std::int64_t p = 0; p < positions; ++p) {
+      double s = gb[m] + go[m * positions + p];
+      gb[m] = float32 ? static_cast<float>(s) : s;
+    }
+}
+
 // Conv: out_g = W_g col(x_g) + b, so dW_g = g col^T, dx_g = col2im(W_g^T g), db = sum g.
+// With a float32 `gemm` (float32: true), col2im's overlaps and the bias sums in float32 too.
 Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                 const Tensors& grads) {
+                 const Tensors& grads, GemmFn gemm = gemm_f64, bool float32 = false) {
   const Tensor &x = in[0], &wt = in[1];
   std::int64_t group = attr_i(c, "group");
   Window w = window_geometry(c, x.shape(), kernel_from_weight(c, wt), false);
@@ -140,11 +156,10 @@ Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
       const double* xg = vx.data() + (n * C + gr * Cg) * w.in_size();
       const double* go = g.data() + (n * M + gr * Mg) * P;
       im2col(xg, Cg, w, col.data());
-      gemm_f64(false, true, Mg, K, P, 1.0, go, col.data(), 1.0, gw.data() + gr * Mg * K);
-      gemm_f64(true, false, K, P, Mg, 1.0, vw.data() + gr * Mg * K, go, 0.0, dcol.data());
-      col2im(dcol.data(), Cg, w, gx.data() + (n * C + gr * Cg) * w.in_size());
-      for (std::int64_t m = 0; m < Mg; ++m)
-        for (std::int64_t p = 0; p < P; ++p) gb[gr * Mg + m] += go[m * P + p];
+      gemm(false, true, Mg, K, P, 1.0, go, col.data(), 1.0, gw.data() + gr * Mg * K);
+      gemm(true, false, K, P, Mg, 1.0, vw.data() + gr * Mg * K, go, 0.0, dcol.data());
+      col2im(dcol.data(), Cg, w, gx.data() + (n * C + gr * Cg) * w.in_size(), float32);
+      add_bias_gradient(go, Mg, P, gb.data() + gr * Mg, float32);
     }
   Tensors r{grad_like(gx, x), grad_like(gw, wt)};
   if (has_input(in, 2)) r.push_back(grad_like(gb, in[2]));
@@ -153,7 +168,9 @@ Tensors conv_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 
 void register_conv(OpRegistry& r) {
   r.op("Conv", Family::conv, [](const KernelContext& c, const Tensors& in) { return conv(c, in); })
-      .vjp(conv_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return conv_vjp(c, in, out, grads);
+      })
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
       .error(error_models::accumulation(
@@ -266,7 +283,7 @@ Tensors conv_transpose(const KernelContext& c, const Tensors& in, GemmFn gemm = 
 // positions each input element was scattered to (im2col with input and output swapped):
 // dcol = gather(g), dx_g = W_g dcol, dW_g = x_g dcol^T, db = sum g.
 Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                           const Tensors& grads) {
+                           const Tensors& grads, GemmFn gemm = gemm_f64, bool float32 = false) {
   const Tensor &x = in[0], &wt = in[1];
   Window w = conv_transpose_geometry(c, x.shape(), wt.shape());
   std::int64_t group = attr_i(c, "group");
@@ -282,12 +299,11 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
     for (std::int64_t gr = 0; gr < group; ++gr) {
       const double* go = g.data() + (n * M + gr * Mg) * Pout;
       im2col(go, Mg, swapped, dcol.data());
-      gemm_f64(false, false, Cg, Pin, K, 1.0, vw.data() + gr * Cg * K, dcol.data(), 0.0,
-               gx.data() + (n * C + gr * Cg) * Pin);
-      gemm_f64(false, true, Cg, K, Pin, 1.0, vx.data() + (n * C + gr * Cg) * Pin, dcol.data(), 1.0,
-               gw.data() + gr * Cg * K);
-      for (std::int64_t m = 0; m < Mg; ++m)
-        for (std::int64_t p = 0; p < Pout; ++p) gb[gr * Mg + m] += go[m * Pout + p];
+      gemm(false, false, Cg, Pin, K, 1.0, vw.data() + gr * Cg * K, dcol.data(), 0.0,
+           gx.data() + (n * C + gr * Cg) * Pin);
+      gemm(false, true, Cg, K, Pin, 1.0, vx.data() + (n * C + gr * Cg) * Pin, dcol.data(), 1.0,
+           gw.data() + gr * Cg * K);
+      add_bias_gradient(go, Mg, Pout, gb.data() + gr * Mg, float32);
     }
   Tensors r{grad_like(gx, x), grad_like(gw, wt)};
   if (has_input(in, 2)) r.push_back(grad_like(gb, in[2]));
@@ -297,7 +313,9 @@ Tensors conv_transpose_vjp(const KernelContext& c, const Tensors& in, const Tens
 void register_conv_transpose(OpRegistry& r) {
   r.op("ConvTranspose", Family::conv,
        [](const KernelContext& c, const Tensors& in) { return conv_transpose(c, in); })
-      .vjp(conv_transpose_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return conv_transpose_vjp(c, in, out, grads);
+      })
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
       .error(error_models::accumulation(
@@ -315,6 +333,12 @@ void register_conv_transpose(OpRegistry& r) {
 
 Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm) {
   return c.node.op_type == "Conv" ? conv(c, in, gemm) : conv_transpose(c, in, gemm);
+}
+
+Tensors conv_vjp_with_gemm(const KernelContext& c, const Tensors& in, const Tensors& out,
+                           const Tensors& grads, GemmFn gemm, bool float32) {
+  return c.node.op_type == "Conv" ? conv_vjp(c, in, out, grads, gemm, float32)
+                                  : conv_transpose_vjp(c, in, out, grads, gemm, float32);
 }
 
 namespace {

@@ -60,6 +60,11 @@ struct UnaryRow {
   // each value's code (Unsupported for a value the row does not know).
   const char* string_attr = nullptr;
   double (*string_code)(const KernelContext& c, const std::string& value) = nullptr;
+  // Triage of backward findings (Float32Vjp): f'(x) as kernels compute it in float32, from x or
+  // the output y, and that formula in words; nullptr: without `dmag`, g f'(x) is one operation on
+  // an exact derivative (rounded once), with it the VJP declares no float32 evaluation.
+  float (*df32)(float x, float y, Attrs a) = nullptr;
+  const char* dformula = nullptr;
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -180,14 +185,16 @@ std::vector<UnaryRow> correctly_rounded_rows() {
        .dmag = [](double, double y, Attrs) { return 1 / std::fabs(y); },
        .ddoc = "|g| (|f'| + 1/|y|): 0.5/y's sensitivity to y's rounding", .critical = at_zero,
        .danger = sqrt_zones,
-        .explain = {.form = ExplainForm::unary}},
+        .explain = {.form = ExplainForm::unary},
+        .df32 = [](float, float y, Attrs) { return 0.5f / y; }, .dformula = "g (0.5 / y)"},
       {.where = here(), .name = "Reciprocal", .f = [](double x, Attrs) { return 1.0 / x; },
        .df = [](double, double y, Attrs) { return -y * y; }, .ulps = 1,
        .doc = "1 ulp (correctly rounded)",
        .dmag = [](double, double y, Attrs) { return 5 * y * y; },
        .ddoc = "|g| (|f'| + 5 y^2): y*y, and y's rounding twice", .critical = at_zero,
        .danger = reciprocal_zones,
-        .explain = {.form = ExplainForm::unary}},
+        .explain = {.form = ExplainForm::unary},
+        .df32 = [](float, float y, Attrs) { return -(y * y); }, .dformula = "g (-(y y))"},
       {.where = here(), .name = "LeakyRelu", .attrs = {"alpha"},
        .f = [](double x, Attrs a) { return x >= 0 ? x : a[0] * x; },
        .df = [](double x, double, Attrs a) { return x < 0 ? a[0] : 1.0; }, .ulps = 1,
@@ -209,7 +216,8 @@ std::vector<UnaryRow> elementary_rows() {
        .critical = [](Attrs) { return std::vector<double>{0, 88.7228, -87.3365, -103.97}; },
        .danger = exp_zones,
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
-        .explain = {.form = ExplainForm::unary, .underflow = {0}, .telling = true}},
+        .explain = {.form = ExplainForm::unary, .underflow = {0}, .telling = true},
+        .df32 = [](float, float y, Attrs) { return y; }, .dformula = "g y"},
       {.where = here(), .name = "Log", .f = [](double x, Attrs) { return std::log(x); },
        .df = [](double x, double, Attrs) { return 1 / x; }, .ulps = 4,
        .critical = [](Attrs) { return std::vector<double>{0, 1}; }, .danger = log_zones,
@@ -308,13 +316,15 @@ std::vector<UnaryRow> activation_rows() {
         .explain = {.form = ExplainForm::unary, .underflow = {0}, .saturation = {1}, .telling = true},
         .f32 = [](float x, Attrs) { return 1.0f / (1.0f + std::exp(-x)); },
         .formula = "1 / (1 + exp(-x))",
-        .better = "exp(x) / (1 + exp(x)) for x < 0 keeps the small results"},
+        .better = "exp(x) / (1 + exp(x)) for x < 0 keeps the small results",
+        .df32 = [](float, float y, Attrs) { return y * (1.0f - y); }, .dformula = "g (y (1 - y))"},
       {.where = here(), .name = "Tanh", .f = [](double x, Attrs) { return std::tanh(x); },
        .df = [](double, double y, Attrs) { return 1 - y * y; }, .ulps = 4,
        .dmag = [](double, double y, Attrs) { return std::fabs(1 - y * y) + 11 * y * y; },
        .ddoc = "|g| (2|f'| + 11 y^2): 1 - y*y, and y's rounding", .critical = saturating,
         .cases = {{13, {case_input::whole({2, 3, 4, 5})}}},
-        .explain = {.form = ExplainForm::unary, .saturation = {1, -1}, .telling = true}},
+        .explain = {.form = ExplainForm::unary, .saturation = {1, -1}, .telling = true},
+        .df32 = [](float, float y, Attrs) { return 1.0f - y * y; }, .dformula = "g (1 - y y)"},
       {.where = here(), .name = "Softplus", .f = [](double x, Attrs) { return softplus(x); },
        .df = [](double x, double, Attrs) { return sigmoid(x); }, .ulps = 4,
        .dmag = [](double x, double, Attrs) { return 6 * sigmoid(x); },
@@ -629,6 +639,25 @@ void add_triage(OpRegistry& r, const UnaryRow& row) {
   else
     r.amend(row.name).float32_rounded(row.where);
   if (row.nan_branch) r.amend(row.name).conventions({nan_propagation()}, row.where);
+  if (row.df32)
+    r.amend(row.name).vjp_float32(
+        [row](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+              SumOrder) {
+          const Tensor& x = input(c, in, 0);
+          auto a = attrs_of(row, c);
+          auto v = x.to_f64(), y = out.at(0).to_f64(), g = grad_of(grads, out, 0);
+          for (std::size_t i = 0; i < v.size(); ++i) {
+            auto gi = static_cast<float>(g[i]);
+            v[i] = gi == 0 ? 0.0f
+                           : gi * row.df32(static_cast<float>(v[i]), static_cast<float>(y[i]),
+                                           a.data());
+          }
+          return Tensors{grad_like(v, x)};
+        },
+        fmt::format("the VJP {} as kernels compute it from the output", row.dformula),
+        "none known for the derivative's cancellation; a wider type for it", row.where);
+  else if (row.df && !row.dmag)
+    r.amend(row.name).vjp_float32_rounded(row.where);
 }
 
 void add_row(OpRegistry& r, const UnaryRow& row) {

@@ -86,12 +86,19 @@ void gemm_f32(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::i
     }
 }
 
+}  // namespace
+
+GemmFn float32_gemm(SumOrder order) {
+  return order == SumOrder::written           ? gemm_f32<SumOrder::written>
+         : order == SumOrder::positives_first ? gemm_f32<SumOrder::positives_first>
+                                              : gemm_f32<SumOrder::negatives_first>;
+}
+
+namespace {
+
 Tensors products(const KernelContext& c, const Tensors& in, SumOrder order) {
   require_narrow(c, in);
-  GemmFn gemm = order == SumOrder::written           ? gemm_f32<SumOrder::written>
-                : order == SumOrder::positives_first ? gemm_f32<SumOrder::positives_first>
-                                                     : gemm_f32<SumOrder::negatives_first>;
-  return forward_with_gemm(c, in, gemm);
+  return forward_with_gemm(c, in, float32_gemm(order));
 }
 
 // ---- Reductions: each group's terms f(x), summed (or multiplied) in float32, then finished.

@@ -189,6 +189,16 @@ ReferenceVjp scatter_vjp() {
     return movement(c, in, out, g);
   };
 }
+Float32VjpEvaluate scatter_vjp_f32() {
+  return [movement = data_movement_vjp_f32({0, 2})](const KernelContext& c, const Tensors& in,
+                                                    const Tensors& out, const Tensors& g,
+                                                    SumOrder order) {
+    if (attr_s_or(c, "reduction", "none") != "none")
+      throw Unsupported(c.node.label() + ": no reference VJP for scatter with reduction");
+    return movement(c, in, out, g, order);
+  };
+}
+const char* const kScatterVjp = "the gradient moved back (data movement)";
 
 // MaxUnpool (opset 9): zeros of the output shape, X's elements written at the flat positions I
 // names (the last one written where two name the same position). I's positions are in the
@@ -352,7 +362,7 @@ void register_index_ops(OpRegistry& r) {
   using error_models::data_movement;
 
   r.op("Gather", Family::index, gather)
-      .vjp(data_movement_vjp({0}))
+      .data_movement_vjp({0})
       .error(data_movement())
       .faults({"offbyone"})
       .cases({{13,
@@ -360,24 +370,31 @@ void register_index_ops(OpRegistry& r) {
                {{"axis", Attribute::of_int(1)}}}});
 
   r.op("GatherElements", Family::index, gather_elements)
-      .vjp(data_movement_vjp({0}))
+      .data_movement_vjp({0})
       .error(data_movement())
       .faults({"offbyone"});
 
-  r.op("GatherND", Family::index, gather_nd).vjp(data_movement_vjp({0})).error(data_movement());
+  r.op("GatherND", Family::index, gather_nd).data_movement_vjp({0}).error(data_movement());
 
   r.op("ScatterElements", Family::index, scatter_elements)
       .vjp(scatter_vjp())
+      .vjp_float32(scatter_vjp_f32(), kScatterVjp, "none needed")
       .error(scatter_error_model());
 
   // The older Scatter (opsets 9 and 10) has no reduction: data movement.
-  r.op("Scatter", Family::index, scatter_elements).vjp(scatter_vjp()).error(data_movement());
+  r.op("Scatter", Family::index, scatter_elements)
+      .vjp(scatter_vjp())
+      .vjp_float32(scatter_vjp_f32(), kScatterVjp, "none needed")
+      .error(data_movement());
 
-  r.op("ScatterND", Family::index, scatter_nd).vjp(scatter_vjp()).error(scatter_error_model());
+  r.op("ScatterND", Family::index, scatter_nd)
+      .vjp(scatter_vjp())
+      .vjp_float32(scatter_vjp_f32(), kScatterVjp, "none needed")
+      .error(scatter_error_model());
 
   r.op("MaxUnpool", Family::index,
        [](const KernelContext& c, const Tensors& in) { return max_unpool(c, in); })
-      .vjp(data_movement_vjp({0}))
+      .data_movement_vjp({0})
       .error(data_movement())
       .conventions({unpool_index_layout()});
   r.op("Unique", Family::index, unique)

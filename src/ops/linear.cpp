@@ -94,7 +94,7 @@ Tensors matmul(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f64
 
 // MatMul: dA = g @ B^T, dB = A^T @ g per batch entry, summed over broadcast batch dims.
 Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                   const Tensors& grads) {
+                   const Tensors& grads, GemmFn gemm = gemm_f64) {
   const Tensor &a = in[0], &b = in[1];
   Shape sa = a.shape(), sb = b.shape();
   if (sa.size() == 1) sa.insert(sa.begin(), 1);
@@ -108,10 +108,10 @@ Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
   std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
   for (std::int64_t i = 0; i < nb; ++i) {
     const double* gi = g.data() + i * m * n;
-    gemm_f64(false, true, m, k, n, 1.0, gi, vb.data() + map_b[i] * k * n, 1.0,
-             ga.data() + map_a[i] * m * k);
-    gemm_f64(true, false, k, n, m, 1.0, va.data() + map_a[i] * m * k, gi, 1.0,
-             gb.data() + map_b[i] * k * n);
+    gemm(false, true, m, k, n, 1.0, gi, vb.data() + map_b[i] * k * n, 1.0,
+         ga.data() + map_a[i] * m * k);
+    gemm(true, false, k, n, m, 1.0, va.data() + map_a[i] * m * k, gi, 1.0,
+         gb.data() + map_b[i] * k * n);
   }
   return {grad_like(ga, a), grad_like(gb, b)};
 }
@@ -119,7 +119,9 @@ Tensors matmul_vjp(const KernelContext& c, const Tensors& in, const Tensors& out
 void register_matmul(OpRegistry& r) {
   r.op("MatMul", Family::linear,
        [](const KernelContext& c, const Tensors& in) { return matmul(c, in); })
-      .vjp(matmul_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return matmul_vjp(c, in, out, grads);
+      })
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
       .error(error_models::accumulation(
@@ -164,8 +166,9 @@ Tensors gemm_op(const KernelContext& c, const Tensors& in, GemmFn gemm = gemm_f6
 }
 
 // Gemm: Y = alpha op(A) op(B) + beta C.
+// With a float32 `gemm` (float32: true), C's gradient is summed in float32 too.
 Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                 const Tensors& grads) {
+                 const Tensors& grads, GemmFn gemm = gemm_f64, bool float32 = false) {
   const Tensor &a = in[0], &b = in[1];
   bool ta = attr_i(c, "transA"), tb = attr_i(c, "transB");
   double alpha = attr_f(c, "alpha"), beta = attr_f(c, "beta");
@@ -175,18 +178,19 @@ Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
   std::vector<double> ga(va.size(), 0.0), gb(vb.size(), 0.0);
   // d op(A) = alpha g op(B)^T; stored transposed when transA.
   if (!ta)
-    gemm_f64(false, !tb, m, k, n, alpha, g.data(), vb.data(), 0.0, ga.data());
+    gemm(false, !tb, m, k, n, alpha, g.data(), vb.data(), 0.0, ga.data());
   else
-    gemm_f64(tb, true, k, m, n, alpha, vb.data(), g.data(), 0.0, ga.data());
+    gemm(tb, true, k, m, n, alpha, vb.data(), g.data(), 0.0, ga.data());
   // d op(B) = alpha op(A)^T g; stored transposed when transB.
   if (!tb)
-    gemm_f64(!ta, false, k, n, m, alpha, va.data(), g.data(), 0.0, gb.data());
+    gemm(!ta, false, k, n, m, alpha, va.data(), g.data(), 0.0, gb.data());
   else
-    gemm_f64(true, ta, n, k, m, alpha, g.data(), va.data(), 0.0, gb.data());
+    gemm(true, ta, n, k, m, alpha, g.data(), va.data(), 0.0, gb.data());
   Tensors r{grad_like(ga, a), grad_like(gb, b)};
   if (has_input(in, 2)) {
-    auto gc = unbroadcast(g, {m, n}, in[2].shape());
-    for (auto& v : gc) v *= beta;
+    auto gc = float32 ? unbroadcast_f32(g, {m, n}, in[2].shape(), SumOrder::written)
+                      : unbroadcast(g, {m, n}, in[2].shape());
+    for (auto& v : gc) v = float32 ? static_cast<float>(v) * static_cast<float>(beta) : v * beta;
     r.push_back(grad_like(gc, in[2]));
   }
   return r;
@@ -195,7 +199,9 @@ Tensors gemm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
 void register_gemm(OpRegistry& r) {
   r.op("Gemm", Family::linear,
        [](const KernelContext& c, const Tensors& in) { return gemm_op(c, in); })
-      .vjp(gemm_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return gemm_vjp(c, in, out, grads);
+      })
       .domain(Domain({0, 1}))
       .danger({danger::output_overflow()})
       .error(error_models::accumulation(
@@ -427,12 +433,24 @@ void register_einsum(OpRegistry& r) {
 }  // namespace
 
 Tensors conv_forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm);  // conv.cpp
+Tensors conv_vjp_with_gemm(const KernelContext& c, const Tensors& in, const Tensors& out,
+                           const Tensors& grads, GemmFn gemm, bool float32);  // conv.cpp
 
 Tensors forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm) {
   const std::string& op = c.node.op_type;
   if (op == "MatMul") return matmul(c, in, gemm);
   if (op == "Gemm") return gemm_op(c, in, gemm);
   if (op == "Conv" || op == "ConvTranspose") return conv_forward_with_gemm(c, in, gemm);
+  fail("{}: no GEMM in {}", c.node.label(), op);
+}
+
+Tensors vjp_with_gemm(const KernelContext& c, const Tensors& in, const Tensors& out,
+                      const Tensors& grads, GemmFn gemm, bool float32) {
+  const std::string& op = c.node.op_type;
+  if (op == "MatMul") return matmul_vjp(c, in, out, grads, gemm);
+  if (op == "Gemm") return gemm_vjp(c, in, out, grads, gemm, float32);
+  if (op == "Conv" || op == "ConvTranspose")
+    return conv_vjp_with_gemm(c, in, out, grads, gemm, float32);
   fail("{}: no GEMM in {}", c.node.label(), op);
 }
 

@@ -22,4 +22,14 @@ using GemmFn = void (*)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t
 // summed by `gemm`.
 Tensors forward_with_gemm(const KernelContext& c, const Tensors& in, GemmFn gemm);
 
+// Their VJP (the reference's formula) with its products summed by `gemm`; with `float32`, the
+// sums outside the GEMM (bias and C gradients, col2im's overlaps) are rounded to float32 too,
+// in the order written (their float32 twins).
+Tensors vjp_with_gemm(const KernelContext& c, const Tensors& in, const Tensors& out,
+                      const Tensors& grads, GemmFn gemm, bool float32);
+
+// The float32 GEMM of triage's twins: products rounded to float32 and summed in float32 in
+// `order` (ops/float32.cpp).
+GemmFn float32_gemm(SumOrder order);
+
 }  // namespace metaop

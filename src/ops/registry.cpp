@@ -1,5 +1,7 @@
 #include "ops/registry.h"
 
+#include "ops/vjp_util.h"
+
 namespace metaop {
 
 const OpRegistry& OpRegistry::instance() {
@@ -25,6 +27,7 @@ const OpRegistry& OpRegistry::instance() {
     register_ngram_ops(r);
     register_training_ops(r);
     register_float32_definitions(r);
+    register_float32_vjps(r);
     return r;
   }();
   return registry;
@@ -135,6 +138,27 @@ OpBuilder& OpBuilder::float32_rounded(Where where) {
   op.float32 = {Float32Definition::How::rounded, {}, "", ""};
   op.where.emplace_back("float32 definition", where);
   return *this;
+}
+OpBuilder& OpBuilder::vjp_float32(Float32VjpEvaluate twin, std::string formula, std::string better,
+                                  Where where) {
+  MetaOp& op = r_.at(type_, "vjp float32 definition");
+  op.vjp_float32 = {Float32Definition::How::twin, std::move(twin), std::move(formula),
+                    std::move(better)};
+  op.where.emplace_back("vjp float32 definition", where);
+  return *this;
+}
+OpBuilder& OpBuilder::vjp_float32_rounded(Where where) {
+  MetaOp& op = r_.at(type_, "vjp float32 definition");
+  op.vjp_float32 = {Float32Definition::How::rounded, {}, "", ""};
+  op.where.emplace_back("vjp float32 definition", where);
+  return *this;
+}
+OpBuilder& OpBuilder::data_movement_vjp(std::vector<int> data_inputs, std::vector<int> zero_fill,
+                                        Where where) {
+  vjp(metaop::data_movement_vjp(data_inputs, zero_fill), where);
+  return vjp_float32(data_movement_vjp_f32(std::move(data_inputs), std::move(zero_fill)),
+                     "the gradient moved back, summed where an element was copied more than once",
+                     "a wider accumulator for the repeated copies", where);
 }
 OpBuilder& OpBuilder::conventions(std::vector<Convention> c, Where where) {
   MetaOp& op = r_.at(type_, "conventions");

@@ -71,6 +71,24 @@ struct Float32Definition {
   std::string better;        // how a kernel avoids the limit (scaled norms, expm1 ...)
 };
 
+// A float32 twin of an op's VJP: the inputs, outputs and output gradients in, the inputs'
+// gradients out (in the reference VJP's dtypes), computed as the reference VJP's formula with
+// every operation rounded to float32, its sums in `order`.
+using Float32VjpEvaluate =
+    std::function<Tensors(const KernelContext&, const Tensors& inputs, const Tensors& outputs,
+                          const Tensors& output_grads, SumOrder order)>;
+
+// How triage evaluates the op's VJP faithfully in float32 (backward findings of `train --check`):
+// `rounded` where each gradient element is one operation on exact values (a data movement, g
+// times an exact derivative, g / n), `twin` where it takes sums (products' VJPs, gradients summed
+// over broadcasting or repeated copies).
+struct Float32Vjp {
+  Float32Definition::How how = Float32Definition::How::undeclared;
+  Float32VjpEvaluate evaluate;  // twin
+  std::string formula;          // the VJP as `evaluate` computes it, in words
+  std::string better;           // how a kernel avoids the limit
+};
+
 // A choice the ONNX text leaves open (how NaN propagates through a max, which length a formula
 // divides by ...): a finding it explains is a `convention`, not a defect.
 struct Convention {
@@ -111,6 +129,7 @@ struct MetaOp {
   std::vector<DType> dtypes;
   // Triage: the op's definition evaluated in float32, and the choices ONNX leaves open.
   Float32Definition float32;
+  Float32Vjp vjp_float32;  // the VJP's, for backward findings
   std::vector<Convention> conventions;
   // Where each concern was declared ("forward", "error model", "vjp" ...): metaop ops --where.
   std::vector<std::pair<std::string, std::source_location>> where;
@@ -149,6 +168,14 @@ class OpBuilder {
   OpBuilder& float32(Float32Evaluate twin, std::string formula, std::string better,
                      Where where = Where::current());
   OpBuilder& float32_rounded(Where where = Where::current());
+  // Triage of backward findings (Float32Vjp): the VJP's float32 twin, or "rounded once".
+  OpBuilder& vjp_float32(Float32VjpEvaluate twin, std::string formula, std::string better,
+                         Where where = Where::current());
+  OpBuilder& vjp_float32_rounded(Where where = Where::current());
+  // The VJP of an op that only moves elements of its `data_inputs` (data_movement_vjp,
+  // ops/vjp_util.h) and its float32 twin: the same adjoint, its sums of repeated copies in float32.
+  OpBuilder& data_movement_vjp(std::vector<int> data_inputs = {0}, std::vector<int> zero_fill = {},
+                               Where where = Where::current());
   OpBuilder& conventions(std::vector<Convention> c, Where where = Where::current());
   OpBuilder& onnx_domain(std::string domain, Where where = Where::current());
 
@@ -221,5 +248,8 @@ void register_training_ops(OpRegistry& r);
 // After every family: the float32 definitions and conventions of the ops whose rows do not
 // declare them (ops/float32.cpp).
 void register_float32_definitions(OpRegistry& r);
+// Then the float32 evaluations of the VJPs that their family files do not declare
+// (ops/float32_vjp.cpp).
+void register_float32_vjps(OpRegistry& r);
 
 }  // namespace metaop

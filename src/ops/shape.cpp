@@ -676,7 +676,7 @@ const std::vector<ShapeRow>& shape_rows() {
 void add_row(OpRegistry& r, const ShapeRow& row) {
   OpBuilder op = r.op(row.name, Family::shape, row.reference, row.where);
   op.error(error_models::data_movement(), row.where);
-  if (!row.grad.empty()) op.vjp(data_movement_vjp(row.grad, row.zero_fill), row.where);
+  if (!row.grad.empty()) op.data_movement_vjp(row.grad, row.zero_fill, row.where);
   // Input 0 alone is the default domain.
   if (row.probe != std::vector<int>{0}) op.domain(Domain(row.probe), row.where);
 }

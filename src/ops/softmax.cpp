@@ -130,6 +130,35 @@ ReferenceVjp softmax_vjp(SoftmaxKind kind) {
       };
 }
 
+// Its float32 twin (triage of backward findings): the same formula, every operation rounded to
+// float32, the sum in `order`.
+Float32VjpEvaluate softmax_vjp_f32(SoftmaxKind kind) {
+  return [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+                SumOrder order) {
+    const Tensor& x = in[0];
+    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+    (void)axis;
+    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+    std::vector<double> gx(g.size());
+    std::vector<float> terms(static_cast<std::size_t>(n));
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
+        auto gf = [&](std::int64_t j) { return static_cast<float>(g[at(j)]); };
+        auto yf = [&](std::int64_t j) { return static_cast<float>(y[at(j)]); };
+        for (std::int64_t j = 0; j < n; ++j)
+          terms[j] = kind == SoftmaxKind::Softmax ? gf(j) * yf(j) : gf(j);
+        float s = float32_sum(terms, order);
+        for (std::int64_t j = 0; j < n; ++j)
+          gx[at(j)] =
+              kind == SoftmaxKind::Softmax ? yf(j) * (gf(j) - s) : gf(j) - std::exp(yf(j)) * s;
+      }
+    Tensors r(in.size());
+    r[0] = grad_like(gx, x);
+    return r;
+  };
+}
+
 // Backward rounding of the softmax family, derived once (docs/error-models.md). Softmax:
 // dx_j = y_j (g_j - s), s = sum_k g_k y_k: the products and the n-term sum carry kappa(n) u S
 // (S = sum_k |g_k y_k|), the difference u (|g_j| + S), the last product u |dx_j|; so
@@ -190,6 +219,9 @@ void register_softmax_ops(OpRegistry& r) {
          return softmax(c, in, SoftmaxKind::Softmax);
        })
       .vjp(softmax_vjp(SoftmaxKind::Softmax))
+      .vjp_float32(softmax_vjp_f32(SoftmaxKind::Softmax),
+                   "the VJP y_j (g_j - sum_k g_k y_k) from the output y",
+                   "a wider accumulator for the sum")
       .error(condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {
@@ -217,6 +249,9 @@ void register_softmax_ops(OpRegistry& r) {
          return softmax(c, in, SoftmaxKind::LogSoftmax);
        })
       .vjp(softmax_vjp(SoftmaxKind::LogSoftmax))
+      .vjp_float32(softmax_vjp_f32(SoftmaxKind::LogSoftmax),
+                   "the VJP g_j - exp(y_j) sum_k g_k from the output y",
+                   "a wider accumulator for the sum")
       .error(condition(
           [](const KernelContext& c, const Tensors& in, const Tensors&,
              const AccumulationBound& bound) {

@@ -40,5 +40,11 @@ class TieCollector {
 // a constant, set to 0 for the probe.
 ReferenceVjp data_movement_vjp(const std::vector<int>& data_inputs = {0},
                                const std::vector<int>& zero_fill = {});
+// Its float32 twin (Float32Vjp): the same adjoint, an element's copies summed in float32.
+Float32VjpEvaluate data_movement_vjp_f32(std::vector<int> data_inputs = {0},
+                                         std::vector<int> zero_fill = {});
+// unbroadcast in float32: each element's terms summed in `order` (float32 twins of VJPs).
+std::vector<double> unbroadcast_f32(const std::vector<double>& g, const Shape& out, const Shape& in,
+                                    SumOrder order);
 
 }  // namespace metaop

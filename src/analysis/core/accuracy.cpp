@@ -328,6 +328,7 @@ LocalCheck check_local_backward(const Node& node, std::int64_t opset, const Tens
   judge_subgradients(sets, c.reference, tol);
   c.score = score_outputs(got, c.reference, tol);
   judge_group_sums(sets, got, original, tol0, c.score);
+  c.tol = std::move(tol);
   return c;
 }
 

@@ -17,16 +17,9 @@ namespace {
 // Adds an occurrence: one finding per (node, binding, phase, kind), keeping the worst step's
 // details and reproducer data.
 void record(TrainCheck& tc, TrainFinding f) {
-  // The forward's and the updates' numerical findings are triaged where they are made; crashes
-  // and hangs are defects; the backward declares no float32 evaluation.
-  if (f.cls == FindingClass::None) {
-    triage_non_numerical(f);
-    if (f.numerical()) {
-      f.cls = FindingClass::Untriaged;
-      f.class_basis = f.phase == Phase::Backward ? "the VJPs declare no float32 evaluation"
-                                                 : "the update rules declare no float32 evaluation";
-    }
-  }
+  // Numerical findings are triaged where they are made (forward, backward and update); crashes
+  // and hangs are defects.
+  if (f.cls == FindingClass::None) triage_non_numerical(f);
   for (auto& old : tc.findings)
     if (old.node == f.node && old.binding == f.binding && old.phase == f.phase &&
         old.kind == f.kind) {
@@ -222,6 +215,7 @@ void judge_backward(TrainCheck& tc, const AccumulationBound& bound, std::size_t 
     f.outputs = b.outs;
     f.output_grads = b.grads;
     f.got = b.gin;
+    triage_backward(node, opset, b.ins, b.outs, b.grads, lc, b.gin).apply_to(f);
     record(tc, std::move(f));
   }
 }

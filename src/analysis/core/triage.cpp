@@ -52,25 +52,49 @@ Tensors flush_subnormals(const Tensors& in) {
   return any ? out : Tensors{};
 }
 
-// Whether every element outside the model in `bad` is within it against the reference on the
-// inputs with subnormals read as zero (as CPUs' denormals-are-zero mode reads them).
-bool explained_by_flushing(const MetaOp& op, const KernelContext& ctx, const Tensors& in,
-                           const std::vector<std::vector<double>>& tol, const Tensors& got,
-                           const std::vector<std::vector<bool>>& bad) {
-  Tensors flushed = flush_subnormals(in);
-  if (flushed.empty()) return false;
-  Tensors ref0;
-  try {
-    ref0 = op.reference(ctx, flushed);
-  } catch (const std::exception&) {
-    return false;
-  }
+// Whether every element outside the model in `bad` is within it against `ref0`, the reference on
+// the inputs with subnormals read as zero (as CPUs' denormals-are-zero mode reads them).
+bool within_flushed(const Tensors& ref0, const std::vector<std::vector<double>>& tol,
+                    const Tensors& got, const std::vector<std::vector<bool>>& bad) {
   auto bad0 = bad_elements(got, ref0, tol);
   for (std::size_t o = 0; o < bad.size(); ++o)
     for (std::size_t i = 0; i < bad[o].size(); ++i)
       if (bad[o][i] && (o >= bad0.size() || i >= bad0[o].size() || bad0[o][i])) return false;
   return true;
 }
+
+bool explained_by_flushing(const MetaOp& op, const KernelContext& ctx, const Tensors& in,
+                           const std::vector<std::vector<double>>& tol, const Tensors& got,
+                           const std::vector<std::vector<bool>>& bad) {
+  Tensors flushed = flush_subnormals(in);
+  if (flushed.empty()) return false;
+  try {
+    return within_flushed(op.reference(ctx, flushed), tol, got, bad);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The same for a VJP: the kernel read subnormal inputs or output gradients as zero.
+bool vjp_explained_by_flushing(const MetaOp& op, const KernelContext& ctx, const Tensors& in,
+                               const Tensors& out, const Tensors& grads,
+                               const std::vector<std::vector<double>>& tol, const Tensors& got,
+                               const std::vector<std::vector<bool>>& bad) {
+  Tensors flushed_in = flush_subnormals(in), flushed_g = flush_subnormals(grads);
+  if (flushed_in.empty() && flushed_g.empty()) return false;
+  try {
+    return within_flushed(op.vjp(ctx, flushed_in.empty() ? in : flushed_in, out,
+                                 flushed_g.empty() ? grads : flushed_g),
+                          tol, got, bad);
+  } catch (const std::exception&) {
+    return false;  // the flushed values are outside the op's domain: nothing they explain
+  }
+}
+
+constexpr const char* kFlushing =
+    "subnormal-inputs: the kernel's outputs are those of the definition with subnormal inputs "
+    "read as zero (denormals-are-zero); the ONNX text does not say whether a kernel may read them "
+    "so";
 
 // An element's error against the reference: 0 where both are the same non-finite value,
 // infinite where either is non-finite otherwise.
@@ -94,7 +118,8 @@ std::pair<std::ptrdiff_t, std::ptrdiff_t> worst_bad(const std::vector<std::vecto
       if (!bad[o][i]) continue;
       double t = o < tol.size() && i < tol[o].size() ? tol[o][i] : 0;
       double e = error_of(g[i], r[i]);
-      double k = t > 0 ? e / t : INFINITY;
+      // A non-finite mismatch ranks first, also where the tolerance is infinite (inf / inf).
+      double k = std::isinf(e) || !(t > 0) ? INFINITY : e / t;
       if (k > key) {
         key = k;
         worst = {static_cast<std::ptrdiff_t>(o), static_cast<std::ptrdiff_t>(i)};
@@ -254,10 +279,7 @@ Triage triage(const MetaOp& op, const KernelContext& ctx, const Tensors& in, con
     if (c.applies && c.applies(ctx, in, ref, got, bad))
       return {FindingClass::Convention, fmt::format("{}: {}", c.name, c.onnx)};
   if (explained_by_flushing(op, ctx, in, tol, got, bad))
-    return {FindingClass::Convention,
-            "subnormal-inputs: the kernel's outputs are those of the definition with subnormal "
-            "inputs read as zero (denormals-are-zero); the ONNX text does not say whether a "
-            "kernel may read them so"};
+    return {FindingClass::Convention, kFlushing};
   const Float32Definition& def = op.float32;
   switch (def.how) {
     case Float32Definition::How::undeclared:
@@ -283,6 +305,59 @@ Triage triage_local(const Node& node, std::int64_t opset, const Tensors& in, con
   const MetaOp* op = OpRegistry::instance().find(node.op_type);
   if (!op) return {FindingClass::Untriaged, node.op_type + " has no meta operator"};
   return triage(*op, KernelContext{node, opset}, in, lc.reference, lc.tol, got);
+}
+
+Triage triage_backward(const Node& node, std::int64_t opset, const Tensors& in, const Tensors& out,
+                       const Tensors& grads, const LocalCheck& lc, const Tensors& got) {
+  const MetaOp* op = OpRegistry::instance().find(node.op_type);
+  if (!op || !op->vjp) return {FindingClass::Untriaged, node.op_type + " has no reference VJP"};
+  // The gradients are named after the inputs they belong to.
+  Node named = node;
+  named.outputs.clear();
+  for (const auto& i : node.inputs) named.outputs.push_back("grad " + i);
+  KernelContext ctx{node, opset}, named_ctx{named, opset};
+  const Tensors& ref = lc.reference;
+  std::vector<std::vector<bool>> bad = bad_elements(got, ref, lc.tol);
+  auto [bo, bi] = worst_bad(bad, got, ref, lc.tol);
+  if (bo < 0) {
+    for (std::size_t k = 0; k < ref.size(); ++k)
+      if (ref[k].defined() &&
+          (k >= got.size() || !got[k].defined() || got[k].shape() != ref[k].shape() ||
+           got[k].dtype() != ref[k].dtype()))
+        return {FindingClass::Defect,
+                fmt::format("the gradient of input #{} is missing, or its shape or dtype is not "
+                            "the input's",
+                            k)};
+    return {FindingClass::Untriaged,
+            "no element is outside the error model: a sum over tied elements is"};
+  }
+  if (vjp_explained_by_flushing(*op, ctx, in, out, grads, lc.tol, got, bad))
+    return {FindingClass::Convention, kFlushing};
+  const Float32Vjp& vjp = op->vjp_float32;
+  switch (vjp.how) {
+    case Float32Definition::How::undeclared:
+      return {FindingClass::Untriaged,
+              fmt::format("{}'s VJP declares no float32 evaluation", op->type)};
+    case Float32Definition::How::rounded:
+      return {FindingClass::Defect,
+              fmt::format("each element of {}'s VJP is one operation on exact values: its "
+                          "faithful float32 evaluation is the exact gradient rounded once, "
+                          "{:.9g} at {}, where the kernel gives {:.9g}",
+                          op->type, at(ref, bo, bi), element(named, ref, bo, bi), at(got, bo, bi))};
+    case Float32Definition::How::twin:
+      break;
+  }
+  if (any_float64(in) || any_float64(grads))
+    return {FindingClass::Untriaged, "float64 data: a float32 evaluation does not apply"};
+  Float32Definition def;
+  def.how = Float32Definition::How::twin;
+  def.evaluate = [&vjp, &ctx, &in, &out, &grads](const KernelContext&, const Tensors&,
+                                                 SumOrder order) {
+    return vjp.evaluate(ctx, in, out, grads, order);
+  };
+  def.formula = vjp.formula;
+  def.better = vjp.better;
+  return triage_by_twin(def, named_ctx, in, ref, lc.tol, got, bad, {bo, bi});
 }
 
 Triage triage_update(const OptimizerConfig& c, long t, const std::string& weight, const Tensors& in,

@@ -44,6 +44,15 @@ struct LocalCheck;
 Triage triage_local(const Node& node, std::int64_t opset, const Tensors& in, const LocalCheck& lc,
                     const Tensors& got);
 
+// The same for a node's backward call, scored by check_local_backward (accuracy.h): `in`, `out`
+// and `grads` the forward's inputs, outputs and output gradients, `got` the kernel's input
+// gradients. The faithful evaluation is the op's VJP in float32 (Float32Vjp, ops/registry.h):
+// the reference VJP's formula with every operation rounded, or, where each gradient element is
+// one operation on exact values, the exact gradient rounded once; subnormal inputs or gradients
+// read as zero are a convention. An op whose VJP declares none leaves its findings untriaged.
+Triage triage_backward(const Node& node, std::int64_t opset, const Tensors& in, const Tensors& out,
+                       const Tensors& grads, const LocalCheck& lc, const Tensors& got);
+
 // The same for a framework optimizer's step of `weight`, scored by check_update
 // (analysis/core/train_check.h): `in` the weight, gradient and state before the step, `got` the
 // new weight and state; the faithful evaluation is the optimizer's algorithm as PyTorch's

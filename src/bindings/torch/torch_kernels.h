@@ -57,6 +57,9 @@ class TorchTable {
 // A window's pads for at::constant_pad_nd: last dim first, (begin, end) pairs
 // (torch_kernels_nn.cpp).
 std::vector<std::int64_t> torch_pads(const Window& w);
+// The last `nsp` entries of a window's per-axis array (strides, pads, dilations) as ATen
+// takes them (torch_kernels_nn.cpp).
+std::vector<std::int64_t> spatial(const std::array<std::int64_t, 3>& a, int nsp);
 
 // One registration per family, mirroring src/ops.
 void add_elementwise(TorchTable& t);  // torch_kernels_math.cpp

@@ -617,10 +617,12 @@ ConvGeometry conv_geometry(const Ctx& c, const at::Tensor& x, std::size_t w, dou
   const Shape& ws = c.raw[w].shape();
   Shape ks(ws.begin() + 2, ws.end());
   Window g = window_geometry(c.k, c.raw[0].shape(), attr_ints_or(c.k, "kernel_shape", ks), false);
-  auto tail = [&](const std::array<std::int64_t, 3>& a) {
-    return std::vector<std::int64_t>(a.end() - g.nsp, a.end());
-  };
-  ConvGeometry r{x, tail(g.s), tail(g.pb), tail(g.d), attr_i_or(c.k, "group", 1), g.nsp};
+  ConvGeometry r{x,
+                 spatial(g.s, g.nsp),
+                 spatial(g.pb, g.nsp),
+                 spatial(g.d, g.nsp),
+                 attr_i_or(c.k, "group", 1),
+                 g.nsp};
   if (g.pb != g.pe) {
     r.x = at::constant_pad_nd(x, torch_pads(g), fill);
     r.pad.assign(static_cast<std::size_t>(g.nsp), 0);

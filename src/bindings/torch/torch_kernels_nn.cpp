@@ -132,11 +132,11 @@ std::vector<std::int64_t> torch_pads(const Window& w) {
   return p;
 }
 
-namespace {
-
 std::vector<std::int64_t> spatial(const std::array<std::int64_t, 3>& a, int nsp) {
   return std::vector<std::int64_t>(a.end() - nsp, a.end());
 }
+
+namespace {
 
 bool symmetric(const Window& w) {
   return w.pb == w.pe;

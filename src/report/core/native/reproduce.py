@@ -314,8 +314,8 @@ def torch_ops():
         return xi - z
 
     def conv_geometry(a, x, w):
-        # ONNX's strides, dilations, pads or auto_pad as ATen takes them; asymmetric pads padded
-        # into x (with the value `fill` the caller gives) and then 0.
+        # ONNX's strides, dilations and pads (or auto_pad's) as ATen takes them, with the pads
+        # at the beginning and at the end of each axis apart (padded() applies unequal ones).
         nsp = w.dim() - 2
         k = a.get("kernel_shape") or list(w.shape[2:])
         stride = a.get("strides") or [1] * nsp
