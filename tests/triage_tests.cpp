@@ -407,9 +407,11 @@ TEST(Triage, VjpTwinsAreWithinTheBackwardErrorModelOnTheNodeTests) {
                                                    "float32 VJP twin");
     judged.insert(node.op_type);
   }
-  // Among them the products, the broadcasting arithmetic, Softmax and the unary rows' twins.
+  // Among them the products, the broadcasting arithmetic, Softmax, the pools, the normalizations
+  // and the unary rows' twins.
   for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose", "Add", "Mul", "Softmax",
-                         "LogSoftmax", "Tanh", "Sigmoid", "Exp", "Sqrt", "Reciprocal", "Gather"})
+                         "LogSoftmax", "Tanh", "Sigmoid", "Exp", "Sqrt", "Reciprocal", "Gather",
+                         "MaxPool", "AveragePool", "BatchNormalization", "InstanceNormalization"})
     EXPECT_TRUE(judged.count(op)) << op << " was not judged";
 }
 

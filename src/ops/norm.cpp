@@ -2,6 +2,7 @@
 // and InstanceNormalization, each op's forward, error model, VJP and its error model, and danger
 // zones together; what they share with LayerNormalization and the others is in ops/norm_util.h.
 #include <cmath>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 #include "ops/norm_util.h"
@@ -100,8 +101,11 @@ Magnitudes batch_norm_magnitude(const KernelContext& c, const Tensors& in, const
   return m;
 }
 
-Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                       const Tensors& grads) {
+// Every operation in T: float gives the VJP's float32 twin (its sums in the order written).
+template <class T>
+Tensors batch_norm_vjp_in(const KernelContext& c, const Tensors& in, const Tensors& out,
+                          const Tensors& grads) {
+  constexpr bool f32 = std::is_same_v<T, float>;
   const Tensor& x = in[0];
   auto vx = x.to_f64(), scale = in[1].to_f64(), mean = in[3].to_f64(), var = in[4].to_f64();
   double eps = attr_f(c, "epsilon"), momentum = attr_f(c, "momentum");
@@ -110,47 +114,50 @@ Tensors batch_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   std::vector<double> gamma(vx.size());
   for (std::size_t i = 0; i < vx.size(); ++i) gamma[i] = scale[cmap[i]];
   auto g = grad_of(grads, out, 0);
+  auto t = [](double v) { return static_cast<T>(v); };
   Tensors r(in.size());
   if (!batch_norm_training(c)) {
     // Given statistics: y = gamma (x - mean) / sqrt(var + eps) + beta, element-wise per channel.
-    std::vector<double> dx(vx.size()), dscale(C, 0.0), dbias(C, 0.0), dmean(C, 0.0), dvar(C, 0.0);
+    std::vector<T> dx(vx.size()), dscale(C, 0), dbias(C, 0), dmean(C, 0), dvar(C, 0);
     for (std::size_t i = 0; i < vx.size(); ++i) {
       auto k = cmap[i];
-      double is = 1 / std::sqrt(var[k] + eps), d = vx[i] - mean[k];
-      dx[i] = g[i] * scale[k] * is;
-      dscale[k] += g[i] * d * is;
-      dbias[k] += g[i];
-      dmean[k] -= g[i] * scale[k] * is;
-      dvar[k] -= 0.5 * g[i] * scale[k] * d * is * is * is;
+      T is = 1 / std::sqrt(t(var[k]) + t(eps)), d = t(vx[i]) - t(mean[k]);
+      dx[i] = t(g[i]) * t(scale[k]) * is;
+      dscale[k] += t(g[i]) * d * is;
+      dbias[k] += t(g[i]);
+      dmean[k] -= t(g[i]) * t(scale[k]) * is;
+      dvar[k] -= T(0.5) * t(g[i]) * t(scale[k]) * d * is * is * is;
     }
-    r[0] = grad_like(dx, x);
-    r[1] = grad_like(dscale, in[1]);
-    r[2] = grad_like(dbias, in[2]);
-    r[3] = grad_like(dmean, in[3]);
-    r[4] = grad_like(dvar, in[4]);
+    auto wide = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+    r[0] = grad_like(wide(dx), x);
+    r[1] = grad_like(wide(dscale), in[1]);
+    r[2] = grad_like(wide(dbias), in[2]);
+    r[3] = grad_like(wide(dmean), in[3]);
+    r[4] = grad_like(wide(dvar), in[4]);
     return r;
   }
-  NormGrad ng = normalize_vjp(vx, cmap, C, gamma, eps, g);
+  NormGrad ng = normalize_vjp(vx, cmap, C, gamma, eps, g, f32);
   // Running statistics: mean * momentum + batch_mean * (1 - momentum), likewise the variance
   // (population variance of the batch).
-  double n = static_cast<double>(vx.size()) / static_cast<double>(C);
+  T n = t(static_cast<double>(vx.size()) / static_cast<double>(C));
   std::vector<double> dmean_in(C, 0.0), dvar_in(C, 0.0);
   if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
     auto grm = grads[1].to_f64();
-    for (std::size_t k = 0; k < C; ++k) dmean_in[k] = momentum * grm[k];
-    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] += (1 - momentum) * grm[cmap[i]] / n;
+    for (std::size_t k = 0; k < C; ++k) dmean_in[k] = t(momentum) * t(grm[k]);
+    for (std::size_t i = 0; i < vx.size(); ++i)
+      ng.dx[i] = t(ng.dx[i]) + (1 - t(momentum)) * t(grm[cmap[i]]) / n;
   }
   if (out.size() > 2 && grads.size() > 2 && grads[2].defined()) {
     auto grv = grads[2].to_f64();
-    for (std::size_t k = 0; k < C; ++k) dvar_in[k] = momentum * grv[k];
+    for (std::size_t k = 0; k < C; ++k) dvar_in[k] = t(momentum) * t(grv[k]);
     for (std::size_t i = 0; i < vx.size(); ++i) {
       auto k = cmap[i];
-      ng.dx[i] += (1 - momentum) * grv[k] * 2 * (vx[i] - ng.mean[k]) / n;
+      ng.dx[i] = t(ng.dx[i]) + (1 - t(momentum)) * t(grv[k]) * 2 * (t(vx[i]) - t(ng.mean[k])) / n;
     }
   }
   r[0] = grad_like(ng.dx, x);
-  r[1] = grad_like(sum_into(ng.dgamma, cmap, C), in[1]);
-  r[2] = grad_like(sum_into(ng.dbeta, cmap, C), in[2]);
+  r[1] = grad_like(sum_into(ng.dgamma, cmap, C, f32), in[1]);
+  r[2] = grad_like(sum_into(ng.dbeta, cmap, C, f32), in[2]);
   r[3] = grad_like(dmean_in, in[3]);
   r[4] = grad_like(dvar_in, in[4]);
   return r;
@@ -323,14 +330,15 @@ InstanceNormLayout instance_norm_layout(const Tensors& in) {
   return l;
 }
 
+// `float32`: its float32 twin.
 Tensors instance_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                          const Tensors& grads) {
+                          const Tensors& grads, bool float32 = false) {
   InstanceNormLayout l = instance_norm_layout(in);
   auto& [vx, group, cmap, gamma, N, C, S] = l;
   NormGrad ng = normalize_vjp(vx, group, static_cast<std::size_t>(N * C), gamma,
-                              attr_f(c, "epsilon"), grad_of(grads, out, 0));
-  return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, cmap, C), in[1]),
-          grad_like(sum_into(ng.dbeta, cmap, C), in[2])};
+                              attr_f(c, "epsilon"), grad_of(grads, out, 0), float32);
+  return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, cmap, C, float32), in[1]),
+          grad_like(sum_into(ng.dbeta, cmap, C, float32), in[2])};
 }
 
 Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in,
@@ -351,7 +359,14 @@ Magnitudes instance_norm_vjp_magnitude(const KernelContext& c, const Tensors& in
 void register_norm_ops(OpRegistry& r) {
   using error_models::condition;
   r.op("BatchNormalization", Family::norm, batch_norm)
-      .vjp(batch_norm_vjp)
+      .vjp(batch_norm_vjp_in<double>)
+      .vjp_float32(
+          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+             SumOrder) { return batch_norm_vjp_in<float>(c, in, out, grads); },
+          "the VJP as the reference writes it (dx = (g gamma - mean(g gamma) - xh mean(g gamma "
+          "xh)) / sigma with the batch's statistics in training mode, g gamma / sigma with the "
+          "given ones)",
+          "a wider accumulator for the statistics and the sums")
       .error(condition(batch_norm_magnitude,
                        std::string(kNormDoc) +
                            " (inference: given statistics, n = 0); running stats: "
@@ -364,7 +379,15 @@ void register_norm_ops(OpRegistry& r) {
       .training({.state = {{1, 3}, {2, 4}}});
 
   r.op("InstanceNormalization", Family::norm, instance_norm)
-      .vjp(instance_norm_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return instance_norm_vjp(c, in, out, grads);
+      })
+      .vjp_float32(
+          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+             SumOrder) { return instance_norm_vjp(c, in, out, grads, true); },
+          "the VJP as the reference writes it: dx = (g gamma - mean(g gamma) - xh mean(g gamma "
+          "xh)) / sigma per instance and channel",
+          "a wider accumulator for the statistics and the sums")
       .error(condition(instance_norm_magnitude, kNormDoc))
       .backward_error(instance_norm_vjp_magnitude, kNormBackwardDoc)
       .danger({zero_variance(

@@ -50,47 +50,69 @@ std::vector<double> per_channel(const std::vector<double>& v, const Shape& s) {
   return out;
 }
 
-NormGrad normalize_vjp(const std::vector<double>& x, const std::vector<std::int64_t>& group,
-                       std::size_t groups, const std::vector<double>& gamma, double eps,
-                       const std::vector<double>& g) {
-  NormGrad r;
-  std::vector<double> count(groups, 0.0);
-  r.mean.assign(groups, 0.0);
-  r.var.assign(groups, 0.0);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    r.mean[group[i]] += x[i];
+namespace {
+
+// normalize_vjp with every operation in T (float: the VJP's float32 twin, its sums in the order
+// written).
+template <class T>
+NormGrad normalize_vjp_in(const std::vector<double>& xd, const std::vector<std::int64_t>& group,
+                          std::size_t groups, const std::vector<double>& gammad, double epsd,
+                          const std::vector<double>& gd) {
+  auto x = [&xd](std::size_t i) { return static_cast<T>(xd[i]); };
+  auto gamma = [&gammad](std::size_t i) { return static_cast<T>(gammad[i]); };
+  auto g = [&gd](std::size_t i) { return static_cast<T>(gd[i]); };
+  const auto eps = static_cast<T>(epsd);
+  std::vector<T> count(groups, 0), mean(groups, 0), var(groups, 0);
+  for (std::size_t i = 0; i < xd.size(); ++i) {
+    mean[group[i]] += x(i);
     count[group[i]] += 1;
   }
-  for (std::size_t k = 0; k < groups; ++k) r.mean[k] /= std::max(count[k], 1.0);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    double d = x[i] - r.mean[group[i]];
-    r.var[group[i]] += d * d;
+  for (std::size_t k = 0; k < groups; ++k) mean[k] /= std::max(count[k], T(1));
+  for (std::size_t i = 0; i < xd.size(); ++i) {
+    T d = x(i) - mean[group[i]];
+    var[group[i]] += d * d;
   }
-  for (std::size_t k = 0; k < groups; ++k) r.var[k] /= std::max(count[k], 1.0);
-  std::vector<double> s1(groups, 0.0), s2(groups, 0.0), xh(x.size()), dxh(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
+  for (std::size_t k = 0; k < groups; ++k) var[k] /= std::max(count[k], T(1));
+  std::vector<T> s1(groups, 0), s2(groups, 0), xh(xd.size()), dxh(xd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i) {
     auto k = group[i];
-    xh[i] = (x[i] - r.mean[k]) / std::sqrt(r.var[k] + eps);
-    dxh[i] = g[i] * gamma[i];
+    xh[i] = (x(i) - mean[k]) / std::sqrt(var[k] + eps);
+    dxh[i] = g(i) * gamma(i);
     s1[k] += dxh[i];
     s2[k] += dxh[i] * xh[i];
   }
-  r.dx.resize(x.size());
-  r.dgamma.resize(x.size());
-  r.dbeta = g;
-  for (std::size_t i = 0; i < x.size(); ++i) {
+  NormGrad r;
+  r.dx.resize(xd.size());
+  r.dgamma.resize(xd.size());
+  r.dbeta.resize(xd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i) {
     auto k = group[i];
-    double n = std::max(count[k], 1.0);
-    r.dx[i] = (dxh[i] - s1[k] / n - xh[i] * s2[k] / n) / std::sqrt(r.var[k] + eps);
-    r.dgamma[i] = g[i] * xh[i];
+    T n = std::max(count[k], T(1));
+    r.dx[i] = (dxh[i] - s1[k] / n - xh[i] * s2[k] / n) / std::sqrt(var[k] + eps);
+    r.dgamma[i] = g(i) * xh[i];
+    r.dbeta[i] = g(i);
   }
+  r.mean.assign(mean.begin(), mean.end());
+  r.var.assign(var.begin(), var.end());
   return r;
 }
 
+}  // namespace
+
+NormGrad normalize_vjp(const std::vector<double>& x, const std::vector<std::int64_t>& group,
+                       std::size_t groups, const std::vector<double>& gamma, double eps,
+                       const std::vector<double>& g, bool float32) {
+  return float32 ? normalize_vjp_in<float>(x, group, groups, gamma, eps, g)
+                 : normalize_vjp_in<double>(x, group, groups, gamma, eps, g);
+}
+
 std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std::int64_t>& map,
-                             std::size_t size) {
+                             std::size_t size, bool float32) {
   std::vector<double> r(size, 0.0);
-  for (std::size_t i = 0; i < v.size(); ++i) r[map[i]] += v[i];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    double s = r[map[i]] + v[i];
+    r[map[i]] = float32 ? static_cast<float>(s) : s;
+  }
   return r;
 }
 

@@ -33,12 +33,14 @@ std::vector<double> norm_magnitude(const std::vector<double>& x, NormGroups g,
 // y = gamma * (x - mu) / sigma + beta, with mu and sigma^2 + eps the mean and variance over
 // each group: dx = (dxh - mean(dxh) - xh * mean(dxh * xh)) / sigma with dxh = g * gamma, and per
 // element the terms of dgamma (g * xh) and dbeta (g), which the caller sums into its parameters.
+// `float32`: every operation rounded to float32, the sums in the order written (the VJP's float32
+// twin); likewise sum_into's.
 struct NormGrad {
   std::vector<double> dx, dgamma, dbeta, mean, var;
 };
 NormGrad normalize_vjp(const std::vector<double>& x, const std::vector<std::int64_t>& group,
                        std::size_t groups, const std::vector<double>& gamma, double eps,
-                       const std::vector<double>& g);
+                       const std::vector<double>& g, bool float32 = false);
 
 // Rounding magnitude of the normalization VJP (docs/error-models.md, "Normalization backward"),
 // per group of n elements with a = g * gamma, s1 = sum a, s2 = sum a xh:
@@ -82,7 +84,7 @@ std::vector<std::int64_t> channel_map(const Shape& s);
 // Sums per-element values into `size` parameters by `map` (per channel, or over
 // LayerNormalization's normalized dims).
 std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std::int64_t>& map,
-                             std::size_t size);
+                             std::size_t size, bool float32 = false);
 // Elements grouped by their group number.
 std::vector<std::vector<std::int64_t>> groups_of(const std::vector<std::int64_t>& group);
 

@@ -134,10 +134,15 @@ void add_max_ties(TieCollector& ties, const double* xc, const std::vector<std::i
 enum class PoolKind { Max, Avg, Lp };
 
 // The pool's forward; with `gout`, also the VJP into `gin`; with `ties` (Max), the candidates of
-// each window for the subgradient set: the taps equal to its maximum.
-Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
-             const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr,
-             TieCollector* ties = nullptr) {
+// each window for the subgradient set: the taps equal to its maximum. `float32`: the VJP's
+// terms (g, g / n) and their sums over overlapping windows in float32 (the VJP's float32 twin).
+Tensors window_pool(const KernelContext& c, const Tensors& in, PoolKind kind,
+                    const std::vector<double>* gout, std::vector<double>* gin, TieCollector* ties,
+                    bool float32) {
+  // Adds a term to a gradient element (in float32, the sum of two float32 values rounded once).
+  auto add = [float32](double& acc, double term) {
+    acc = float32 ? static_cast<float>(acc + static_cast<float>(term)) : acc + term;
+  };
   const Tensor& x = input(c, in, 0);
   const Node& node = c.node;
   // Only some pools and opsets have these (ceil_mode: MaxPool and AveragePool from opset 10,
@@ -162,14 +167,15 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
         m.run(xc, t.taps);
         out[o] = m.value;
         idx[o] = max_index(w, nc, m.arg < 0 ? 0 : m.arg, col_major);
-        if (gi && m.arg >= 0) gi[m.arg] += g;
+        if (gi && m.arg >= 0) add(gi[m.arg], g);
         if (ties && !m.nan) add_max_ties(*ties, xc, t.taps, m.value, nc * w.in_size(), g);
       } else if (kind == PoolKind::Avg) {
         out[o] = average(xc, t, include_pad);
         double n =
             static_cast<double>(include_pad ? t.padded : static_cast<std::int64_t>(t.taps.size()));
+        double term = float32 ? static_cast<float>(g) / static_cast<float>(n) : g / n;
         if (gi)
-          for (auto tap : t.taps) gi[tap] += g / n;
+          for (auto tap : t.taps) add(gi[tap], term);
       } else {
         out[o] = lp_norm(xc, t.taps, p);
         if (gi) lp_backward(xc, t.taps, p, out[o], g, gi);
@@ -180,6 +186,25 @@ Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
   Tensors res{Tensor::from_f64(out, os, x.dtype())};
   if (kind == PoolKind::Max && node.outputs.size() > 1) res.push_back(Tensor::from_i64(idx, os));
   return res;
+}
+
+Tensors pool(const KernelContext& c, const Tensors& in, PoolKind kind,
+             const std::vector<double>* gout = nullptr, std::vector<double>* gin = nullptr,
+             TieCollector* ties = nullptr) {
+  return window_pool(c, in, kind, gout, gin, ties, false);
+}
+
+// MaxPool's and AveragePool's VJP in float32 (triage of backward findings).
+Float32VjpEvaluate pool_vjp_f32(PoolKind kind) {
+  return [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+                SumOrder) {
+    std::vector<double> gout = grad_of(grads, out, 0);
+    std::vector<double> gin(static_cast<std::size_t>(in[0].numel()), 0.0);
+    window_pool(c, in, kind, &gout, &gin, nullptr, true);
+    Tensors r(in.size());
+    r[0] = grad_like(gin, in[0]);
+    return r;
+  };
 }
 
 // The global pools: one window of the whole spatial extent per (sample, channel).
@@ -284,6 +309,9 @@ void register_max_pools(OpRegistry& r) {
   r.op("MaxPool", Family::pool, pool_forward(pool, PoolKind::Max))
       .error(error_models::exact())
       .vjp(pool_vjp(pool, PoolKind::Max))
+      .vjp_float32(pool_vjp_f32(PoolKind::Max),
+                   "each window's g to its largest element, summed where windows overlap",
+                   "a wider accumulator for the overlapping windows")
       .subgradient(max_pool_subgradient(pool))
       .faults({"offbyone"})
       .cases({{13,
@@ -481,6 +509,9 @@ void register_average_pools(OpRegistry& r) {
   r.op("AveragePool", Family::pool, pool_forward(pool, PoolKind::Avg))
       .error(accumulation(window_terms, "kappa(prod(kernel)) * avg(|x|), 2 ulp"))
       .vjp(pool_vjp(pool, PoolKind::Avg))
+      .vjp_float32(pool_vjp_f32(PoolKind::Avg),
+                   "each window's g / n to its elements, summed where windows overlap",
+                   "a wider accumulator for the overlapping windows")
       .faults({"offbyone"});
   r.op("GlobalAveragePool", Family::pool, pool_forward(global_pool, PoolKind::Avg))
       .error(accumulation(spatial_terms, "kappa(spatial size) * mean(|x|), 2 ulp"))
