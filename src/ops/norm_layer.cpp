@@ -176,8 +176,14 @@ Magnitudes lrn_magnitude(const KernelContext& c, const Tensors&, const Tensors& 
   return {y};
 }
 
+// `float32`: every operation rounded to float32, the sums in the order written (the VJP's float32
+// twin); likewise group_norm_vjp's.
 Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                       const Tensors& grads) {
+                       const Tensors& grads, bool float32 = false) {
+  // One operation's result, rounded to float32 for the twin (its operands are float32 values).
+  auto rnd = [float32](double v) {
+    return float32 ? static_cast<double>(static_cast<float>(v)) : v;
+  };
   const Tensor& x = in[0];
   LayerNormLayout l = layer_norm_layout(c, in);
   auto vx = x.to_f64();
@@ -186,26 +192,30 @@ Tensors layer_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
   const Shape& norm_shape = l.norm_shape;
   std::int64_t inner = l.inner;
   std::size_t outer = l.outer;
-  double eps = attr_f(c, "epsilon");
-  NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0));
+  double eps = rnd(attr_f(c, "epsilon"));
+  auto n = static_cast<double>(inner);
+  NormGrad ng = normalize_vjp(vx, group, outer, gamma, eps, grad_of(grads, out, 0), float32);
   // Mean and InvStdDev outputs, when they receive gradients.
   if (out.size() > 1 && grads.size() > 1 && grads[1].defined()) {
     auto gm = grads[1].to_f64();
-    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] += gm[group[i]] / inner;
+    for (std::size_t i = 0; i < vx.size(); ++i) ng.dx[i] = rnd(ng.dx[i] + rnd(gm[group[i]] / n));
   }
   if (out.size() > 2 && grads.size() > 2 && grads[2].defined()) {
     auto gi = grads[2].to_f64();
     for (std::size_t i = 0; i < vx.size(); ++i) {
       auto k = group[i];
-      double is = 1 / std::sqrt(ng.var[k] + eps);
-      ng.dx[i] -= gi[k] * is * is * is * (vx[i] - ng.mean[k]) / inner;
+      double is = rnd(1 / rnd(std::sqrt(rnd(ng.var[k] + eps))));
+      double t = rnd(rnd(rnd(rnd(gi[k] * is) * is) * is) * rnd(vx[i] - ng.mean[k]));
+      ng.dx[i] = rnd(ng.dx[i] - rnd(t / n));
     }
   }
   Tensors r(in.size());
   r[0] = grad_like(ng.dx, x);
   auto per_param = [&](const std::vector<double>& v, const Tensor& p) {
-    auto full = sum_into(v, pmap, static_cast<std::size_t>(inner));
-    return grad_like(unbroadcast(full, norm_shape, p.shape()), p);
+    auto full = sum_into(v, pmap, static_cast<std::size_t>(inner), float32);
+    return grad_like(float32 ? unbroadcast_f32(full, norm_shape, p.shape(), SumOrder::written)
+                             : unbroadcast(full, norm_shape, p.shape()),
+                     p);
   };
   r[1] = per_param(ng.dgamma, in[1]);
   if (has_input(in, 2)) r[2] = per_param(ng.dbeta, in[2]);
@@ -532,13 +542,20 @@ Magnitudes group_norm_magnitude(const KernelContext& c, const Tensors& in, const
 }
 
 Tensors group_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors& out,
-                       const Tensors& grads) {
+                       const Tensors& grads, bool float32 = false) {
   GroupNormLayout l = group_norm_layout(c, in);
   NormGrad ng = normalize_vjp(in[0].to_f64(), l.g.group, l.groups, l.g.gamma, l.g.eps,
-                              grad_of(grads, out, 0));
-  return {grad_like(ng.dx, in[0]), grad_like(sum_into(ng.dgamma, l.param, l.params), in[1]),
-          grad_like(sum_into(ng.dbeta, l.param, l.params), in[2])};
+                              grad_of(grads, out, 0), float32);
+  return {grad_like(ng.dx, in[0]),
+          grad_like(sum_into(ng.dgamma, l.param, l.params, float32), in[1]),
+          grad_like(sum_into(ng.dbeta, l.param, l.params, float32), in[2])};
 }
+
+// The twins' words.
+constexpr const char* kNormVjpFormula =
+    "the VJP as the reference writes it: dx = (g gamma - mean(g gamma) - xh mean(g gamma xh)) / "
+    "sigma per group, the parameters' gradients summed";
+constexpr const char* kNormVjpBetter = "a wider accumulator for the statistics and the sums";
 
 Magnitudes group_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
                                     const Tensors& grads, const AccumulationBound& bound) {
@@ -658,12 +675,16 @@ Magnitudes rms_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, con
   return {m, unbroadcast(full, l.norm_shape, in[1].shape())};
 }
 
-}  // namespace
-
-void register_layer_norm_ops(OpRegistry& r) {
+void register_layer_norm(OpRegistry& r) {
   using error_models::condition;
   r.op("LayerNormalization", Family::norm, layer_norm)
-      .vjp(layer_norm_vjp)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return layer_norm_vjp(c, in, out, grads);
+      })
+      .vjp_float32(
+          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+             SumOrder) { return layer_norm_vjp(c, in, out, grads, true); },
+          kNormVjpFormula, kNormVjpBetter)
       .error(condition(layer_norm_magnitude, std::string(kNormDoc) +
                                                  "; Mean: kappa(n)*mean|x|; InvStdDev: "
                                                  "(kappa(n)+4)*|r|"))
@@ -683,6 +704,39 @@ void register_layer_norm_ops(OpRegistry& r) {
             {case_input::floats({2, 3, 8}), case_input::floats({8}), case_input::floats({8})},
             {{"stash_type", Attribute::of_int(11)}},
             3}});
+}
+
+void register_group_norm(OpRegistry& r) {
+  using error_models::condition;
+  r.op("GroupNormalization", Family::norm, group_norm)
+      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
+        return group_norm_vjp(c, in, out, grads);
+      })
+      .vjp_float32(
+          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+             SumOrder) { return group_norm_vjp(c, in, out, grads, true); },
+          kNormVjpFormula, kNormVjpBetter)
+      .error(condition(group_norm_magnitude, std::string(kNormDoc) + " (n: a group's channels "
+                                                                     "times its spatial size)"))
+      .backward_error(group_norm_vjp_magnitude, kNormBackwardDoc)
+      .danger({zero_variance(
+          [](const KernelContext& c, const Tensors& in) {
+            return groups_of(group_norm_layout(c, in).g.group);
+          },
+          "epsilon is 0 and a group is constant (0/0)")})
+      .cases({{18,
+               {case_input::floats({2, 4, 3, 3}), case_input::floats({2}), case_input::floats({2})},
+               {{"num_groups", Attribute::of_int(2)}}},
+              {21,
+               {case_input::floats({2, 6, 5}), case_input::floats({6}), case_input::floats({6})},
+               {{"num_groups", Attribute::of_int(3)}}}});
+}
+
+}  // namespace
+
+void register_layer_norm_ops(OpRegistry& r) {
+  using error_models::condition;
+  register_layer_norm(r);
 
   // MVN adds 1e-9 to the deviation and LRN's bias is positive by default: no 0/0.
   r.op("MeanVarianceNormalization", Family::norm, mvn)
@@ -702,22 +756,7 @@ void register_layer_norm_ops(OpRegistry& r) {
               {13, {case_input::floats({2, 3, 5})}, {{"p", Attribute::of_int(1)}}},
               {13, {case_input::floats({2, 4, 3})}, {{"axis", Attribute::of_int(1)}}}});
 
-  r.op("GroupNormalization", Family::norm, group_norm)
-      .vjp(group_norm_vjp)
-      .error(condition(group_norm_magnitude, std::string(kNormDoc) + " (n: a group's channels "
-                                                                     "times its spatial size)"))
-      .backward_error(group_norm_vjp_magnitude, kNormBackwardDoc)
-      .danger({zero_variance(
-          [](const KernelContext& c, const Tensors& in) {
-            return groups_of(group_norm_layout(c, in).g.group);
-          },
-          "epsilon is 0 and a group is constant (0/0)")})
-      .cases({{18,
-               {case_input::floats({2, 4, 3, 3}), case_input::floats({2}), case_input::floats({2})},
-               {{"num_groups", Attribute::of_int(2)}}},
-              {21,
-               {case_input::floats({2, 6, 5}), case_input::floats({6}), case_input::floats({6})},
-               {{"num_groups", Attribute::of_int(3)}}}});
+  register_group_norm(r);
 
   r.op("RMSNormalization", Family::norm, rms_norm)
       .vjp(rms_norm_vjp)
