@@ -378,16 +378,7 @@ void register_norm_ops(OpRegistry& r) {
       .faults({"eps", "drop_bias"})
       .training({.state = {{1, 3}, {2, 4}}});
 
-  r.op("InstanceNormalization", Family::norm, instance_norm)
-      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        return instance_norm_vjp(c, in, out, grads);
-      })
-      .vjp_float32(
-          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-             SumOrder) { return instance_norm_vjp(c, in, out, grads, true); },
-          "the VJP as the reference writes it: dx = (g gamma - mean(g gamma) - xh mean(g gamma "
-          "xh)) / sigma per instance and channel",
-          "a wider accumulator for the statistics and the sums")
+  with_norm_vjp(r.op("InstanceNormalization", Family::norm, instance_norm), instance_norm_vjp)
       .error(condition(instance_norm_magnitude, kNormDoc))
       .backward_error(instance_norm_vjp_magnitude, kNormBackwardDoc)
       .danger({zero_variance(

@@ -551,12 +551,6 @@ Tensors group_norm_vjp(const KernelContext& c, const Tensors& in, const Tensors&
           grad_like(sum_into(ng.dbeta, l.param, l.params, float32), in[2])};
 }
 
-// The twins' words.
-constexpr const char* kNormVjpFormula =
-    "the VJP as the reference writes it: dx = (g gamma - mean(g gamma) - xh mean(g gamma xh)) / "
-    "sigma per group, the parameters' gradients summed";
-constexpr const char* kNormVjpBetter = "a wider accumulator for the statistics and the sums";
-
 Magnitudes group_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, const Tensors& out,
                                     const Tensors& grads, const AccumulationBound& bound) {
   GroupNormLayout l = group_norm_layout(c, in);
@@ -677,14 +671,7 @@ Magnitudes rms_norm_vjp_magnitude(const KernelContext& c, const Tensors& in, con
 
 void register_layer_norm(OpRegistry& r) {
   using error_models::condition;
-  r.op("LayerNormalization", Family::norm, layer_norm)
-      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        return layer_norm_vjp(c, in, out, grads);
-      })
-      .vjp_float32(
-          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-             SumOrder) { return layer_norm_vjp(c, in, out, grads, true); },
-          kNormVjpFormula, kNormVjpBetter)
+  with_norm_vjp(r.op("LayerNormalization", Family::norm, layer_norm), layer_norm_vjp)
       .error(condition(layer_norm_magnitude, std::string(kNormDoc) +
                                                  "; Mean: kappa(n)*mean|x|; InvStdDev: "
                                                  "(kappa(n)+4)*|r|"))
@@ -708,14 +695,7 @@ void register_layer_norm(OpRegistry& r) {
 
 void register_group_norm(OpRegistry& r) {
   using error_models::condition;
-  r.op("GroupNormalization", Family::norm, group_norm)
-      .vjp([](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        return group_norm_vjp(c, in, out, grads);
-      })
-      .vjp_float32(
-          [](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-             SumOrder) { return group_norm_vjp(c, in, out, grads, true); },
-          kNormVjpFormula, kNormVjpBetter)
+  with_norm_vjp(r.op("GroupNormalization", Family::norm, group_norm), group_norm_vjp)
       .error(condition(group_norm_magnitude, std::string(kNormDoc) + " (n: a group's channels "
                                                                      "times its spatial size)"))
       .backward_error(group_norm_vjp_magnitude, kNormBackwardDoc)

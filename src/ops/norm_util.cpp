@@ -116,6 +116,19 @@ std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std
   return r;
 }
 
+OpBuilder with_norm_vjp(OpBuilder b, NormVjpFn f, std::source_location where) {
+  b.vjp([f](const KernelContext& c, const Tensors& in, const Tensors& out,
+            const Tensors& grads) { return f(c, in, out, grads, false); },
+        where);
+  b.vjp_float32(
+      [f](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
+          SumOrder) { return f(c, in, out, grads, true); },
+      "the VJP as the reference writes it: dx = (g gamma - mean(g gamma) - xh mean(g gamma xh)) / "
+      "sigma per group, the parameters' gradients summed",
+      "a wider accumulator for the statistics and the sums", where);
+  return b;
+}
+
 std::vector<std::int64_t> channel_map(const Shape& s) {
   std::int64_t N = s[0], C = s[1], S = shape_numel(s) / std::max<std::int64_t>(N * C, 1);
   std::vector<std::int64_t> m(static_cast<std::size_t>(N * C * S));

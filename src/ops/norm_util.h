@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <source_location>
 #include <vector>
 
 #include "ops/danger.h"
@@ -81,6 +82,13 @@ inline constexpr const char* kNormBackwardDoc =
 std::vector<double> per_channel(const std::vector<double>& v, const Shape& s);
 // Each element's channel in an [N, C, ...] tensor.
 std::vector<std::int64_t> channel_map(const Shape& s);
+// A normalization's VJP: the reference's, or with `float32` its float32 twin.
+using NormVjpFn = Tensors (*)(const KernelContext& c, const Tensors& in, const Tensors& out,
+                              const Tensors& grads, bool float32);
+// Declares both on the op being built (OpBuilder::vjp and vjp_float32); returns the builder.
+OpBuilder with_norm_vjp(OpBuilder b, NormVjpFn f,
+                        std::source_location where = std::source_location::current());
+
 // Sums per-element values into `size` parameters by `map` (per channel, or over
 // LayerNormalization's normalized dims).
 std::vector<double> sum_into(const std::vector<double>& v, const std::vector<std::int64_t>& map,
