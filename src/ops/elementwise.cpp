@@ -42,35 +42,61 @@ ReferenceForward variadic(double (*combine)(double, double), bool mean) {
 }
 
 // Each input gets its share, summed back over broadcasting: all of it (Sum), 1/n (Mean), or,
-// for Max and Min, the first input that equals the result.
+// for Max and Min, the first input that equals the result. With `f32`, the shares and their sums
+// in float32, in that order (the VJP's float32 twin).
+Tensors variadic_grads(bool select, bool mean, const Tensors& in, const Tensors& out,
+                       const Tensors& grads, const SumOrder* f32) {
+  const Shape& os = out[0].shape();
+  auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+  std::vector<std::vector<double>> parts(in.size(), std::vector<double>(g.size(), 0.0));
+  std::vector<std::vector<double>> vals(in.size());
+  std::vector<std::vector<std::int64_t>> maps(in.size());
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    vals[k] = in[k].to_f64();
+    maps[k] = broadcast_map(in[k].shape(), os);
+  }
+  auto n = static_cast<double>(in.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (!select) {
+      double share = !mean ? g[i]
+                     : f32 ? static_cast<float>(g[i]) / static_cast<float>(n)
+                           : g[i] / n;
+      for (auto& p : parts) p[i] = share;
+      continue;
+    }
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (vals[k][maps[k][i]] == y[i]) {
+        parts[k][i] = g[i];
+        break;
+      }
+  }
+  Tensors res(in.size());
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (is_floating(in[k].dtype()))
+      res[k] = grad_like(f32 ? unbroadcast_f32(parts[k], os, in[k].shape(), *f32)
+                             : unbroadcast(parts[k], os, in[k].shape()),
+                         in[k]);
+  return res;
+}
+
 ReferenceVjp variadic_vjp(bool select, bool mean) {
   return [=](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
-    const Shape& os = out[0].shape();
-    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-    std::vector<std::vector<double>> parts(in.size(), std::vector<double>(g.size(), 0.0));
-    std::vector<std::vector<double>> vals(in.size());
-    std::vector<std::vector<std::int64_t>> maps(in.size());
-    for (std::size_t k = 0; k < in.size(); ++k) {
-      vals[k] = in[k].to_f64();
-      maps[k] = broadcast_map(in[k].shape(), os);
-    }
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      if (!select) {
-        for (auto& p : parts) p[i] = mean ? g[i] / static_cast<double>(in.size()) : g[i];
-        continue;
-      }
-      for (std::size_t k = 0; k < in.size(); ++k)
-        if (vals[k][maps[k][i]] == y[i]) {
-          parts[k][i] = g[i];
-          break;
-        }
-    }
-    Tensors res(in.size());
-    for (std::size_t k = 0; k < in.size(); ++k)
-      if (is_floating(in[k].dtype()))
-        res[k] = grad_like(unbroadcast(parts[k], os, in[k].shape()), in[k]);
-    return res;
+    return variadic_grads(select, mean, in, out, grads, nullptr);
   };
+}
+
+// Declares the variadic op's VJP and its float32 twin.
+OpBuilder with_variadic_vjp(OpBuilder b, bool select, bool mean,
+                            std::source_location where = std::source_location::current()) {
+  b.vjp(variadic_vjp(select, mean), where);
+  b.vjp_float32(
+      [=](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads,
+          SumOrder order) { return variadic_grads(select, mean, in, out, grads, &order); },
+      select ? "g to the first input equal to the result, summed over broadcasting"
+             : (mean ? "g / n to every input, summed over broadcasting"
+                     : "g to every input, summed over broadcasting"),
+      "a wider accumulator for the sums over broadcasting", where);
+  return b;
 }
 
 // Variadic Max / Min at a tie: the output's gradient may go to any of the tied inputs, or be
@@ -120,38 +146,58 @@ double count_inputs(const KernelContext&, const Tensors& in) {
 void register_variadic(OpRegistry& r) {
   using namespace error_models;
   Domain data_inputs({0, 1, 2}, [](const KernelContext&) { return std::vector<double>{0}; });
-  r.op("Max", Family::elementwise, variadic(nan_max, false))
+  with_variadic_vjp(r.op("Max", Family::elementwise, variadic(nan_max, false)), true, false)
       .error(exact())
-      .vjp(variadic_vjp(true, false))
       .subgradient(variadic_tie_subgradient())
       .domain(data_inputs)
       .inputs(InputRoles::combine())
       .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}},
               {13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}});
-  r.op("Min", Family::elementwise, variadic(nan_min, false))
+  with_variadic_vjp(r.op("Min", Family::elementwise, variadic(nan_min, false)), true, false)
       .error(exact())
-      .vjp(variadic_vjp(true, false))
       .subgradient(variadic_tie_subgradient())
       .domain(data_inputs)
       .inputs(InputRoles::combine())
       .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}},
               {13, {case_input::whole({2, 3, 4, 5}), case_input::whole({2, 3, 4, 5})}}});
-  r.op("Sum", Family::elementwise, variadic([](double a, double b) { return a + b; }, false))
+  with_variadic_vjp(
+      r.op("Sum", Family::elementwise, variadic([](double a, double b) { return a + b; }, false)),
+      false, false)
       .error(accumulation(count_inputs, "kappa(#inputs) * sum|x_k|", 1))
-      .vjp(variadic_vjp(false, false))
       .domain(data_inputs)
       .danger({danger::output_overflow()})
       .inputs(InputRoles::combine())
       .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}}});
-  r.op("Mean", Family::elementwise, variadic([](double a, double b) { return a + b; }, true))
+  with_variadic_vjp(
+      r.op("Mean", Family::elementwise, variadic([](double a, double b) { return a + b; }, true)),
+      false, true)
       .error(accumulation(count_inputs, "kappa(#inputs) * mean|x_k|", 2))
-      .vjp(variadic_vjp(false, true))
       .domain(data_inputs)
       .inputs(InputRoles::combine())
       .cases({{13, {case_input::floats({2, 3, 4, 5}), case_input::floats({2, 3, 4, 5})}}});
 }
 
 // ---- Where: cond ? x : y, broadcast.
+
+// Where's VJP: g to the branch the condition takes, summed back over broadcasting (with `f32`,
+// in float32 in that order).
+Tensors where_grads(const Tensors& in, const Tensors& out, const Tensors& grads,
+                    const SumOrder* f32) {
+  const Shape& os = out[0].shape();
+  auto g = grad_of(grads, out, 0), cond = in[0].to_f64();
+  auto mc = broadcast_map(in[0].shape(), os);
+  std::vector<double> gx(g.size()), gy(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) (cond[mc[i]] != 0 ? gx : gy)[i] = g[i];
+  auto back = [&](const std::vector<double>& part, const Tensor& like) {
+    return grad_like(
+        f32 ? unbroadcast_f32(part, os, like.shape(), *f32) : unbroadcast(part, os, like.shape()),
+        like);
+  };
+  Tensors res(in.size());
+  if (is_floating(in[1].dtype())) res[1] = back(gx, in[1]);
+  if (is_floating(in[2].dtype())) res[2] = back(gy, in[2]);
+  return res;
+}
 
 void register_where(OpRegistry& r) {
   r.op("Where", Family::elementwise,
@@ -164,18 +210,13 @@ void register_where(OpRegistry& r) {
        })
       .error(error_models::exact())
       .vjp([](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        const Shape& os = out[0].shape();
-        auto g = grad_of(grads, out, 0), cond = in[0].to_f64();
-        auto mc = broadcast_map(in[0].shape(), os);
-        std::vector<double> gx(g.size()), gy(g.size());
-        for (std::size_t i = 0; i < g.size(); ++i) (cond[mc[i]] != 0 ? gx : gy)[i] = g[i];
-        Tensors res(in.size());
-        if (is_floating(in[1].dtype()))
-          res[1] = grad_like(unbroadcast(gx, os, in[1].shape()), in[1]);
-        if (is_floating(in[2].dtype()))
-          res[2] = grad_like(unbroadcast(gy, os, in[2].shape()), in[2]);
-        return res;
+        return where_grads(in, out, grads, nullptr);
       })
+      .vjp_float32(
+          [](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads,
+             SumOrder order) { return where_grads(in, out, grads, &order); },
+          "g to the branch the condition takes, summed over broadcasting",
+          "a wider accumulator for the sums over broadcasting")
       .domain(Domain({1, 2}))
       .inputs(InputRoles::all(3));
 }
