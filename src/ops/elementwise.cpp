@@ -79,16 +79,12 @@ Tensors variadic_grads(bool select, bool mean, const Tensors& in, const Tensors&
   return res;
 }
 
-ReferenceVjp variadic_vjp(bool select, bool mean) {
-  return [=](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads) {
-    return variadic_grads(select, mean, in, out, grads, nullptr);
-  };
-}
-
 // Declares the variadic op's VJP and its float32 twin.
 OpBuilder with_variadic_vjp(OpBuilder b, bool select, bool mean,
                             std::source_location where = std::source_location::current()) {
-  b.vjp(variadic_vjp(select, mean), where);
+  b.vjp([=](const KernelContext&, const Tensors& in, const Tensors& out,
+            const Tensors& grads) { return variadic_grads(select, mean, in, out, grads, nullptr); },
+        where);
   b.vjp_float32(
       [=](const KernelContext&, const Tensors& in, const Tensors& out, const Tensors& grads,
           SumOrder order) { return variadic_grads(select, mean, in, out, grads, &order); },

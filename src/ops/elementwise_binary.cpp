@@ -28,7 +28,10 @@ struct BinaryRow {
   bool bool_output = false;     // comparisons and logic
   bool same_dtype = true;       // Pow's exponent may have another dtype
   BinaryDeriv deriv = nullptr;  // nullptr: not differentiable
-  double ulps = 0;              // 0: exact
+  // The derivatives are exact on float32 operands (1, -1, the other operand): the VJP's float32
+  // twin (triage) is g times them rounded once, summed over broadcasting in float32.
+  bool exact_deriv = false;
+  double ulps = 0;  // 0: exact
   const char* doc = "exact (no rounding beyond the result's)";
   std::vector<double> critical = {0};             // probe edge points of both inputs
   std::vector<DangerZone> (*danger)() = nullptr;  // where finite inputs give NaN or infinity
@@ -307,16 +310,19 @@ std::vector<BinaryRow> arithmetic_rows() {
       // IEEE basic operations are correctly rounded (0.5 ulp) and the reference rounds once more.
       {.where = here(), .name = "Add", .make = plain<add>,
        .deriv = [](double, double, double) { return std::pair{1.0, 1.0}; },
+       .exact_deriv = true,
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; },
         .explain = {.form = ExplainForm::arithmetic, .symbol = "+", .cancellation = true}},
       {.where = here(), .name = "Sub", .make = plain<sub>,
        .deriv = [](double, double, double) { return std::pair{1.0, -1.0}; },
+       .exact_deriv = true,
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] { return std::vector<DangerZone>{danger::output_overflow()}; },
         .explain = {.form = ExplainForm::arithmetic, .symbol = "-", .cancellation = true}},
       {.where = here(), .name = "Mul", .make = plain<mul>,
        .deriv = [](double a, double b, double) { return std::pair{b, a}; },
+       .exact_deriv = true,
        .ulps = 1, .doc = "1 ulp (correctly rounded)",
        .danger = [] {
          return std::vector<DangerZone>{
@@ -419,9 +425,10 @@ Tensors binary_forward(const BinaryRow& row, const KernelContext& c, const Tenso
   return {broadcast_apply(c, {&a, &b}, dt, [&](const double* v) { return f(v[0], v[1]); })};
 }
 
-// g * dy/da and g * dy/db, summed back over broadcasting.
+// g * dy/da and g * dy/db, summed back over broadcasting. With `f32` (rows with exact_deriv),
+// the products rounded to float32 and the sums in float32 in that order: the float32 twin.
 Tensors binary_vjp(BinaryDeriv d, const KernelContext& c, const Tensors& in, const Tensors& out,
-                   const Tensors& grads) {
+                   const Tensors& grads, const SumOrder* f32 = nullptr) {
   if (c.opset < 7)
     throw Unsupported(c.node.label() + ": no reference VJP for legacy broadcasting (opset < 7)");
   const Tensor &a = in[0], &b = in[1];
@@ -429,14 +436,22 @@ Tensors binary_vjp(BinaryDeriv d, const KernelContext& c, const Tensors& in, con
   auto va = a.to_f64(), vb = b.to_f64(), y = out[0].to_f64(), g = grad_of(grads, out, 0);
   auto ma = broadcast_map(a.shape(), os), mb = broadcast_map(b.shape(), os);
   std::vector<double> ga(g.size()), gb(g.size());
+  auto times = [f32](double gi, double di) {
+    return f32 ? static_cast<float>(gi) * static_cast<float>(di) : gi * di;
+  };
   for (std::size_t i = 0; i < g.size(); ++i) {
     auto [da, db] = d(va[ma[i]], vb[mb[i]], y[i]);
-    ga[i] = g[i] == 0 ? 0 : g[i] * da;
-    gb[i] = g[i] == 0 ? 0 : g[i] * db;
+    ga[i] = g[i] == 0 ? 0 : times(g[i], da);
+    gb[i] = g[i] == 0 ? 0 : times(g[i], db);
   }
+  auto back = [&](const std::vector<double>& part, const Tensor& like) {
+    return grad_like(
+        f32 ? unbroadcast_f32(part, os, like.shape(), *f32) : unbroadcast(part, os, like.shape()),
+        like);
+  };
   Tensors r(in.size());
-  if (is_floating(a.dtype())) r[0] = grad_like(unbroadcast(ga, os, a.shape()), a);
-  if (is_floating(b.dtype())) r[1] = grad_like(unbroadcast(gb, os, b.shape()), b);
+  if (is_floating(a.dtype())) r[0] = back(ga, a);
+  if (is_floating(b.dtype())) r[1] = back(gb, b);
   return r;
 }
 
@@ -460,6 +475,13 @@ void add_row(OpRegistry& r, const BinaryRow& row) {
     b.vjp([d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
                           const Tensors& grads) { return binary_vjp(d, c, in, out, grads); },
           row.where);
+  if (row.exact_deriv)
+    b.vjp_float32(
+        [d = row.deriv](const KernelContext& c, const Tensors& in, const Tensors& out,
+                        const Tensors& grads,
+                        SumOrder order) { return binary_vjp(d, c, in, out, grads, &order); },
+        "g times the derivative (1, -1 or the other operand), summed over the broadcast axes",
+        "a wider accumulator for the sums over broadcasting", row.where);
 }
 
 // ---- PRelu: y = x < 0 ? x * slope : x, the slope broadcast to x (per channel before opset 7).

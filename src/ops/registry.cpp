@@ -56,6 +56,14 @@ OpBuilder OpRegistry::amend(const std::string& type) {
   return OpBuilder(*this, type);
 }
 
+template <class D>
+OpBuilder& OpBuilder::declare(D MetaOp::*field, D value, const char* concern, Where where) {
+  MetaOp& op = r_.at(type_, concern);
+  op.*field = std::move(value);
+  op.where.emplace_back(concern, where);
+  return *this;
+}
+
 OpBuilder& OpBuilder::error(ErrorModel m, Where where) {
   r_.set_error_model(type_, std::move(m), where);
   return *this;
@@ -82,10 +90,7 @@ OpBuilder& OpBuilder::danger(DangerZones zones, Where where) {
 }
 
 OpBuilder& OpBuilder::inputs(InputRoles roles, Where where) {
-  MetaOp& op = r_.at(type_, "inputs");
-  op.inputs = std::move(roles);
-  op.where.emplace_back("inputs", where);
-  return *this;
+  return declare(&MetaOp::inputs, std::move(roles), "inputs", where);
 }
 OpBuilder& OpBuilder::cases(std::vector<CaseSpec> cases, Where where) {
   MetaOp& op = r_.at(type_, "cases");
@@ -94,64 +99,43 @@ OpBuilder& OpBuilder::cases(std::vector<CaseSpec> cases, Where where) {
   return *this;
 }
 OpBuilder& OpBuilder::undefined(Undefined u, Where where) {
-  MetaOp& op = r_.at(type_, "undefined inputs");
-  op.undefined = std::move(u);
-  op.where.emplace_back("undefined inputs", where);
-  return *this;
+  return declare(&MetaOp::undefined, std::move(u), "undefined inputs", where);
 }
 OpBuilder& OpBuilder::training(TrainingMode t, Where where) {
-  MetaOp& op = r_.at(type_, "training mode");
-  op.training = std::move(t);
-  op.where.emplace_back("training mode", where);
-  return *this;
+  return declare(&MetaOp::training, std::move(t), "training mode", where);
 }
 OpBuilder& OpBuilder::faults(std::vector<std::string> names, Where where) {
-  MetaOp& op = r_.at(type_, "faults");
-  op.faults = std::move(names);
-  op.where.emplace_back("faults", where);
-  return *this;
+  return declare(&MetaOp::faults, std::move(names), "faults", where);
 }
 OpBuilder& OpBuilder::explain(ExplainWords words, Where where) {
-  MetaOp& op = r_.at(type_, "explanation");
-  op.explain = std::move(words);
-  op.where.emplace_back("explanation", where);
-  return *this;
+  return declare(&MetaOp::explain, std::move(words), "explanation", where);
 }
 
 OpBuilder& OpBuilder::dtypes(std::vector<DType> types, Where where) {
-  MetaOp& op = r_.at(type_, "dtypes");
-  op.dtypes = std::move(types);
-  op.where.emplace_back("dtypes", where);
-  return *this;
+  return declare(&MetaOp::dtypes, std::move(types), "dtypes", where);
 }
 
 OpBuilder& OpBuilder::float32(Float32Evaluate twin, std::string formula, std::string better,
                               Where where) {
-  MetaOp& op = r_.at(type_, "float32 definition");
-  op.float32 = {Float32Definition::How::twin, std::move(twin), std::move(formula),
-                std::move(better)};
-  op.where.emplace_back("float32 definition", where);
-  return *this;
+  return declare(
+      &MetaOp::float32,
+      {Float32Definition::How::twin, std::move(twin), std::move(formula), std::move(better)},
+      "float32 definition", where);
 }
 OpBuilder& OpBuilder::float32_rounded(Where where) {
-  MetaOp& op = r_.at(type_, "float32 definition");
-  op.float32 = {Float32Definition::How::rounded, {}, "", ""};
-  op.where.emplace_back("float32 definition", where);
-  return *this;
+  return declare(&MetaOp::float32, {Float32Definition::How::rounded, {}, "", ""},
+                 "float32 definition", where);
 }
 OpBuilder& OpBuilder::vjp_float32(Float32VjpEvaluate twin, std::string formula, std::string better,
                                   Where where) {
-  MetaOp& op = r_.at(type_, "vjp float32 definition");
-  op.vjp_float32 = {Float32Definition::How::twin, std::move(twin), std::move(formula),
-                    std::move(better)};
-  op.where.emplace_back("vjp float32 definition", where);
-  return *this;
+  return declare(
+      &MetaOp::vjp_float32,
+      {Float32Definition::How::twin, std::move(twin), std::move(formula), std::move(better)},
+      "vjp float32 definition", where);
 }
 OpBuilder& OpBuilder::vjp_float32_rounded(Where where) {
-  MetaOp& op = r_.at(type_, "vjp float32 definition");
-  op.vjp_float32 = {Float32Definition::How::rounded, {}, "", ""};
-  op.where.emplace_back("vjp float32 definition", where);
-  return *this;
+  return declare(&MetaOp::vjp_float32, {Float32Definition::How::rounded, {}, "", ""},
+                 "vjp float32 definition", where);
 }
 OpBuilder& OpBuilder::data_movement_vjp(std::vector<int> data_inputs, std::vector<int> zero_fill,
                                         Where where) {
@@ -161,17 +145,11 @@ OpBuilder& OpBuilder::data_movement_vjp(std::vector<int> data_inputs, std::vecto
                      "a wider accumulator for the repeated copies", where);
 }
 OpBuilder& OpBuilder::conventions(std::vector<Convention> c, Where where) {
-  MetaOp& op = r_.at(type_, "conventions");
-  op.conventions = std::move(c);
-  op.where.emplace_back("conventions", where);
-  return *this;
+  return declare(&MetaOp::conventions, std::move(c), "conventions", where);
 }
 
 OpBuilder& OpBuilder::onnx_domain(std::string domain, Where where) {
-  MetaOp& op = r_.at(type_, "ONNX domain");
-  op.onnx_domain = std::move(domain);
-  op.where.emplace_back("ONNX domain", where);
-  return *this;
+  return declare(&MetaOp::onnx_domain, std::move(domain), "ONNX domain", where);
 }
 
 void OpRegistry::add(MetaOp op, Where where) {

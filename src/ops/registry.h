@@ -180,6 +180,9 @@ class OpBuilder {
   OpBuilder& onnx_domain(std::string domain, Where where = Where::current());
 
  private:
+  // Sets one concern of the op (`field`) and records where it was declared.
+  template <class D>
+  OpBuilder& declare(D MetaOp::*field, D value, const char* concern, Where where);
   OpRegistry& r_;
   std::string type_;
 };

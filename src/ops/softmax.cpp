@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 #include "ops/params.h"
@@ -106,57 +107,50 @@ std::vector<bool> masked_logits(const KernelContext& c, const Tensors& in, const
   return r;
 }
 
+// Softmax: dx_j = y_j (g_j - sum_k g_k y_k); LogSoftmax: dx_j = g_j - exp(y_j) sum_k g_k. T float:
+// every operation in float32, the sum in `order` (the VJP's float32 twin).
+template <class T>
+Tensors softmax_grads(SoftmaxKind kind, const KernelContext& c, const Tensors& in,
+                      const Tensors& out, const Tensors& grads, SumOrder order) {
+  const Tensor& x = in[0];
+  auto [axis, outer, n, inner] = softmax_split(c, x.shape());
+  (void)axis;
+  auto g = grad_of(grads, out, 0), y = out[0].to_f64();
+  std::vector<double> gx(g.size());
+  std::vector<float> terms(std::is_same_v<T, float> ? static_cast<std::size_t>(n) : 0);
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
+      auto gt = [&](std::int64_t j) { return static_cast<T>(g[at(j)]); };
+      auto yt = [&](std::int64_t j) { return static_cast<T>(y[at(j)]); };
+      T s = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        T t = kind == SoftmaxKind::Softmax ? gt(j) * yt(j) : gt(j);
+        if constexpr (std::is_same_v<T, float>)
+          terms[j] = t;
+        else
+          s += t;
+      }
+      if constexpr (std::is_same_v<T, float>) s = float32_sum(terms, order);
+      for (std::int64_t j = 0; j < n; ++j)
+        gx[at(j)] =
+            kind == SoftmaxKind::Softmax ? yt(j) * (gt(j) - s) : gt(j) - std::exp(yt(j)) * s;
+    }
+  Tensors r(in.size());
+  r[0] = grad_like(gx, x);
+  return r;
+}
+
 ReferenceVjp softmax_vjp(SoftmaxKind kind) {
   return
       [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads) {
-        const Tensor& x = in[0];
-        auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-        (void)axis;
-        auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-        std::vector<double> gx(g.size());
-        for (std::int64_t o = 0; o < outer; ++o)
-          for (std::int64_t i = 0; i < inner; ++i) {
-            auto at = [&](std::int64_t j) { return (o * n + j) * inner + i; };
-            double s = 0;
-            for (std::int64_t j = 0; j < n; ++j)
-              s += kind == SoftmaxKind::Softmax ? g[at(j)] * y[at(j)] : g[at(j)];
-            for (std::int64_t j = 0; j < n; ++j)
-              gx[at(j)] = kind == SoftmaxKind::Softmax ? y[at(j)] * (g[at(j)] - s)
-                                                       : g[at(j)] - std::exp(y[at(j)]) * s;
-          }
-        Tensors r(in.size());
-        r[0] = grad_like(gx, x);
-        return r;
+        return softmax_grads<double>(kind, c, in, out, grads, SumOrder::written);
       };
 }
 
-// Its float32 twin (triage of backward findings): the same formula, every operation rounded to
-// float32, the sum in `order`.
 Float32VjpEvaluate softmax_vjp_f32(SoftmaxKind kind) {
   return [kind](const KernelContext& c, const Tensors& in, const Tensors& out, const Tensors& grads,
-                SumOrder order) {
-    const Tensor& x = in[0];
-    auto [axis, outer, n, inner] = softmax_split(c, x.shape());
-    (void)axis;
-    auto g = grad_of(grads, out, 0), y = out[0].to_f64();
-    std::vector<double> gx(g.size());
-    std::vector<float> terms(static_cast<std::size_t>(n));
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        auto at = [&](std::int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
-        auto gf = [&](std::int64_t j) { return static_cast<float>(g[at(j)]); };
-        auto yf = [&](std::int64_t j) { return static_cast<float>(y[at(j)]); };
-        for (std::int64_t j = 0; j < n; ++j)
-          terms[j] = kind == SoftmaxKind::Softmax ? gf(j) * yf(j) : gf(j);
-        float s = float32_sum(terms, order);
-        for (std::int64_t j = 0; j < n; ++j)
-          gx[at(j)] =
-              kind == SoftmaxKind::Softmax ? yf(j) * (gf(j) - s) : gf(j) - std::exp(yf(j)) * s;
-      }
-    Tensors r(in.size());
-    r[0] = grad_like(gx, x);
-    return r;
-  };
+                SumOrder order) { return softmax_grads<float>(kind, c, in, out, grads, order); };
 }
 
 // Backward rounding of the softmax family, derived once (docs/error-models.md). Softmax:
